@@ -1,0 +1,43 @@
+//! `GET /apps` and `GET /apps/{id}` (by id or slug, with its routes and tools).
+
+use axum::extract::State;
+use serde_json::Value;
+
+use super::extract::{Json, Path};
+use super::{ApiError, AppState, views};
+
+pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<Value>>, ApiError> {
+    let apps = state
+        .store
+        .read(|s| {
+            let mut out = Vec::new();
+            for app in s.apps()? {
+                let current = match app.current_deployment {
+                    Some(id) => s.deployment(id)?,
+                    None => None,
+                };
+                out.push(views::app(&app, current.as_ref()));
+            }
+            Ok(out)
+        })
+        .await?;
+    Ok(Json(apps))
+}
+
+pub async fn get(State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+    let key = id.clone();
+    let found = state
+        .store
+        .read(move |s| {
+            let Some(app) = s.app(&key)? else { return Ok(None) };
+            let current = match app.current_deployment {
+                Some(id) => s.deployment(id)?,
+                None => None,
+            };
+            Ok(Some(views::app(&app, current.as_ref())))
+        })
+        .await?;
+    found
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found("app_not_found", format!("app `{id}` not found")))
+}

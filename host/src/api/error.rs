@@ -1,0 +1,128 @@
+//! `ApiError`: the one error type of the HTTP API, always a JSON body
+//! `{"error":{"code","message"}}`. 5xx details are logged, never sent.
+
+use axum::Json;
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::extract::multipart::MultipartError;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use crate::store::StoreError;
+
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, code, message)
+    }
+
+    pub fn not_found(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, code, message)
+    }
+
+    pub fn unprocessable(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNPROCESSABLE_ENTITY, code, message)
+    }
+
+    /// A server-side failure: the detail goes to the log, the client gets a generic message.
+    pub fn internal(detail: impl std::fmt::Display) -> Self {
+        tracing::error!(error = %detail, "internal error");
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "the server failed to handle the request; the failure is logged",
+        )
+    }
+
+    fn unavailable(detail: impl std::fmt::Display) -> Self {
+        tracing::error!(error = %detail, "storage unavailable");
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            "the server cannot write to its storage right now; retry later",
+        )
+    }
+
+    /// A rejection from one of axum's extractors, with its own status.
+    fn rejection(status: StatusCode, text: String) -> Self {
+        let code = match status {
+            StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
+            StatusCode::UNPROCESSABLE_ENTITY => "invalid_body",
+            StatusCode::NOT_FOUND => "not_found",
+            _ if status.is_server_error() => return Self::internal(text),
+            _ => "bad_request",
+        };
+        Self::new(status, code, text)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = json!({"error": {"code": self.code, "message": self.message}});
+        (self.status, Json(body)).into_response()
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::NotFound { what, .. } => {
+                let code = match what {
+                    "app" => "app_not_found",
+                    "session" => "session_not_found",
+                    "route" => "route_not_found",
+                    "deployment" => "deployment_not_found",
+                    _ => "not_found",
+                };
+                ApiError::not_found(code, err.to_string())
+            }
+            StoreError::Conflict(message) => ApiError::new(StatusCode::CONFLICT, "conflict", message),
+            StoreError::Rejected(message) => ApiError::unprocessable("rejected", message),
+            StoreError::Storage(_) | StoreError::WriterGone => ApiError::unavailable(err),
+            StoreError::Corrupt(_) => ApiError::internal(err),
+        }
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(r: JsonRejection) -> Self {
+        ApiError::rejection(r.status(), r.body_text())
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(r: QueryRejection) -> Self {
+        ApiError::rejection(StatusCode::BAD_REQUEST, r.body_text())
+    }
+}
+
+impl From<PathRejection> for ApiError {
+    fn from(r: PathRejection) -> Self {
+        ApiError::rejection(r.status(), r.body_text())
+    }
+}
+
+impl From<MultipartError> for ApiError {
+    fn from(r: MultipartError) -> Self {
+        let status = match r.status() {
+            StatusCode::PAYLOAD_TOO_LARGE => StatusCode::PAYLOAD_TOO_LARGE,
+            _ => StatusCode::BAD_REQUEST,
+        };
+        ApiError::rejection(status, format!("unreadable multipart body: {}", r.body_text()))
+    }
+}

@@ -1,0 +1,177 @@
+//! `GET /sessions/{id}/events`: the journal as Server-Sent Events, replay then tail.
+//!
+//! Exactly once, no gaps: the stream subscribes to the after-commit hub
+//! *before* reading redb, replays in short chunks (one read transaction each,
+//! never held across an await), then tails the hub, dropping by seq what
+//! replay already sent. A gap or a lagged subscription re-reads redb. The
+//! stream ends after SESSION_ENDED, and on server shutdown.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::Stream;
+use serde::Deserialize;
+use tokio::sync::broadcast::error::RecvError;
+use uuid::Uuid;
+
+use super::extract::{Path, Query, session_id};
+use super::{ApiError, AppState};
+use crate::journal::StoredEvent;
+use crate::store::SessionStatus;
+
+/// Events read from redb per read transaction.
+const REPLAY_CHUNK: usize = 512;
+/// Keep-alive comment interval.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+#[derive(Deserialize)]
+pub struct EventsQuery {
+    last_event_id: Option<String>,
+}
+
+pub async fn stream(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Query(query): Query<EventsQuery>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let session = session_id(&id)?;
+    // The header wins over the query parameter.
+    let cursor = headers
+        .get("last-event-id")
+        .map(|v| v.to_str().unwrap_or("").trim().to_string())
+        .or(query.last_event_id);
+    let record = state
+        .store
+        .read(move |s| s.session(session))
+        .await?
+        .ok_or_else(|| ApiError::not_found("session_not_found", format!("session `{session}` not found")))?;
+    let from = match cursor.as_deref() {
+        None | Some("") => 0,
+        Some(raw) => resume_point(&state, session, raw).await?,
+    };
+    let subscription = state.store.hub().subscribe(session);
+    let first = read_chunk(&state, session, from).await?;
+    if first.is_empty() && record.status == SessionStatus::Ended {
+        // Nothing more will ever come: 204 tells an EventSource to stop reconnecting.
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    }
+    let events = frames(state, session, from, first, subscription);
+    Ok(Sse::new(events)
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+        .into_response())
+}
+
+/// The seq to resume from: strictly after the event `raw` names.
+async fn resume_point(state: &AppState, session: Uuid, raw: &str) -> Result<u64, ApiError> {
+    let unknown = || {
+        ApiError::bad_request(
+            "unknown_event_id",
+            format!("`{raw}` is not the id of an event of this session; reconnect without it to replay from the start"),
+        )
+    };
+    let event = Uuid::parse_str(raw).map_err(|_| unknown())?;
+    let position = state.store.read(move |s| s.event_position(event)).await?;
+    match position {
+        Some(p) if p.session == session => Ok(p.seq + 1),
+        _ => Err(unknown()),
+    }
+}
+
+async fn read_chunk(state: &AppState, session: Uuid, from: u64) -> Result<Vec<StoredEvent>, ApiError> {
+    Ok(state
+        .store
+        .read(move |s| s.events(session, from, REPLAY_CHUNK))
+        .await?)
+}
+
+fn frame(event: &StoredEvent) -> Event {
+    Event::default().id(event.id.to_string()).data(&*event.json)
+}
+
+fn is_session_end(event: &StoredEvent) -> bool {
+    // Cheap check on the stored JSON, no parse on the hot path.
+    event.json.contains("\"type\":\"SESSION_ENDED\"")
+}
+
+fn frames(
+    state: AppState,
+    session: Uuid,
+    from: u64,
+    first: Vec<StoredEvent>,
+    mut subscription: crate::store::Subscription,
+) -> impl Stream<Item = Result<Event, Infallible>> {
+    let mut shutdown = state.shutdown.clone();
+    async_stream::stream! {
+        let mut next = from;
+        let mut chunk = first;
+        // Replay: chunk after chunk until redb has nothing newer.
+        loop {
+            let full = chunk.len() == REPLAY_CHUNK;
+            for event in &chunk {
+                next = event.seq + 1;
+                yield Ok(frame(event));
+                if is_session_end(event) {
+                    return;
+                }
+            }
+            if !full {
+                break;
+            }
+            match read_chunk(&state, session, next).await {
+                Ok(more) => chunk = more,
+                Err(err) => {
+                    tracing::warn!(%session, error = ?err, "replay failed; closing the stream");
+                    return;
+                }
+            }
+        }
+        // Tail: committed events as the writer publishes them.
+        loop {
+            let received = tokio::select! {
+                received = subscription.rx.recv() => received,
+                _ = shutdown.wait_for(|stop| *stop) => return,
+            };
+            let catch_up = match received {
+                Ok(event) if event.seq < next => continue,
+                Ok(event) if event.seq == next => {
+                    next += 1;
+                    yield Ok(frame(&event));
+                    if is_session_end(&event) {
+                        return;
+                    }
+                    false
+                }
+                // A gap (cannot happen with in-order publishing) or a lag: redb has it all.
+                Ok(_) | Err(RecvError::Lagged(_)) => true,
+                Err(RecvError::Closed) => return,
+            };
+            if catch_up {
+                loop {
+                    let more = match read_chunk(&state, session, next).await {
+                        Ok(more) => more,
+                        Err(err) => {
+                            tracing::warn!(%session, error = ?err, "catch-up failed; closing the stream");
+                            return;
+                        }
+                    };
+                    let full = more.len() == REPLAY_CHUNK;
+                    for event in &more {
+                        next = event.seq + 1;
+                        yield Ok(frame(event));
+                        if is_session_end(event) {
+                            return;
+                        }
+                    }
+                    if !full {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+}

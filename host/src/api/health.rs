@@ -1,0 +1,25 @@
+//! `GET /healthz` (the process answers) and `GET /readyz` (it can serve): no key needed.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+
+use super::AppState;
+use super::extract::Json;
+
+pub async fn healthz() -> Json<Value> {
+    Json(json!({"status": "ok"}))
+}
+
+pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
+    match state.store.read(|s| s.apps().map(|_| ())).await {
+        Ok(()) => (StatusCode::OK, Json(json!({"status": "ready"}))),
+        Err(err) => {
+            tracing::error!(error = %err, "not ready");
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Json(json!({"status": "not_ready", "reason": "storage is unavailable"})),
+            )
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! `POST /sessions`, `GET /sessions`, `GET /sessions/{id}`, `POST /sessions/{id}/input`.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use super::extract::{Json, Path, Query, session_id};
+use super::{ApiError, AppState, views};
+use crate::store::{SessionFilter, SessionStatus};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateSession {
+    app: String,
+    route: String,
+    #[serde(default)]
+    input: Value,
+}
+
+pub async fn create(
+    State(state): State<AppState>,
+    Json(body): Json<CreateSession>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let (record, ticket) = state
+        .writer
+        .create_session(body.app, body.route, body.input, state.boot_id)
+        .await?;
+    state.runtime.schedule(ticket);
+    Ok((StatusCode::CREATED, Json(views::session(&record))))
+}
+
+pub async fn get(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let id = session_id(&id)?;
+    let record = state
+        .store
+        .read(move |s| s.session(id))
+        .await?
+        .ok_or_else(|| ApiError::not_found("session_not_found", format!("session `{id}` not found")))?;
+    Ok(Json(views::session(&record)))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    app: Option<String>,
+    status: Option<String>,
+    limit: Option<usize>,
+    cursor: Option<String>,
+}
+
+const DEFAULT_PAGE: usize = 50;
+const MAX_PAGE: usize = 500;
+
+pub async fn list(
+    State(state): State<AppState>,
+    Query(query): Query<ListQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let status = match query.status.as_deref() {
+        None => None,
+        Some(s) => Some(SessionStatus::parse(s).ok_or_else(|| {
+            ApiError::unprocessable(
+                "invalid_query",
+                format!("unknown status `{s}`: use running, idle, awaiting_approval, errored or ended"),
+            )
+        })?),
+    };
+    let before = match query.cursor.as_deref() {
+        None => None,
+        Some(c) => Some(Uuid::parse_str(c).map_err(|_| {
+            ApiError::unprocessable("invalid_query", format!("`cursor` = `{c}` is not a cursor from this API"))
+        })?),
+    };
+    let limit = query.limit.unwrap_or(DEFAULT_PAGE).clamp(1, MAX_PAGE);
+    let app = query.app;
+    let records = state
+        .store
+        .read(move |s| {
+            let app_id = match app {
+                None => None,
+                Some(app) => match s.app(&app)? {
+                    Some(app) => Some(app.id),
+                    // An unknown app has no sessions.
+                    None => return Ok(Vec::new()),
+                },
+            };
+            s.sessions(&SessionFilter {
+                app_id,
+                status,
+                before,
+                limit: limit + 1,
+            })
+        })
+        .await?;
+    let more = records.len() > limit;
+    let items: Vec<Value> = records.iter().take(limit).map(views::session).collect();
+    let next_cursor = more.then(|| records[limit - 1].id.to_string());
+    Ok(Json(json!({"items": items, "next_cursor": next_cursor})))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PostInput {
+    #[serde(default)]
+    input: Value,
+}
+
+pub async fn input(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Json(body): Json<PostInput>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let id = session_id(&id)?;
+    let ticket = state.writer.post_input(id, body.input, state.boot_id).await?;
+    let turn = ticket.turn;
+    state.runtime.schedule(ticket);
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({"session_id": id, "turn": turn, "status": "running"})),
+    ))
+}

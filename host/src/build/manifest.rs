@@ -1,0 +1,116 @@
+//! The deployment manifest (`agenthost.toml`): one serde struct, unknown keys refused.
+//!
+//! The uploaded manifest is authoritative for platform settings; the
+//! component's `describe` is authoritative for routes and tools.
+//! Documented in docs/manifest.md.
+
+use serde::{Deserialize, Serialize};
+
+/// Largest manifest accepted, in bytes.
+pub const MAX_MANIFEST_BYTES: usize = 64 * 1024;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    pub app: AppSection,
+    pub agent: AgentSection,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AppSection {
+    /// The app's slug: created on its first deploy.
+    pub slug: String,
+    /// Pins this deployment's version; refused when that version exists.
+    #[serde(default)]
+    pub version: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSection {
+    /// Path of the component inside the bundle.
+    pub entry: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    #[error("the manifest is larger than {MAX_MANIFEST_BYTES} bytes")]
+    TooLarge,
+    #[error("the manifest is not valid TOML for agenthost: {0}")]
+    Syntax(String),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl Manifest {
+    pub fn parse(text: &str) -> Result<Manifest, ManifestError> {
+        if text.len() > MAX_MANIFEST_BYTES {
+            return Err(ManifestError::TooLarge);
+        }
+        let manifest: Manifest =
+            toml::from_str(text).map_err(|e| ManifestError::Syntax(e.to_string().trim().to_string()))?;
+        if !valid_slug(&manifest.app.slug) {
+            return Err(ManifestError::Invalid(format!(
+                "`app.slug` = {:?}: use 1 to 63 lowercase letters, digits and -, starting with a letter or digit",
+                manifest.app.slug
+            )));
+        }
+        if manifest.agent.entry.trim().is_empty() {
+            return Err(ManifestError::Invalid("`agent.entry` must not be empty".into()));
+        }
+        if crate::build::unpack::safe_relative_path(&manifest.agent.entry).is_none() {
+            return Err(ManifestError::Invalid(format!(
+                "`agent.entry` = {:?} must be a relative path inside the bundle",
+                manifest.agent.entry
+            )));
+        }
+        if manifest.app.version == Some(0) {
+            return Err(ManifestError::Invalid("`app.version` must be 1 or more".into()));
+        }
+        Ok(manifest)
+    }
+}
+
+pub fn valid_slug(slug: &str) -> bool {
+    (1..=63).contains(&slug.len())
+        && slug
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !slug.starts_with('-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_a_minimal_manifest() {
+        let m = Manifest::parse("[app]\nslug = \"hello\"\n[agent]\nentry = \"hello.wasm\"\n").unwrap();
+        assert_eq!(m.app.slug, "hello");
+        assert_eq!(m.agent.entry, "hello.wasm");
+        assert_eq!(m.app.version, None);
+    }
+
+    #[test]
+    fn names_an_unknown_key() {
+        let err = Manifest::parse("[app]\nslug = \"a\"\ncolour = 1\n[agent]\nentry = \"a.wasm\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("colour"), "{err}");
+    }
+
+    #[test]
+    fn refuses_empty_or_escaping_entries_and_bad_slugs() {
+        for (text, needle) in [
+            ("[app]\nslug = \"a\"\n[agent]\nentry = \"\"\n", "agent.entry"),
+            ("[app]\nslug = \"a\"\n[agent]\nentry = \"../x.wasm\"\n", "agent.entry"),
+            ("[app]\nslug = \"a\"\n", "agent"),
+            ("[app]\nslug = \"Big App\"\n[agent]\nentry = \"a.wasm\"\n", "app.slug"),
+            ("not toml at all [", "TOML"),
+        ] {
+            let err = Manifest::parse(text).unwrap_err().to_string();
+            assert!(err.contains(needle), "{text:?} gave {err}");
+        }
+    }
+}

@@ -1,0 +1,120 @@
+//! `agenthost deploy`: build, package, upload, then poll until the build resolves.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde_json::Value;
+
+use super::package::{build_component, package};
+use crate::build::manifest::Manifest;
+
+pub struct DeployOptions {
+    pub dir: PathBuf,
+    pub url: String,
+    pub api_key: String,
+    pub timeout: Duration,
+    pub build: bool,
+}
+
+/// The deployment row once its build resolved.
+pub struct Deployed {
+    pub app: String,
+    pub row: Value,
+}
+
+/// Deploys `dir` and waits for its build; errors carry the build's message.
+pub async fn deploy(options: &DeployOptions) -> anyhow::Result<Deployed> {
+    let dir = &options.dir;
+    let manifest_path = dir.join("agenthost.toml");
+    let manifest_text = std::fs::read_to_string(&manifest_path)
+        .with_context(|| format!("cannot read {}", manifest_path.display()))?;
+    let manifest = Manifest::parse(&manifest_text)?;
+    let entry = manifest.agent.entry.clone();
+    let component = if options.build {
+        let dir = dir.clone();
+        let built = tokio::task::spawn_blocking(move || build_component(&dir)).await??;
+        std::fs::read(&built).with_context(|| format!("cannot read {}", built.display()))?
+    } else {
+        let path = dir.join(&entry);
+        std::fs::read(&path).with_context(|| format!("cannot read the entry {}", path.display()))?
+    };
+    let bundle = {
+        let dir = dir.clone();
+        let entry = entry.clone();
+        tokio::task::spawn_blocking(move || package(&dir, &entry, &component)).await??
+    };
+    let base = options.url.trim_end_matches('/');
+    let client = reqwest::Client::new();
+    let form = reqwest::multipart::Form::new()
+        .part(
+            "tarball",
+            reqwest::multipart::Part::bytes(bundle).file_name("bundle.tar.gz"),
+        )
+        .text("manifest", manifest_text);
+    let response = client
+        .post(format!("{base}/deployments"))
+        .bearer_auth(&options.api_key)
+        .multipart(form)
+        .send()
+        .await
+        .with_context(|| format!("cannot reach {base}"))?;
+    let status = response.status();
+    let body: Value = response.json().await.unwrap_or(Value::Null);
+    if status.as_u16() != 202 {
+        bail!("the server refused the deployment ({status}): {}", error_message(&body));
+    }
+    let id = body["id"].as_str().context("the server's answer has no deployment id")?.to_string();
+    let app_id = body["app_id"].as_str().context("the server's answer has no app id")?.to_string();
+    let version = body["version"].as_u64().unwrap_or_default();
+    let app = manifest.app.slug.clone();
+    let started = Instant::now();
+    loop {
+        let rows: Value = client
+            .get(format!("{base}/apps/{app_id}/deployments"))
+            .bearer_auth(&options.api_key)
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await?;
+        let row = rows
+            .as_array()
+            .and_then(|rows| rows.iter().find(|r| r["id"] == id.as_str()))
+            .cloned()
+            .context("the deployment disappeared from its app's list")?;
+        match row["status"].as_str() {
+            Some("building") => {}
+            Some("failed") => {
+                eprintln!();
+                bail!(
+                    "the build of {app} v{version} failed:\n{}",
+                    row["error"].as_str().unwrap_or("(no message)")
+                );
+            }
+            Some(_) => {
+                eprintln!();
+                return Ok(Deployed { app, row });
+            }
+            None => bail!("unexpected deployment row: {row}"),
+        }
+        if started.elapsed() > options.timeout {
+            eprintln!();
+            bail!(
+                "the build of {app} v{version} did not finish within {} s (it may still finish: see GET /apps/{app_id}/deployments)",
+                options.timeout.as_secs()
+            );
+        }
+        eprint!("\rbuilding {app} v{version} ... {} s", started.elapsed().as_secs());
+        let _ = std::io::stderr().flush();
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+fn error_message(body: &Value) -> String {
+    body["error"]["message"]
+        .as_str()
+        .map(String::from)
+        .unwrap_or_else(|| body.to_string())
+}

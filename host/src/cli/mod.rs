@@ -1,0 +1,63 @@
+//! The command line: `agenthost serve`, `agenthost deploy`, `agenthost dev`.
+
+mod deploy;
+mod package;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+pub use deploy::{DeployOptions, deploy};
+
+#[derive(Parser)]
+#[command(name = "agenthost", version, about = "Host AI agents built as WebAssembly components")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Run the server.
+    Serve(ServeArgs),
+    /// Build an agent project for wasm32-wasip2, upload it, and wait for its build.
+    Deploy(DeployArgs),
+    /// Run the server, deploy DIR to it, and print a key and curl commands to try it.
+    Dev {
+        #[command(flatten)]
+        serve: ServeArgs,
+        /// The agent project to deploy.
+        #[arg(default_value = ".")]
+        dir: PathBuf,
+    },
+}
+
+#[derive(clap::Args)]
+pub struct ServeArgs {
+    /// Where the database, components and keys live.
+    #[arg(long, default_value = "./.agenthost", env = "AGENTHOST_DATA_DIR")]
+    pub data_dir: PathBuf,
+    /// The address to listen on (port 0 picks a free port).
+    #[arg(long, default_value = "127.0.0.1:8080", env = "AGENTHOST_ADDR")]
+    pub addr: SocketAddr,
+}
+
+#[derive(clap::Args)]
+pub struct DeployArgs {
+    /// The agent project: a directory with `agenthost.toml` (and usually `Cargo.toml`).
+    #[arg(default_value = ".")]
+    pub dir: PathBuf,
+    /// The server's base URL.
+    #[arg(long, env = "AGENTHOST_URL", default_value = "http://127.0.0.1:8080")]
+    pub url: String,
+    /// A platform API key.
+    #[arg(long, env = "AGENTHOST_API_KEY", hide_env_values = true)]
+    pub api_key: String,
+    /// Seconds to wait for the build before giving up.
+    #[arg(long, default_value_t = 600)]
+    pub timeout_secs: u64,
+    /// Do not run cargo: package the directory as it is (the entry must exist).
+    #[arg(long)]
+    pub no_build: bool,
+}

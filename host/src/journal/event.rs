@@ -1,0 +1,163 @@
+//! Event types, the envelope clients see, and the record format stored in redb.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use uuid::Uuid;
+
+/// Every kind of journal event. The wire names are part of the public API
+/// (docs/events.md); clients must ignore types they do not know.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum EventType {
+    SessionCreated,
+    TurnStarted,
+    MessageStart,
+    MessageDelta,
+    MessageEnd,
+    ToolCall,
+    ToolResult,
+    ToolApprovalRequired,
+    ToolApprovalGranted,
+    ToolApprovalDenied,
+    TurnError,
+    TurnEnded,
+    SessionEnded,
+}
+
+impl EventType {
+    /// The wire name, e.g. `MESSAGE_DELTA`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::SessionCreated => "SESSION_CREATED",
+            EventType::TurnStarted => "TURN_STARTED",
+            EventType::MessageStart => "MESSAGE_START",
+            EventType::MessageDelta => "MESSAGE_DELTA",
+            EventType::MessageEnd => "MESSAGE_END",
+            EventType::ToolCall => "TOOL_CALL",
+            EventType::ToolResult => "TOOL_RESULT",
+            EventType::ToolApprovalRequired => "TOOL_APPROVAL_REQUIRED",
+            EventType::ToolApprovalGranted => "TOOL_APPROVAL_GRANTED",
+            EventType::ToolApprovalDenied => "TOOL_APPROVAL_DENIED",
+            EventType::TurnError => "TURN_ERROR",
+            EventType::TurnEnded => "TURN_ENDED",
+            EventType::SessionEnded => "SESSION_ENDED",
+        }
+    }
+}
+
+/// An event before the writer has given it an id, a seq and a timestamp.
+#[derive(Debug, Clone)]
+pub struct NewEvent {
+    pub event_type: EventType,
+    pub payload: Value,
+}
+
+impl NewEvent {
+    pub fn new(event_type: EventType, payload: Value) -> Self {
+        NewEvent {
+            event_type,
+            payload,
+        }
+    }
+}
+
+/// The envelope as serialized to clients (SSE `data:`) and stored.
+#[derive(Serialize)]
+struct EnvelopeOut<'a> {
+    id: Uuid,
+    seq: u64,
+    session_id: Uuid,
+    #[serde(rename = "type")]
+    event_type: EventType,
+    payload: &'a Value,
+    created_at: &'a str,
+}
+
+/// A committed event, cheap to clone and fan out to streams.
+#[derive(Debug, Clone)]
+pub struct StoredEvent {
+    pub id: Uuid,
+    pub seq: u64,
+    /// The full envelope as JSON text, exactly as clients receive it.
+    pub json: Arc<str>,
+}
+
+/// Version tag of the stored record format.
+const RECORD_V1: u8 = 1;
+
+/// Builds the stored record of an event: `[1u8][16-byte event id][envelope JSON]`.
+/// Returns the record and the envelope JSON.
+pub fn encode_record(
+    id: Uuid,
+    seq: u64,
+    session_id: Uuid,
+    event: &NewEvent,
+    created_at: &str,
+) -> Result<(Vec<u8>, String), serde_json::Error> {
+    let json = serde_json::to_string(&EnvelopeOut {
+        id,
+        seq,
+        session_id,
+        event_type: event.event_type,
+        payload: &event.payload,
+        created_at,
+    })?;
+    let mut record = Vec::with_capacity(17 + json.len());
+    record.push(RECORD_V1);
+    record.extend_from_slice(id.as_bytes());
+    record.extend_from_slice(json.as_bytes());
+    Ok((record, json))
+}
+
+/// Reads a stored record back. `None` for a record this version cannot read
+/// (which would be a bug or a newer format: never silently skipped by callers).
+pub fn decode_record(seq: u64, bytes: &[u8]) -> Option<StoredEvent> {
+    let (&version, rest) = bytes.split_first()?;
+    if version != RECORD_V1 || rest.len() < 16 {
+        return None;
+    }
+    let (id, json) = rest.split_at(16);
+    let id = Uuid::from_slice(id).ok()?;
+    let json = std::str::from_utf8(json).ok()?;
+    Some(StoredEvent {
+        id,
+        seq,
+        json: Arc::from(json),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn record_round_trips_and_envelope_has_every_field() {
+        let id = Uuid::now_v7();
+        let session = Uuid::now_v7();
+        let event = NewEvent::new(
+            EventType::MessageDelta,
+            json!({"message_id": "m1", "delta": {"type": "text", "text": "hi"}}),
+        );
+        let (record, json) =
+            encode_record(id, 7, session, &event, "2026-11-22T10:00:00.000Z").unwrap();
+        let back = decode_record(7, &record).unwrap();
+        assert_eq!(back.id, id);
+        assert_eq!(&*back.json, json.as_str());
+        let v: Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(v["id"], id.to_string());
+        assert_eq!(v["seq"], 7);
+        assert_eq!(v["session_id"], session.to_string());
+        assert_eq!(v["type"], "MESSAGE_DELTA");
+        assert_eq!(v["payload"]["delta"]["text"], "hi");
+        assert_eq!(v["created_at"], "2026-11-22T10:00:00.000Z");
+    }
+
+    #[test]
+    fn unknown_record_versions_are_refused() {
+        assert!(decode_record(0, &[2u8; 20]).is_none());
+        assert!(decode_record(0, &[]).is_none());
+    }
+}

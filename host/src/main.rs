@@ -1,0 +1,121 @@
+//! The `agenthost` binary: parses the command line and runs a subcommand.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Parser;
+
+use agenthost::cli::{Cli, Command, DeployOptions, ServeArgs, deploy};
+use agenthost::server::{ServeOptions, Server, write_secret_file};
+
+fn main() {
+    let cli = Cli::parse();
+    let default_level = match cli.command {
+        Command::Deploy(_) => "warn",
+        _ => "info",
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level)),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("error: cannot start the async runtime: {err}");
+            std::process::exit(1);
+        }
+    };
+    if let Err(err) = runtime.block_on(run(cli)) {
+        eprintln!("error: {err:#}");
+        std::process::exit(1);
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Serve(args) => {
+            let server = start(&args, bootstrap_from_env()).await?;
+            server.run().await
+        }
+        Command::Deploy(args) => {
+            let deployed = deploy(&DeployOptions {
+                dir: args.dir,
+                url: args.url,
+                api_key: args.api_key,
+                timeout: Duration::from_secs(args.timeout_secs),
+                build: !args.no_build,
+            })
+            .await?;
+            println!(
+                "deployed {} v{} ({}): status {}, routes {}",
+                deployed.app,
+                deployed.row["version"],
+                deployed.row["id"].as_str().unwrap_or_default(),
+                deployed.row["status"].as_str().unwrap_or_default(),
+                deployed.row["routes"]
+            );
+            Ok(())
+        }
+        Command::Dev { serve, dir } => dev(serve, dir).await,
+    }
+}
+
+fn bootstrap_from_env() -> Option<String> {
+    std::env::var("AGENTHOST_BOOTSTRAP_KEY").ok().filter(|k| !k.is_empty())
+}
+
+async fn start(args: &ServeArgs, bootstrap_key: Option<String>) -> anyhow::Result<Server> {
+    let server = Server::start(ServeOptions {
+        data_dir: args.data_dir.clone(),
+        addr: args.addr,
+        bootstrap_key,
+    })
+    .await?;
+    println!("agenthost listening on http://{}", server.local_addr);
+    Ok(server)
+}
+
+/// serve + deploy DIR + a key and curl commands to try it.
+async fn dev(args: ServeArgs, dir: std::path::PathBuf) -> anyhow::Result<()> {
+    let key = dev_key(&args.data_dir)?;
+    let server = start(&args, Some(key.clone())).await?;
+    let url = format!("http://{}", server.local_addr);
+    let serving = tokio::spawn(server.run());
+    let deployed = deploy(&DeployOptions {
+        dir,
+        url: url.clone(),
+        api_key: key.clone(),
+        timeout: Duration::from_secs(600),
+        build: true,
+    })
+    .await?;
+    let app = &deployed.app;
+    let route = deployed.row["routes"][0].as_str().unwrap_or("/chat");
+    println!(
+        "\nDeployed {app} v{} at {url}. Try it:\n\n  export AGENTHOST_API_KEY={key}\n  SID=$(curl -s -X POST {url}/sessions -H \"Authorization: Bearer $AGENTHOST_API_KEY\" -H 'content-type: application/json' -d '{{\"app\":\"{app}\",\"route\":\"{route}\",\"input\":\"hello agent host\"}}' | sed -E 's/.*\"session_id\":\"([^\"]+)\".*/\\1/')\n  curl -N {url}/sessions/$SID/events -H \"Authorization: Bearer $AGENTHOST_API_KEY\"\n\nA follow-up turn:\n\n  curl -s -X POST {url}/sessions/$SID/input -H \"Authorization: Bearer $AGENTHOST_API_KEY\" -H 'content-type: application/json' -d '{{\"input\":\"what did I say before?\"}}'\n\nCtrl-C stops the server.",
+        deployed.row["version"]
+    );
+    serving.await.context("the server task failed")?
+}
+
+/// The dev server's key: `AGENTHOST_BOOTSTRAP_KEY`, else the one saved in the
+/// data dir, else a new one saved there.
+fn dev_key(data_dir: &Path) -> anyhow::Result<String> {
+    if let Some(key) = bootstrap_from_env() {
+        return Ok(key);
+    }
+    let path = data_dir.join("bootstrap-key");
+    if let Ok(saved) = std::fs::read_to_string(&path) {
+        if !saved.trim().is_empty() {
+            return Ok(saved.trim().to_string());
+        }
+    }
+    std::fs::create_dir_all(data_dir)?;
+    let key = agenthost::keys::mint(agenthost::store::KeyClass::Platform, "dev").secret;
+    write_secret_file(&path, &key)?;
+    Ok(key)
+}

@@ -1,0 +1,102 @@
+//! Compiled components on disk: the original component and its precompiled
+//! artifact, hash-checked before deserializing and recompiled when the engine changed.
+
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+use super::RuntimeError;
+use super::engine::fingerprint;
+use crate::store::{Artifact, DeploymentRecord};
+
+const COMPONENT_FILE: &str = "component.wasm";
+const ARTIFACT_FILE: &str = "component.cwasm";
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// Where a deployment's files live.
+pub fn deployment_dir(data_dir: &Path, id: uuid::Uuid) -> PathBuf {
+    data_dir.join("deployments").join(id.to_string())
+}
+
+/// Writes a file atomically (temp file, fsync, rename).
+fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let tmp = path.with_extension("tmp");
+    let mut file = std::fs::File::create(&tmp)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
+
+/// Stores a component and its precompiled artifact; returns their hashes.
+pub fn store(
+    engine: &Engine,
+    dir: &Path,
+    component: &[u8],
+    artifact: &[u8],
+) -> Result<Artifact, RuntimeError> {
+    std::fs::create_dir_all(dir).map_err(RuntimeError::io("create the deployment dir"))?;
+    write_atomic(&dir.join(COMPONENT_FILE), component)
+        .map_err(RuntimeError::io("write the component"))?;
+    write_atomic(&dir.join(ARTIFACT_FILE), artifact)
+        .map_err(RuntimeError::io("write the artifact"))?;
+    Ok(Artifact {
+        component_sha256: sha256_hex(component),
+        artifact_sha256: sha256_hex(artifact),
+        engine: fingerprint(engine),
+    })
+}
+
+/// A loaded component, and the new artifact record when it had to be recompiled.
+pub struct Loaded {
+    pub component: Component,
+    pub recompiled: Option<Artifact>,
+}
+
+/// Loads a deployment's component: the precompiled artifact when its hash and
+/// engine match, otherwise a fresh compilation of the (hash-checked) original.
+pub fn load(engine: &Engine, data_dir: &Path, record: &DeploymentRecord) -> Result<Loaded, RuntimeError> {
+    let artifact = record
+        .artifact
+        .as_ref()
+        .ok_or(RuntimeError::NotBuilt(record.id))?;
+    let dir = deployment_dir(data_dir, record.id);
+    if artifact.engine == fingerprint(engine) {
+        let bytes = std::fs::read(dir.join(ARTIFACT_FILE)).map_err(RuntimeError::io("read the artifact"))?;
+        if sha256_hex(&bytes) == artifact.artifact_sha256 {
+            // SAFETY: the bytes were produced by `Engine::precompile_component`
+            // of an engine with the same fingerprint, and their hash matches the
+            // one recorded when they were written.
+            let component = unsafe { Component::deserialize(engine, &bytes) }
+                .map_err(|e| RuntimeError::Load(format!("{e:#}")))?;
+            return Ok(Loaded {
+                component,
+                recompiled: None,
+            });
+        }
+        tracing::warn!(deployment = %record.id, "artifact hash mismatch; recompiling from the component");
+    }
+    let original = std::fs::read(dir.join(COMPONENT_FILE)).map_err(RuntimeError::io("read the component"))?;
+    if sha256_hex(&original) != artifact.component_sha256 {
+        return Err(RuntimeError::Load(format!(
+            "the stored component of deployment {} does not match its hash",
+            record.id
+        )));
+    }
+    let compiled = engine
+        .precompile_component(&original)
+        .map_err(|e| RuntimeError::Load(format!("{e:#}")))?;
+    let new = store(engine, &dir, &original, &compiled)?;
+    // SAFETY: just produced by this engine.
+    let component = unsafe { Component::deserialize(engine, &compiled) }
+        .map_err(|e| RuntimeError::Load(format!("{e:#}")))?;
+    Ok(Loaded {
+        component,
+        recompiled: Some(new),
+    })
+}

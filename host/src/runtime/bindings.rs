@@ -1,0 +1,17 @@
+//! The one `bindgen!` of the host: Rust types and traits for `wit/agent.wit`.
+
+wasmtime::component::bindgen!({
+    path: "../wit",
+    world: "agent",
+    imports: { default: async | trappable },
+    exports: { default: async },
+});
+
+pub use agenthost::agent::host::Host;
+pub use agenthost::agent::types::{
+    Decision, Description, Event, HistoryPage, HostError, Reason, Step, ToolCall, ToolSpec,
+    ToolStatus, Turn,
+};
+
+/// The export every agent must provide.
+pub const GUEST_EXPORT: &str = "agenthost:agent/guest@0.1.0";

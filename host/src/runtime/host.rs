@@ -1,0 +1,339 @@
+//! The host side of `agenthost:agent/host`: every effect a turn has, checked and journaled.
+//!
+//! A turn's events are queued to the writer without waiting for each commit
+//! (they stream as their batch commits); the turn's final commit, made by
+//! `runtime::turn`, waits. The order rules live here: no delta outside its
+//! message, no result without its call, nothing after the session ended.
+//! A broken rule refuses the effect and fails the turn.
+
+use std::collections::HashMap;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use super::bindings::{Event, Host, HistoryPage, HostError, Step, ToolCall, ToolStatus};
+use super::limits::TurnLimits;
+use super::state::State;
+use crate::journal::{EventType, NewEvent};
+use crate::store::{Store, StoreError, WriterHandle};
+use crate::store::writer::AppendAck;
+
+/// Why a turn must end with TURN_ERROR although the guest returned normally.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    pub kind: &'static str,
+    pub message: String,
+}
+
+/// The running turn as the host imports see it.
+pub struct TurnCtx {
+    writer: WriterHandle,
+    store: Store,
+    pub session: Uuid,
+    pub turn: u32,
+    limits: TurnLimits,
+    /// Open messages: id → text so far.
+    pub open_messages: Vec<(String, String)>,
+    /// Tool calls of this turn still waiting for their result: id → name.
+    pub pending_calls: HashMap<String, String>,
+    /// `end-session` was called.
+    pub ended: bool,
+    /// The first broken rule or limit; the turn ends with TURN_ERROR.
+    pub failure: Option<Failure>,
+    events: u64,
+    last_ack: Option<AppendAck>,
+}
+
+impl TurnCtx {
+    pub fn new(
+        writer: WriterHandle,
+        store: Store,
+        session: Uuid,
+        turn: u32,
+        limits: TurnLimits,
+    ) -> Self {
+        TurnCtx {
+            writer,
+            store,
+            session,
+            turn,
+            limits,
+            open_messages: Vec::new(),
+            pending_calls: HashMap::new(),
+            ended: false,
+            failure: None,
+            events: 0,
+            last_ack: None,
+        }
+    }
+
+    /// Refuses further effects once the turn has failed or the session ended.
+    fn check_open(&self) -> Result<(), HostError> {
+        if let Some(failure) = &self.failure {
+            return Err(HostError::Closed(format!(
+                "the turn has failed: {}",
+                failure.message
+            )));
+        }
+        if self.ended {
+            return Err(HostError::Closed(
+                "the session has ended: nothing more can be written".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Records a broken rule: the effect is refused and the turn will fail.
+    fn fail(&mut self, kind: &'static str, message: String) -> HostError {
+        if self.failure.is_none() {
+            self.failure = Some(Failure {
+                kind,
+                message: message.clone(),
+            });
+        }
+        match kind {
+            "limit" => HostError::Limit(message),
+            _ => HostError::InvalidOrder(message),
+        }
+    }
+
+    /// Queues events to the journal.
+    async fn emit(&mut self, events: Vec<NewEvent>) -> Result<(), HostError> {
+        self.events += events.len() as u64;
+        if self.events > self.limits.max_events {
+            let max = self.limits.max_events;
+            return Err(self.fail("limit", format!("more than {max} events in one turn")));
+        }
+        match self.writer.append(self.session, self.turn, events).await {
+            Ok(ack) => {
+                self.last_ack = Some(ack);
+                Ok(())
+            }
+            Err(err) => Err(self.storage_failed(err)),
+        }
+    }
+
+    fn storage_failed(&mut self, err: StoreError) -> HostError {
+        self.failure.get_or_insert(Failure {
+            kind: "storage",
+            message: "the host could not record the turn's events".into(),
+        });
+        HostError::Unavailable(err.to_string())
+    }
+
+    /// Waits until everything queued so far is committed.
+    pub async fn flush(&mut self) -> Result<(), StoreError> {
+        match self.last_ack.take() {
+            Some(ack) => ack.await.map_err(|_| StoreError::WriterGone)?,
+            None => Ok(()),
+        }
+    }
+
+    fn check_text(&mut self, what: &str, text: &str) -> Result<(), HostError> {
+        if text.len() > self.limits.max_payload_bytes {
+            let max = self.limits.max_payload_bytes;
+            return Err(self.fail("limit", format!("{what} is larger than {max} bytes")));
+        }
+        Ok(())
+    }
+
+    fn parse_json(&mut self, what: &str, text: &str) -> Result<Value, HostError> {
+        self.check_text(what, text)?;
+        serde_json::from_str(text)
+            .map_err(|e| self.fail("invalid_order", format!("{what} is not valid JSON: {e}")))
+    }
+}
+
+fn ctx(state: &mut State) -> wasmtime::Result<&mut TurnCtx> {
+    state
+        .turn
+        .as_mut()
+        .ok_or_else(|| wasmtime::format_err!("host effects are not available while describing"))
+}
+
+/// A journal event as `read-history` hands it out.
+#[derive(Deserialize)]
+struct EnvelopeIn<'a> {
+    #[serde(rename = "type")]
+    event_type: String,
+    #[serde(borrow)]
+    payload: &'a serde_json::value::RawValue,
+}
+
+impl super::bindings::agenthost::agent::types::Host for State {}
+
+impl Host for State {
+    async fn message_start(&mut self) -> wasmtime::Result<Result<String, HostError>> {
+        let turn = ctx(self)?;
+        if let Err(e) = turn.check_open() {
+            return Ok(Err(e));
+        }
+        let id = format!("msg_{}", Uuid::now_v7().simple());
+        turn.open_messages.push((id.clone(), String::new()));
+        let event = NewEvent::new(
+            EventType::MessageStart,
+            json!({"message_id": id, "role": "assistant"}),
+        );
+        Ok(turn.emit(vec![event]).await.map(|()| id))
+    }
+
+    async fn message_delta(
+        &mut self,
+        message_id: String,
+        text: String,
+    ) -> wasmtime::Result<Result<(), HostError>> {
+        let turn = ctx(self)?;
+        if let Err(e) = turn.check_open() {
+            return Ok(Err(e));
+        }
+        let max = turn.limits.max_message_bytes;
+        let Some(open) = turn.open_messages.iter_mut().find(|(id, _)| *id == message_id) else {
+            let message = format!("MESSAGE_DELTA for message `{message_id}`, which is not open");
+            return Ok(Err(turn.fail("invalid_order", message)));
+        };
+        if open.1.len() + text.len() > max {
+            let message = format!("message `{message_id}` is longer than {max} bytes");
+            return Ok(Err(turn.fail("limit", message)));
+        }
+        open.1.push_str(&text);
+        let event = NewEvent::new(
+            EventType::MessageDelta,
+            json!({"message_id": message_id, "delta": {"type": "text", "text": text}}),
+        );
+        Ok(turn.emit(vec![event]).await)
+    }
+
+    async fn message_end(&mut self, message_id: String) -> wasmtime::Result<Result<(), HostError>> {
+        let turn = ctx(self)?;
+        if let Err(e) = turn.check_open() {
+            return Ok(Err(e));
+        }
+        let Some(index) = turn.open_messages.iter().position(|(id, _)| *id == message_id) else {
+            let message = format!("MESSAGE_END for message `{message_id}`, which is not open");
+            return Ok(Err(turn.fail("invalid_order", message)));
+        };
+        let (id, text) = turn.open_messages.remove(index);
+        let event = NewEvent::new(
+            EventType::MessageEnd,
+            json!({"message_id": id, "role": "assistant", "text": text}),
+        );
+        Ok(turn.emit(vec![event]).await)
+    }
+
+    async fn tool_calls(
+        &mut self,
+        calls: Vec<ToolCall>,
+        _reason: Option<String>,
+    ) -> wasmtime::Result<Result<Step, HostError>> {
+        let turn = ctx(self)?;
+        if let Err(e) = turn.check_open() {
+            return Ok(Err(e));
+        }
+        let mut events = Vec::with_capacity(calls.len());
+        for (i, call) in calls.iter().enumerate() {
+            let id = &call.tool_call_id;
+            if id.is_empty() || id.len() > 128 {
+                let message = format!("tool call #{i} has an empty or over-long id");
+                return Ok(Err(turn.fail("invalid_order", message)));
+            }
+            if turn.pending_calls.contains_key(id)
+                || calls[..i].iter().any(|c| c.tool_call_id == *id)
+            {
+                let message = format!("tool call id `{id}` is used twice");
+                return Ok(Err(turn.fail("invalid_order", message)));
+            }
+            let arguments = match turn.parse_json("tool call arguments", &call.arguments) {
+                Ok(v) => v,
+                Err(e) => return Ok(Err(e)),
+            };
+            events.push(NewEvent::new(
+                EventType::ToolCall,
+                json!({"tool_call_id": id, "name": call.name, "arguments": arguments}),
+            ));
+        }
+        for call in &calls {
+            turn.pending_calls
+                .insert(call.tool_call_id.clone(), call.name.clone());
+        }
+        Ok(turn.emit(events).await.map(|()| Step::Run))
+    }
+
+    async fn tool_result(
+        &mut self,
+        tool_call_id: String,
+        output: String,
+        status: ToolStatus,
+    ) -> wasmtime::Result<Result<(), HostError>> {
+        let turn = ctx(self)?;
+        if let Err(e) = turn.check_open() {
+            return Ok(Err(e));
+        }
+        let Some(name) = turn.pending_calls.get(&tool_call_id).cloned() else {
+            let message =
+                format!("TOOL_RESULT for tool call `{tool_call_id}`, which is not waiting for one");
+            return Ok(Err(turn.fail("invalid_order", message)));
+        };
+        let output = match turn.parse_json("tool output", &output) {
+            Ok(v) => v,
+            Err(e) => return Ok(Err(e)),
+        };
+        turn.pending_calls.remove(&tool_call_id);
+        let status = match status {
+            ToolStatus::Ok => "ok",
+            ToolStatus::Error => "error",
+            ToolStatus::Denied => "denied",
+        };
+        let event = NewEvent::new(
+            EventType::ToolResult,
+            json!({"tool_call_id": tool_call_id, "name": name, "status": status, "output": output}),
+        );
+        Ok(turn.emit(vec![event]).await)
+    }
+
+    async fn read_history(
+        &mut self,
+        after: Option<u64>,
+        limit: u32,
+    ) -> wasmtime::Result<Result<HistoryPage, HostError>> {
+        let turn = ctx(self)?;
+        // The agent reads its own turn's effects too: wait for their commit.
+        if let Err(err) = turn.flush().await {
+            return Ok(Err(turn.storage_failed(err)));
+        }
+        let limit = (limit as usize).clamp(1, turn.limits.max_history_page);
+        let from = after.map_or(0, |seq| seq.saturating_add(1));
+        let session = turn.session;
+        let events = match turn.store.read(move |s| s.events(session, from, limit)).await {
+            Ok(events) => events,
+            Err(err) => return Ok(Err(HostError::Unavailable(err.to_string()))),
+        };
+        let next = (events.len() == limit).then(|| events.last().map(|e| e.seq)).flatten();
+        let mut page = Vec::with_capacity(events.len());
+        for event in &events {
+            let envelope: EnvelopeIn = serde_json::from_str(&event.json)?;
+            page.push(Event {
+                seq: event.seq,
+                event_type: envelope.event_type,
+                payload: envelope.payload.get().to_string(),
+            });
+        }
+        Ok(Ok(HistoryPage { events: page, next }))
+    }
+
+    async fn end_session(&mut self) -> wasmtime::Result<Result<(), HostError>> {
+        let turn = ctx(self)?;
+        if let Err(e) = turn.check_open() {
+            return Ok(Err(e));
+        }
+        turn.ended = true;
+        Ok(Ok(()))
+    }
+
+    async fn report_panic(&mut self, message: String) -> wasmtime::Result<()> {
+        let mut message = message;
+        crate::util::truncate_utf8(&mut message, 4096);
+        self.panic = Some(message);
+        Ok(())
+    }
+}

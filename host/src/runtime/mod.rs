@@ -1,0 +1,132 @@
+//! Running agents: the engine, the linker, compiled deployments, and turns.
+//!
+//! Every turn and every resume runs in a fresh instance made from an
+//! `InstancePre` cached per deployment, so nothing a guest does survives into
+//! the next turn and no linking happens on the turn's path. Calls are async:
+//! a guest yields to tokio every epoch tick and never blocks a worker.
+
+mod artifacts;
+pub mod bindings;
+mod engine;
+mod error;
+mod host;
+pub mod limits;
+mod output;
+mod prepare;
+mod state;
+mod turn;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::sync::Semaphore;
+use uuid::Uuid;
+use wasmtime::Engine;
+use wasmtime::component::Linker;
+
+pub use artifacts::{deployment_dir, sha256_hex};
+pub use error::RuntimeError;
+pub use prepare::{PrepareError, Prepared};
+
+use bindings::AgentPre;
+use limits::TurnLimits;
+use state::State;
+
+use crate::store::{Store, TurnTicket, WriterHandle};
+
+/// Turns running at once; the rest wait for a slot.
+const MAX_CONCURRENT_TURNS: usize = 256;
+
+pub struct Runtime {
+    engine: Engine,
+    linker: Linker<State>,
+    data_dir: PathBuf,
+    store: Store,
+    writer: WriterHandle,
+    instances: Mutex<HashMap<Uuid, AgentPre<State>>>,
+    slots: Arc<Semaphore>,
+    limits: TurnLimits,
+}
+
+impl Runtime {
+    pub fn new(
+        data_dir: PathBuf,
+        store: Store,
+        writer: WriterHandle,
+    ) -> anyhow::Result<Arc<Runtime>> {
+        let wasm = |e: wasmtime::Error| anyhow::anyhow!("{e:#}");
+        let engine = engine::new_engine().map_err(wasm)?;
+        engine::start_epoch_ticker(&engine)?;
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(wasm)?;
+        bindings::Agent::add_to_linker::<State, wasmtime::component::HasSelf<State>>(
+            &mut linker,
+            |state| state,
+        )
+        .map_err(wasm)?;
+        Ok(Arc::new(Runtime {
+            engine,
+            linker,
+            data_dir,
+            store,
+            writer,
+            instances: Mutex::new(HashMap::new()),
+            slots: Arc::new(Semaphore::new(MAX_CONCURRENT_TURNS)),
+            limits: TurnLimits::default(),
+        }))
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Schedules a turn: it runs as soon as a slot is free.
+    pub fn schedule(self: &Arc<Self>, ticket: TurnTicket) {
+        let runtime = self.clone();
+        tokio::spawn(async move {
+            let Ok(_slot) = runtime.slots.clone().acquire_owned().await else {
+                return;
+            };
+            runtime.run_turn(ticket).await;
+        });
+    }
+
+    /// The deployment's `InstancePre`, loaded (and cached) on first use.
+    async fn instance_pre(&self, deployment: Uuid) -> Result<AgentPre<State>, RuntimeError> {
+        if let Some(pre) = self.cached(deployment) {
+            return Ok(pre);
+        }
+        let record = self
+            .store
+            .read(move |s| s.deployment(deployment))
+            .await?
+            .ok_or(RuntimeError::UnknownDeployment(deployment))?;
+        let engine = self.engine.clone();
+        let data_dir = self.data_dir.clone();
+        let loaded = tokio::task::spawn_blocking(move || artifacts::load(&engine, &data_dir, &record))
+            .await
+            .map_err(|e| RuntimeError::Load(e.to_string()))??;
+        if let Some(artifact) = loaded.recompiled {
+            self.writer.set_artifact(deployment, artifact).await?;
+        }
+        let pre = self
+            .linker
+            .instantiate_pre(&loaded.component)
+            .and_then(AgentPre::new)
+            .map_err(|e| RuntimeError::Load(format!("{e:#}")))?;
+        self.instances
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(deployment, pre.clone());
+        Ok(pre)
+    }
+
+    fn cached(&self, deployment: Uuid) -> Option<AgentPre<State>> {
+        self.instances
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&deployment)
+            .cloned()
+    }
+}

@@ -1,0 +1,89 @@
+//! What a wasmtime `Store` holds for one instance: WASI context, limits, and the turn.
+
+use wasmtime::ResourceLimiter;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use super::host::TurnCtx;
+use super::output::CappedOutput;
+
+/// Bytes of stdout and of stderr kept per instance.
+const OUTPUT_CAP: usize = 64 * 1024;
+
+pub struct State {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    pub limiter: MemoryLimiter,
+    pub stdout: CappedOutput,
+    pub stderr: CappedOutput,
+    /// The running turn; `None` while `describe` runs.
+    pub turn: Option<TurnCtx>,
+    /// The message the guest's panic hook reported, if any.
+    pub panic: Option<String>,
+}
+
+impl State {
+    /// A state whose guest sees exactly `env` and nothing else of the host:
+    /// no files, no sockets, no arguments.
+    pub fn new(env: &[(&str, &str)], memory_bytes: usize, turn: Option<TurnCtx>) -> State {
+        let stdout = CappedOutput::new(OUTPUT_CAP);
+        let stderr = CappedOutput::new(OUTPUT_CAP);
+        let wasi = WasiCtx::builder()
+            .envs(env)
+            .stdout(stdout.clone())
+            .stderr(stderr.clone())
+            .build();
+        State {
+            wasi,
+            table: ResourceTable::new(),
+            limiter: MemoryLimiter {
+                max_memory: memory_bytes,
+                denied: false,
+            },
+            stdout,
+            stderr,
+            turn,
+            panic: None,
+        }
+    }
+}
+
+impl WasiView for State {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// Caps each linear memory and remembers whether it refused a growth, so an
+/// out-of-memory abort is reported as the memory limit and not as a crash.
+pub struct MemoryLimiter {
+    max_memory: usize,
+    pub denied: bool,
+}
+
+impl ResourceLimiter for MemoryLimiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let allowed = desired <= self.max_memory;
+        if !allowed {
+            self.denied = true;
+        }
+        Ok(allowed)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= 1_000_000)
+    }
+}

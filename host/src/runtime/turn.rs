@@ -1,0 +1,228 @@
+//! One turn: a fresh instance, the guest's `handle`, and the turn's final commit.
+//!
+//! However the guest ends (returns, errs, panics, traps, overruns its
+//! deadline or memory, breaks an order rule), the turn ends with exactly one
+//! terminal event (TURN_ENDED or TURN_ERROR) committed together with the
+//! release of the session's running state.
+
+use std::time::Instant;
+
+use serde_json::json;
+use wasmtime::{Store, Trap, UpdateDeadline};
+
+use super::bindings::{Reason, Turn};
+use super::host::{Failure, TurnCtx};
+use super::prepare::trap_message;
+use super::state::State;
+use super::Runtime;
+use crate::journal::{EventType, NewEvent};
+use crate::store::{TurnOutcome, TurnReason, TurnTicket};
+
+/// How the guest's part of a turn ended.
+enum GuestEnd {
+    Returned,
+    Failed(Failure),
+}
+
+impl Runtime {
+    pub(super) async fn run_turn(&self, ticket: TurnTicket) {
+        let started = Instant::now();
+        let ctx = TurnCtx::new(
+            self.writer.clone(),
+            self.store.clone(),
+            ticket.session_id,
+            ticket.turn,
+            self.limits.clone(),
+        );
+        let mut state = State::new(&[], self.limits.memory_bytes, Some(ctx));
+        let end = match self.instance_pre(ticket.deployment_id).await {
+            Ok(pre) => {
+                let mut store = Store::new(&self.engine, state);
+                let end = self.call_handle(&mut store, &pre, &ticket, started).await;
+                state = store.into_data();
+                end
+            }
+            Err(err) => {
+                tracing::error!(deployment = %ticket.deployment_id, error = %err, "cannot load deployment");
+                GuestEnd::Failed(Failure {
+                    kind: "deployment_unavailable",
+                    message: "the host could not load this session's deployment".into(),
+                })
+            }
+        };
+        let Some(ctx) = state.turn.take() else {
+            return;
+        };
+        log_output(&ticket, &state);
+        let (events, outcome, label) = closing_events(ctx, end, ticket.turn).await;
+        let result = self
+            .writer
+            .finish_turn(ticket.session_id, ticket.turn, events, outcome)
+            .await;
+        if let Err(err) = &result {
+            tracing::error!(session = %ticket.session_id, turn = ticket.turn, error = %err, "cannot finish turn");
+        }
+        tracing::info!(
+            session = %ticket.session_id,
+            turn = ticket.turn,
+            deployment = %ticket.deployment_id,
+            app = %ticket.app_slug,
+            outcome = label,
+            duration_ms = started.elapsed().as_secs_f64() * 1000.0,
+            "turn"
+        );
+    }
+
+    async fn call_handle(
+        &self,
+        store: &mut Store<State>,
+        pre: &super::bindings::AgentPre<State>,
+        ticket: &TurnTicket,
+        started: Instant,
+    ) -> GuestEnd {
+        store.limiter(|s| &mut s.limiter);
+        let deadline = self.limits.deadline;
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |_| {
+            if started.elapsed() > deadline {
+                Ok(UpdateDeadline::Interrupt)
+            } else {
+                Ok(UpdateDeadline::Yield(1))
+            }
+        });
+        let turn = Turn {
+            session_id: ticket.session_id.to_string(),
+            turn: ticket.turn,
+            route: ticket.route.clone(),
+            reason: match ticket.reason {
+                TurnReason::Input => Reason::Input,
+            },
+            input: ticket.input.to_string(),
+        };
+        let call = async {
+            let agent = pre.instantiate_async(&mut *store).await?;
+            agent
+                .agenthost_agent_guest()
+                .call_handle(&mut *store, &turn)
+                .await
+        };
+        let result = tokio::time::timeout(deadline, call).await;
+        let secs = deadline.as_secs();
+        match result {
+            Err(_) => GuestEnd::Failed(Failure {
+                kind: "deadline",
+                message: format!("the turn did not finish within its {secs} s deadline"),
+            }),
+            Ok(Ok(Ok(()))) => GuestEnd::Returned,
+            Ok(Ok(Err(message))) => GuestEnd::Failed(Failure {
+                kind: "agent_error",
+                message,
+            }),
+            Ok(Err(err)) => {
+                let state = store.data();
+                let failure = if let Some(panic) = &state.panic {
+                    Failure {
+                        kind: "panic",
+                        message: panic.clone(),
+                    }
+                } else if err.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
+                    Failure {
+                        kind: "deadline",
+                        message: format!("the turn did not finish within its {secs} s deadline"),
+                    }
+                } else if state.limiter.denied {
+                    Failure {
+                        kind: "memory_limit",
+                        message: format!(
+                            "the agent needed more than {} MiB of memory",
+                            self.limits.memory_bytes >> 20
+                        ),
+                    }
+                } else {
+                    Failure {
+                        kind: "trap",
+                        message: trap_message(&err),
+                    }
+                };
+                tracing::warn!(session = %ticket.session_id, turn = ticket.turn, error = ?err, "guest trapped");
+                GuestEnd::Failed(failure)
+            }
+        }
+    }
+}
+
+/// The events that close the turn, and the session's next status.
+async fn closing_events(
+    mut ctx: TurnCtx,
+    end: GuestEnd,
+    turn: u32,
+) -> (Vec<NewEvent>, TurnOutcome, &'static str) {
+    let mut failure = match end {
+        GuestEnd::Failed(failure) => Some(failure),
+        GuestEnd::Returned => ctx.failure.take(),
+    };
+    if failure.is_none() && !ctx.pending_calls.is_empty() {
+        let mut ids: Vec<&String> = ctx.pending_calls.keys().collect();
+        ids.sort();
+        failure = Some(Failure {
+            kind: "unanswered_tool_call",
+            message: format!(
+                "the turn ended without a result for tool call(s) {}",
+                ids.iter().map(|id| format!("`{id}`")).collect::<Vec<_>>().join(", ")
+            ),
+        });
+    }
+    // A storage failure surfaces in the final commit (the writer turns it into TURN_ERROR).
+    let _ = ctx.flush().await;
+    let mut events: Vec<NewEvent> = ctx
+        .open_messages
+        .drain(..)
+        .map(|(id, text)| {
+            NewEvent::new(
+                EventType::MessageEnd,
+                json!({
+                    "message_id": id,
+                    "role": "assistant",
+                    "text": text,
+                    "incomplete": failure.is_some(),
+                }),
+            )
+        })
+        .collect();
+    let (outcome, label) = match failure {
+        None => {
+            events.push(NewEvent::new(EventType::TurnEnded, json!({"turn": turn})));
+            (TurnOutcome::Ended, "ended")
+        }
+        Some(Failure { kind, mut message }) => {
+            crate::util::truncate_utf8(&mut message, 4096);
+            events.push(NewEvent::new(
+                EventType::TurnError,
+                json!({"turn": turn, "kind": kind, "message": message}),
+            ));
+            (TurnOutcome::Errored, kind)
+        }
+    };
+    if ctx.ended {
+        events.push(NewEvent::new(EventType::SessionEnded, json!({})));
+        return (events, TurnOutcome::SessionEnded, label);
+    }
+    (events, outcome, label)
+}
+
+fn log_output(ticket: &TurnTicket, state: &State) {
+    for (stream, output) in [("stdout", &state.stdout), ("stderr", &state.stderr)] {
+        let (text, dropped) = output.contents();
+        if !text.is_empty() {
+            tracing::info!(
+                target: "agenthost::guest",
+                session = %ticket.session_id,
+                turn = ticket.turn,
+                stream,
+                dropped_bytes = dropped,
+                "{}",
+                text.trim_end()
+            );
+        }
+    }
+}

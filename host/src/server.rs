@@ -1,0 +1,150 @@
+//! Starting the server: open the data dir, start the writer, runtime and
+//! builder, settle what a previous process left, make sure a platform key
+//! exists, then serve HTTP until SIGTERM or Ctrl-C.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context;
+use tokio::sync::watch;
+use uuid::Uuid;
+
+use crate::api::{self, Services};
+use crate::build::Builder;
+use crate::keys::{self, Keys};
+use crate::runtime::Runtime;
+use crate::store::{KeyClass, Store, Writer};
+
+pub struct ServeOptions {
+    pub data_dir: PathBuf,
+    pub addr: SocketAddr,
+    /// `AGENTHOST_BOOTSTRAP_KEY`: registered as the platform key `bootstrap`.
+    pub bootstrap_key: Option<String>,
+}
+
+/// A server that is listening; `run` serves until shutdown.
+pub struct Server {
+    listener: tokio::net::TcpListener,
+    services: Arc<Services>,
+    stop: watch::Sender<bool>,
+    pub local_addr: SocketAddr,
+}
+
+impl Server {
+    pub async fn start(options: ServeOptions) -> anyhow::Result<Server> {
+        std::fs::create_dir_all(&options.data_dir)
+            .with_context(|| format!("cannot create the data dir {}", options.data_dir.display()))?;
+        let store = Store::open(&options.data_dir.join("agenthost.redb"))
+            .context("cannot open the database")?;
+        let writer = Writer::spawn(store.clone())?;
+        let boot_id = Uuid::now_v7();
+        let closed = writer.close_interrupted(boot_id).await?;
+        if !closed.is_empty() {
+            tracing::warn!(count = closed.len(), "closed turns interrupted by the previous shutdown");
+        }
+        let keys = load_keys(&store, &writer, &options).await?;
+        let runtime = Runtime::new(options.data_dir.clone(), store.clone(), writer.clone())?;
+        let builder = Builder::spawn(runtime.clone(), writer.clone(), options.data_dir.clone())?;
+        builder.resume_interrupted(&store, &writer).await?;
+        let (stop, shutdown) = watch::channel(false);
+        let listener = tokio::net::TcpListener::bind(options.addr)
+            .await
+            .with_context(|| format!("cannot listen on {}", options.addr))?;
+        let local_addr = listener.local_addr()?;
+        let services = Arc::new(Services {
+            store,
+            writer,
+            runtime,
+            builder,
+            keys,
+            boot_id,
+            shutdown,
+        });
+        Ok(Server {
+            listener,
+            services,
+            stop,
+            local_addr,
+        })
+    }
+
+    /// Serves until SIGTERM or Ctrl-C; open event streams end at once.
+    pub async fn run(self) -> anyhow::Result<()> {
+        let stop = self.stop;
+        let signal = async move {
+            shutdown_signal().await;
+            tracing::info!("shutting down");
+            let _ = stop.send(true);
+        };
+        api::serve(self.listener, self.services, signal).await?;
+        Ok(())
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(term) => term,
+            Err(_) => {
+                let _ = ctrl_c.await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
+/// Loads every key; registers the bootstrap key; mints one when no platform key exists.
+async fn load_keys(
+    store: &Store,
+    writer: &crate::store::WriterHandle,
+    options: &ServeOptions,
+) -> anyhow::Result<Keys> {
+    let keys = Keys::default();
+    if let Some(key) = options.bootstrap_key.as_deref().filter(|k| !k.is_empty()) {
+        // Replaces the previous bootstrap key rather than piling keys up.
+        writer.put_api_key(keys::bootstrap_record(key)).await?;
+    }
+    for record in store.read(|s| s.api_keys()).await? {
+        keys.insert(&record);
+    }
+    if !keys.has_platform_key() {
+        let minted = keys::mint(KeyClass::Platform, "initial platform key");
+        writer.put_api_key(minted.record.clone()).await?;
+        keys.insert(&minted.record);
+        let path = options.data_dir.join("bootstrap-key");
+        write_secret_file(&path, &minted.secret)?;
+        println!(
+            "Minted a platform API key (shown once; also saved to {}):\n  {}",
+            path.display(),
+            minted.secret
+        );
+    }
+    Ok(keys)
+}
+
+/// Writes a file readable only by its owner.
+pub fn write_secret_file(path: &Path, secret: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options
+        .open(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    file.write_all(secret.as_bytes())?;
+    file.write_all(b"\n")?;
+    Ok(())
+}

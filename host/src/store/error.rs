@@ -1,0 +1,43 @@
+//! `StoreError`: everything the store can answer besides success.
+
+/// Rejections decided by the writer against committed state, and storage failures.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    /// The named thing does not exist (`what` is e.g. "app", "session").
+    #[error("{what} `{key}` not found")]
+    NotFound { what: &'static str, key: String },
+    /// The request conflicts with the current state (HTTP 409).
+    #[error("{0}")]
+    Conflict(String),
+    /// The request is well-formed but refused (HTTP 422).
+    #[error("{0}")]
+    Rejected(String),
+    /// redb failed (I/O, disk full, ...). Nothing of the failed batch was committed.
+    #[error("storage failure: {0}")]
+    Storage(String),
+    /// A stored record could not be decoded.
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+    /// The writer thread is gone (shutting down or crashed).
+    #[error("the journal writer has stopped")]
+    WriterGone,
+}
+
+impl StoreError {
+    pub fn not_found(what: &'static str, key: impl ToString) -> Self {
+        StoreError::NotFound {
+            what,
+            key: key.to_string(),
+        }
+    }
+}
+
+/// Maps any redb error to `StoreError::Storage`.
+pub fn storage(err: impl Into<redb::Error>) -> StoreError {
+    StoreError::Storage(err.into().to_string())
+}
+
+/// Maps a record decoding error to `StoreError::Corrupt`.
+pub fn corrupt(err: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt(err.to_string())
+}

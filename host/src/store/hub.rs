@@ -1,0 +1,81 @@
+//! The after-commit fan-out: one broadcast channel per watched session.
+//!
+//! The writer publishes each committed event here (never before its commit);
+//! streams subscribe before they read redb, so nothing falls between replay
+//! and tail.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::sync::broadcast;
+use uuid::Uuid;
+
+use crate::journal::StoredEvent;
+
+/// How many events a slow stream may fall behind before it re-reads redb.
+const CHANNEL_CAPACITY: usize = 1024;
+
+#[derive(Default)]
+pub struct Hub {
+    channels: Mutex<HashMap<Uuid, broadcast::Sender<StoredEvent>>>,
+}
+
+/// A subscription; unsubscribes (and frees the channel when it was the last) on drop.
+pub struct Subscription {
+    hub: Arc<Hub>,
+    session: Uuid,
+    pub rx: broadcast::Receiver<StoredEvent>,
+}
+
+impl Hub {
+    pub fn subscribe(self: &Arc<Self>, session: Uuid) -> Subscription {
+        let mut channels = self.channels.lock().unwrap_or_else(PoisonError::into_inner);
+        let rx = channels
+            .entry(session)
+            .or_insert_with(|| broadcast::channel(CHANNEL_CAPACITY).0)
+            .subscribe();
+        Subscription {
+            hub: self.clone(),
+            session,
+            rx,
+        }
+    }
+
+    /// Publishes committed events, in seq order per session.
+    pub fn publish(&self, events: &[(Uuid, StoredEvent)]) {
+        let channels = self.channels.lock().unwrap_or_else(PoisonError::into_inner);
+        if channels.is_empty() {
+            return;
+        }
+        for (session, event) in events {
+            if let Some(tx) = channels.get(session) {
+                // No receiver left is fine: the channel is about to be dropped.
+                let _ = tx.send(event.clone());
+            }
+        }
+    }
+
+    /// Number of sessions with at least one live subscription.
+    pub fn watched_sessions(&self) -> usize {
+        self.channels
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        let mut channels = self
+            .hub
+            .channels
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(tx) = channels.get(&self.session) {
+            // Our own receiver is still alive here, hence `<= 1`.
+            if tx.receiver_count() <= 1 {
+                channels.remove(&self.session);
+            }
+        }
+    }
+}

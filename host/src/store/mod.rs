@@ -1,0 +1,70 @@
+//! Durable state in one redb file: the journal, sessions, apps, deployments, keys.
+//!
+//! Reads go straight to redb in short read transactions (never held across an
+//! await). Every write is a command to the single writer thread (`writer`),
+//! which checks it against committed and pending state, commits a batch with
+//! `Durability::Immediate`, then acknowledges and publishes to the `hub`.
+
+mod error;
+mod hub;
+mod reads;
+mod records;
+mod tables;
+pub mod writer;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use redb::Database;
+
+pub use error::StoreError;
+pub use hub::{Hub, Subscription};
+pub use reads::{EventPosition, SessionFilter};
+pub use records::{
+    AgentDescription, ApiKeyRecord, AppRecord, Artifact, DeploymentRecord, DeploymentStatus,
+    KeyClass, SessionRecord, SessionStatus, ToolInfo,
+};
+pub use writer::{
+    BuildOutcome, NewDeployment, TurnOutcome, TurnReason, TurnTicket, Writer, WriterHandle,
+};
+
+use error::storage;
+
+/// Shared handle to the database: cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    db: Arc<Database>,
+    hub: Arc<Hub>,
+}
+
+impl Store {
+    /// Opens (or creates) the database file and makes sure every table exists.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        let db = Database::builder().create(path).map_err(storage)?;
+        let txn = db.begin_write().map_err(storage)?;
+        {
+            txn.open_table(tables::EVENTS).map_err(storage)?;
+            txn.open_table(tables::EVENT_IDS).map_err(storage)?;
+            txn.open_table(tables::SESSIONS).map_err(storage)?;
+            txn.open_table(tables::APPS).map_err(storage)?;
+            txn.open_table(tables::APP_SLUGS).map_err(storage)?;
+            txn.open_table(tables::DEPLOYMENTS).map_err(storage)?;
+            txn.open_table(tables::APP_DEPLOYMENTS).map_err(storage)?;
+            txn.open_table(tables::API_KEYS).map_err(storage)?;
+        }
+        txn.commit().map_err(storage)?;
+        Ok(Store {
+            db: Arc::new(db),
+            hub: Arc::new(Hub::default()),
+        })
+    }
+
+    pub fn hub(&self) -> &Arc<Hub> {
+        &self.hub
+    }
+}
+
+/// The current time as an RFC 3339 UTC timestamp with milliseconds.
+pub fn now_rfc3339() -> String {
+    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+}

@@ -1,0 +1,197 @@
+//! Read-only queries: each one a short read transaction, run off the async workers.
+
+use redb::{ReadableDatabase, ReadableTable};
+use uuid::Uuid;
+
+use super::error::{corrupt, storage};
+use super::records::{ApiKeyRecord, AppRecord, DeploymentRecord, SessionRecord, SessionStatus};
+use super::{Store, StoreError, tables};
+use crate::journal::{StoredEvent, decode_record};
+
+/// Where an event id points.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventPosition {
+    pub session: Uuid,
+    pub seq: u64,
+}
+
+/// Filters and cursor of `GET /sessions`.
+#[derive(Debug, Clone, Default)]
+pub struct SessionFilter {
+    pub app_id: Option<Uuid>,
+    pub status: Option<SessionStatus>,
+    /// Return sessions strictly older than this one.
+    pub before: Option<Uuid>,
+    pub limit: usize,
+}
+
+fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
+    serde_json::from_slice(bytes).map_err(corrupt)
+}
+
+impl Store {
+    /// Runs a blocking read on the blocking pool.
+    pub async fn read<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
+    {
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || f(&store))
+            .await
+            .map_err(|e| StoreError::Storage(format!("read task failed: {e}")))?
+    }
+
+    pub fn session(&self, id: Uuid) -> Result<Option<SessionRecord>, StoreError> {
+        let txn = self.db.begin_read().map_err(storage)?;
+        let table = txn.open_table(tables::SESSIONS).map_err(storage)?;
+        match table.get(id.as_u128()).map_err(storage)? {
+            Some(v) => Ok(Some(decode(v.value())?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Sessions newest first, filtered; `limit` is applied after filtering.
+    pub fn sessions(&self, filter: &SessionFilter) -> Result<Vec<SessionRecord>, StoreError> {
+        let txn = self.db.begin_read().map_err(storage)?;
+        let table = txn.open_table(tables::SESSIONS).map_err(storage)?;
+        let upper = filter.before.map(|id| id.as_u128()).unwrap_or(u128::MAX);
+        let mut out = Vec::new();
+        for row in table.range(..upper).map_err(storage)?.rev() {
+            let (_, v) = row.map_err(storage)?;
+            let record: SessionRecord = decode(v.value())?;
+            if filter.app_id.is_some_and(|app| app != record.app_id)
+                || filter.status.is_some_and(|s| s != record.status)
+            {
+                continue;
+            }
+            out.push(record);
+            if out.len() >= filter.limit {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Up to `limit` events of a session with seq >= `from`, in seq order.
+    pub fn events(
+        &self,
+        session: Uuid,
+        from: u64,
+        limit: usize,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        let txn = self.db.begin_read().map_err(storage)?;
+        let table = txn.open_table(tables::EVENTS).map_err(storage)?;
+        let key = session.as_u128();
+        let mut out = Vec::with_capacity(limit.min(1024));
+        for row in table.range((key, from)..=(key, u64::MAX)).map_err(storage)? {
+            let (k, v) = row.map_err(storage)?;
+            let seq = k.value().1;
+            let event = decode_record(seq, v.value())
+                .ok_or_else(|| corrupt(format!("event {session}/{seq} has an unknown format")))?;
+            out.push(event);
+            if out.len() >= limit {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Resolves an event id to its session and seq.
+    pub fn event_position(&self, id: Uuid) -> Result<Option<EventPosition>, StoreError> {
+        let txn = self.db.begin_read().map_err(storage)?;
+        let table = txn.open_table(tables::EVENT_IDS).map_err(storage)?;
+        Ok(table.get(id.as_u128()).map_err(storage)?.map(|v| {
+            let (session, seq) = v.value();
+            EventPosition {
+                session: Uuid::from_u128(session),
+                seq,
+            }
+        }))
+    }
+
+    /// An app by id or slug.
+    pub fn app(&self, id_or_slug: &str) -> Result<Option<AppRecord>, StoreError> {
+        let txn = self.db.begin_read().map_err(storage)?;
+        let apps = txn.open_table(tables::APPS).map_err(storage)?;
+        let id = match Uuid::parse_str(id_or_slug) {
+            Ok(id) => Some(id.as_u128()),
+            Err(_) => {
+                let slugs = txn.open_table(tables::APP_SLUGS).map_err(storage)?;
+                slugs
+                    .get(id_or_slug)
+                    .map_err(storage)?
+                    .map(|v| v.value())
+            }
+        };
+        let Some(id) = id else { return Ok(None) };
+        match apps.get(id).map_err(storage)? {
+            Some(v) => Ok(Some(decode(v.value())?)),
+            None => Ok(None),
+        }
+    }
+
+    pub fn apps(&self) -> Result<Vec<AppRecord>, StoreError> {
+        let txn = self.db.begin_read().map_err(storage)?;
+        let apps = txn.open_table(tables::APPS).map_err(storage)?;
+        let mut out = Vec::new();
+        for row in apps.iter().map_err(storage)? {
+            let (_, v) = row.map_err(storage)?;
+            out.push(decode(v.value())?);
+        }
+        Ok(out)
+    }
+
+    pub fn deployment(&self, id: Uuid) -> Result<Option<DeploymentRecord>, StoreError> {
+        let txn = self.db.begin_read().map_err(storage)?;
+        let table = txn.open_table(tables::DEPLOYMENTS).map_err(storage)?;
+        match table.get(id.as_u128()).map_err(storage)? {
+            Some(v) => Ok(Some(decode(v.value())?)),
+            None => Ok(None),
+        }
+    }
+
+    /// An app's deployments, newest version first.
+    pub fn deployments(&self, app_id: Uuid) -> Result<Vec<DeploymentRecord>, StoreError> {
+        let txn = self.db.begin_read().map_err(storage)?;
+        let index = txn.open_table(tables::APP_DEPLOYMENTS).map_err(storage)?;
+        let table = txn.open_table(tables::DEPLOYMENTS).map_err(storage)?;
+        let app = app_id.as_u128();
+        let mut out = Vec::new();
+        for row in index.range((app, 0)..=(app, u64::MAX)).map_err(storage)?.rev() {
+            let (_, id) = row.map_err(storage)?;
+            let record = table
+                .get(id.value())
+                .map_err(storage)?
+                .ok_or_else(|| corrupt(format!("deployment {} is indexed but missing", id.value())))?;
+            out.push(decode(record.value())?);
+        }
+        Ok(out)
+    }
+
+    /// Deployments still marked `building` (interrupted by a restart).
+    pub fn building_deployments(&self) -> Result<Vec<DeploymentRecord>, StoreError> {
+        let txn = self.db.begin_read().map_err(storage)?;
+        let table = txn.open_table(tables::DEPLOYMENTS).map_err(storage)?;
+        let mut out = Vec::new();
+        for row in table.iter().map_err(storage)? {
+            let (_, v) = row.map_err(storage)?;
+            let record: DeploymentRecord = decode(v.value())?;
+            if record.status == super::DeploymentStatus::Building {
+                out.push(record);
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn api_keys(&self) -> Result<Vec<ApiKeyRecord>, StoreError> {
+        let txn = self.db.begin_read().map_err(storage)?;
+        let table = txn.open_table(tables::API_KEYS).map_err(storage)?;
+        let mut out = Vec::new();
+        for row in table.iter().map_err(storage)? {
+            let (_, v) = row.map_err(storage)?;
+            out.push(decode(v.value())?);
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,150 @@
+//! The records kept in redb besides events: apps, deployments, sessions, API keys.
+//!
+//! Stored as JSON; fields are only ever added (with `#[serde(default)]`), never
+//! renamed or removed, so old data dirs stay readable.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use uuid::Uuid;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AppRecord {
+    pub id: Uuid,
+    pub slug: String,
+    pub created_at: String,
+    /// The deployment new sessions pin to.
+    #[serde(default)]
+    pub current_deployment: Option<Uuid>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeploymentStatus {
+    Building,
+    Active,
+    Failed,
+    Retired,
+}
+
+/// One tool as described by the agent at build time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolInfo {
+    pub name: String,
+    pub description: String,
+    pub parameters: Value,
+    pub needs_approval: bool,
+}
+
+/// What the agent's `describe` returned, validated.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AgentDescription {
+    pub routes: Vec<String>,
+    pub tools: Vec<ToolInfo>,
+}
+
+/// The files a successful build leaves in the data dir, with their hashes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Artifact {
+    pub component_sha256: String,
+    pub artifact_sha256: String,
+    /// Fingerprint of the engine that compiled the artifact.
+    pub engine: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DeploymentRecord {
+    pub id: Uuid,
+    pub app_id: Uuid,
+    pub version: u64,
+    pub status: DeploymentStatus,
+    pub created_at: String,
+    #[serde(default)]
+    pub finished_at: Option<String>,
+    #[serde(default)]
+    pub error: Option<String>,
+    /// The uploaded manifest, verbatim.
+    pub manifest: String,
+    pub entry: String,
+    #[serde(default)]
+    pub description: Option<AgentDescription>,
+    #[serde(default)]
+    pub artifact: Option<Artifact>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionStatus {
+    /// A turn is scheduled or running.
+    Running,
+    /// Between turns, ready for input.
+    Idle,
+    /// Suspended on a gated tool call.
+    AwaitingApproval,
+    /// The last turn ended with TURN_ERROR; ready for input.
+    Errored,
+    /// SESSION_ENDED was journaled; no more input.
+    Ended,
+}
+
+impl SessionStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionStatus::Running => "running",
+            SessionStatus::Idle => "idle",
+            SessionStatus::AwaitingApproval => "awaiting_approval",
+            SessionStatus::Errored => "errored",
+            SessionStatus::Ended => "ended",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            SessionStatus::Running,
+            SessionStatus::Idle,
+            SessionStatus::AwaitingApproval,
+            SessionStatus::Errored,
+            SessionStatus::Ended,
+        ]
+        .into_iter()
+        .find(|status| status.as_str() == s)
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SessionRecord {
+    pub id: Uuid,
+    pub app_id: Uuid,
+    pub app_slug: String,
+    pub route: String,
+    pub deployment_id: Uuid,
+    pub deployment_version: u64,
+    pub status: SessionStatus,
+    /// The number of the latest turn (1 for the first).
+    pub turn: u32,
+    pub created_at: String,
+    pub updated_at: String,
+    /// The process (boot id) that scheduled the running turn.
+    #[serde(default)]
+    pub boot_id: Option<Uuid>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KeyClass {
+    Platform,
+    Invocation,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ApiKeyRecord {
+    pub id: String,
+    pub name: String,
+    pub class: KeyClass,
+    #[serde(default)]
+    pub app_id: Option<Uuid>,
+    /// Hex SHA-256 of the whole key.
+    pub sha256: String,
+    /// A short, non-secret prefix of the key, for people to recognise it.
+    pub prefix: String,
+    pub created_at: String,
+}

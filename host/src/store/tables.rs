@@ -1,0 +1,24 @@
+//! The redb table definitions: the on-disk layout (a compatibility contract).
+//!
+//! Uuids are stored as `u128` (big-endian value of the 16 bytes), so keys of
+//! UUIDv7 ids sort by creation time.
+
+use redb::TableDefinition;
+
+/// (session, seq) → event record (see `journal::encode_record`).
+pub const EVENTS: TableDefinition<(u128, u64), &[u8]> = TableDefinition::new("events_v1");
+/// event id → (session, seq): resolves a Last-Event-ID.
+pub const EVENT_IDS: TableDefinition<u128, (u128, u64)> = TableDefinition::new("event_ids_v1");
+/// session id → SessionRecord (JSON).
+pub const SESSIONS: TableDefinition<u128, &[u8]> = TableDefinition::new("sessions_v1");
+/// app id → AppRecord (JSON).
+pub const APPS: TableDefinition<u128, &[u8]> = TableDefinition::new("apps_v1");
+/// app slug → app id.
+pub const APP_SLUGS: TableDefinition<&str, u128> = TableDefinition::new("app_slugs_v1");
+/// deployment id → DeploymentRecord (JSON).
+pub const DEPLOYMENTS: TableDefinition<u128, &[u8]> = TableDefinition::new("deployments_v1");
+/// (app id, version) → deployment id.
+pub const APP_DEPLOYMENTS: TableDefinition<(u128, u64), u128> =
+    TableDefinition::new("app_deployments_v1");
+/// key id → ApiKeyRecord (JSON).
+pub const API_KEYS: TableDefinition<&str, &[u8]> = TableDefinition::new("api_keys_v1");
