@@ -7,7 +7,7 @@
 //! fixed id `bootstrap`.
 
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock, PoisonError};
+use std::sync::{Arc, PoisonError, RwLock};
 
 use rand::RngCore;
 use sha2::{Digest, Sha256};
@@ -54,7 +54,10 @@ pub fn mint(class: KeyClass, name: &str) -> Minted {
     let id = hex::encode(id);
     let key = format!("{}_{id}_{}", class_prefix(class), hex::encode(secret));
     let record = record_for(&id, name, class, &key);
-    Minted { secret: key, record }
+    Minted {
+        secret: key,
+        record,
+    }
 }
 
 /// The record of a key whose secret the operator chose (the bootstrap key).
@@ -136,7 +139,10 @@ fn parse_id(key: &str) -> Option<&str> {
     let ok = matches!(prefix, "ahp" | "ahi")
         && id.len() == 16
         && secret.len() == 64
-        && id.chars().chain(secret.chars()).all(|c| c.is_ascii_hexdigit());
+        && id
+            .chars()
+            .chain(secret.chars())
+            .all(|c| c.is_ascii_hexdigit());
     ok.then_some(id)
 }
 
@@ -154,7 +160,11 @@ mod tests {
         assert_eq!(principal.key_id, minted.record.id);
         let mut wrong = minted.secret.clone();
         wrong.pop();
-        wrong.push(if minted.secret.ends_with('0') { '1' } else { '0' });
+        wrong.push(if minted.secret.ends_with('0') {
+            '1'
+        } else {
+            '0'
+        });
         assert!(keys.verify(&wrong).is_none());
         assert!(keys.verify("").is_none());
         assert!(keys.verify("garbage").is_none());

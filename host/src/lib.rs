@@ -2,12 +2,12 @@
 //!
 //! See ARCHITECTURE.md for the bird's-eye view and the code map.
 
+pub mod api;
+pub mod build;
+pub mod cli;
 pub mod journal;
+pub mod keys;
 pub mod runtime;
+pub mod server;
 pub mod store;
 pub mod util;
-pub mod build;
-pub mod keys;
-pub mod api;
-pub mod server;
-pub mod cli;

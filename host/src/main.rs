@@ -65,7 +65,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 fn bootstrap_from_env() -> Option<String> {
-    std::env::var("AGENTHOST_BOOTSTRAP_KEY").ok().filter(|k| !k.is_empty())
+    std::env::var("AGENTHOST_BOOTSTRAP_KEY")
+        .ok()
+        .filter(|k| !k.is_empty())
 }
 
 async fn start(args: &ServeArgs, bootstrap_key: Option<String>) -> anyhow::Result<Server> {
@@ -109,10 +111,10 @@ fn dev_key(data_dir: &Path) -> anyhow::Result<String> {
         return Ok(key);
     }
     let path = data_dir.join("bootstrap-key");
-    if let Ok(saved) = std::fs::read_to_string(&path) {
-        if !saved.trim().is_empty() {
-            return Ok(saved.trim().to_string());
-        }
+    if let Ok(saved) = std::fs::read_to_string(&path)
+        && !saved.trim().is_empty()
+    {
+        return Ok(saved.trim().to_string());
     }
     std::fs::create_dir_all(data_dir)?;
     let key = agenthost::keys::mint(agenthost::store::KeyClass::Platform, "dev").secret;

@@ -33,15 +33,19 @@ pub struct Server {
 
 impl Server {
     pub async fn start(options: ServeOptions) -> anyhow::Result<Server> {
-        std::fs::create_dir_all(&options.data_dir)
-            .with_context(|| format!("cannot create the data dir {}", options.data_dir.display()))?;
+        std::fs::create_dir_all(&options.data_dir).with_context(|| {
+            format!("cannot create the data dir {}", options.data_dir.display())
+        })?;
         let store = Store::open(&options.data_dir.join("agenthost.redb"))
             .context("cannot open the database")?;
         let writer = Writer::spawn(store.clone())?;
         let boot_id = Uuid::now_v7();
         let closed = writer.close_interrupted(boot_id).await?;
         if !closed.is_empty() {
-            tracing::warn!(count = closed.len(), "closed turns interrupted by the previous shutdown");
+            tracing::warn!(
+                count = closed.len(),
+                "closed turns interrupted by the previous shutdown"
+            );
         }
         let keys = load_keys(&store, &writer, &options).await?;
         let runtime = Runtime::new(options.data_dir.clone(), store.clone(), writer.clone())?;
@@ -86,13 +90,14 @@ async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(term) => term,
-            Err(_) => {
-                let _ = ctrl_c.await;
-                return;
-            }
-        };
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => term,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
         tokio::select! {
             _ = ctrl_c => {}
             _ = term.recv() => {}

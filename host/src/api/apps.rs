@@ -24,12 +24,17 @@ pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<Value>>, Api
     Ok(Json(apps))
 }
 
-pub async fn get(State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+pub async fn get(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
     let key = id.clone();
     let found = state
         .store
         .read(move |s| {
-            let Some(app) = s.app(&key)? else { return Ok(None) };
+            let Some(app) = s.app(&key)? else {
+                return Ok(None);
+            };
             let current = match app.current_deployment {
                 Some(id) => s.deployment(id)?,
                 None => None,

@@ -10,7 +10,11 @@ use super::{ApiError, AppState};
 /// Rejects requests without a valid `Authorization: Bearer <key>` (401,
 /// the same answer for missing, malformed and unknown keys) and records the
 /// caller's principal in the request's extensions.
-pub async fn require_key(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+pub async fn require_key(
+    State(state): State<AppState>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     let presented = request
         .headers()
         .get(header::AUTHORIZATION)

@@ -38,7 +38,9 @@ async fn receive(multipart: &mut Multipart, upload: &std::path::Path) -> Result<
     while let Some(mut field) = multipart.next_field().await? {
         match field.name() {
             Some("tarball") => {
-                let mut file = tokio::fs::File::create(upload).await.map_err(ApiError::internal)?;
+                let mut file = tokio::fs::File::create(upload)
+                    .await
+                    .map_err(ApiError::internal)?;
                 while let Some(chunk) = field.chunk().await? {
                     file.write_all(&chunk).await.map_err(ApiError::internal)?;
                 }
@@ -70,7 +72,10 @@ async fn receive(multipart: &mut Multipart, upload: &std::path::Path) -> Result<
         }
     }
     if !have_bundle {
-        return Err(ApiError::bad_request("bad_multipart", "missing part `tarball`"));
+        return Err(ApiError::bad_request(
+            "bad_multipart",
+            "missing part `tarball`",
+        ));
     }
     manifest.ok_or_else(|| ApiError::bad_request("bad_multipart", "missing part `manifest`"))
 }
@@ -94,7 +99,10 @@ async fn accept(
     if let Err(err) = state.builder.enqueue(&record, upload) {
         tracing::error!(deployment = %record.id, error = %err, "cannot queue the build");
         let message = "the host could not store the bundle for its build".to_string();
-        state.writer.finish_build(record.id, BuildOutcome::Failed(message)).await?;
+        state
+            .writer
+            .finish_build(record.id, BuildOutcome::Failed(message))
+            .await?;
         return Err(ApiError::internal(err));
     }
     let app_id = record.app_id;
@@ -114,9 +122,13 @@ pub async fn list(
     let rows = state
         .store
         .read(move |s| {
-            let Some(app) = s.app(&key)? else { return Ok(None) };
+            let Some(app) = s.app(&key)? else {
+                return Ok(None);
+            };
             let rows = s.deployments(app.id)?;
-            Ok(Some(rows.iter().map(|d| views::deployment(d, &app)).collect()))
+            Ok(Some(
+                rows.iter().map(|d| views::deployment(d, &app)).collect(),
+            ))
         })
         .await?;
     rows.map(Json)

@@ -2,8 +2,8 @@
 //! `{"error":{"code","message"}}`. 5xx details are logged, never sent.
 
 use axum::Json;
-use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::multipart::MultipartError;
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
@@ -91,7 +91,9 @@ impl From<StoreError> for ApiError {
                 };
                 ApiError::not_found(code, err.to_string())
             }
-            StoreError::Conflict(message) => ApiError::new(StatusCode::CONFLICT, "conflict", message),
+            StoreError::Conflict(message) => {
+                ApiError::new(StatusCode::CONFLICT, "conflict", message)
+            }
             StoreError::Rejected(message) => ApiError::unprocessable("rejected", message),
             StoreError::Storage(_) | StoreError::WriterGone => ApiError::unavailable(err),
             StoreError::Corrupt(_) => ApiError::internal(err),
@@ -123,6 +125,9 @@ impl From<MultipartError> for ApiError {
             StatusCode::PAYLOAD_TOO_LARGE => StatusCode::PAYLOAD_TOO_LARGE,
             _ => StatusCode::BAD_REQUEST,
         };
-        ApiError::rejection(status, format!("unreadable multipart body: {}", r.body_text()))
+        ApiError::rejection(
+            status,
+            format!("unreadable multipart body: {}", r.body_text()),
+        )
     }
 }

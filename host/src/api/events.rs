@@ -49,7 +49,12 @@ pub async fn stream(
         .store
         .read(move |s| s.session(session))
         .await?
-        .ok_or_else(|| ApiError::not_found("session_not_found", format!("session `{session}` not found")))?;
+        .ok_or_else(|| {
+            ApiError::not_found(
+                "session_not_found",
+                format!("session `{session}` not found"),
+            )
+        })?;
     let from = match cursor.as_deref() {
         None | Some("") => 0,
         Some(raw) => resume_point(&state, session, raw).await?,
@@ -71,7 +76,9 @@ async fn resume_point(state: &AppState, session: Uuid, raw: &str) -> Result<u64,
     let unknown = || {
         ApiError::bad_request(
             "unknown_event_id",
-            format!("`{raw}` is not the id of an event of this session; reconnect without it to replay from the start"),
+            format!(
+                "`{raw}` is not the id of an event of this session; reconnect without it to replay from the start"
+            ),
         )
     };
     let event = Uuid::parse_str(raw).map_err(|_| unknown())?;
@@ -82,7 +89,11 @@ async fn resume_point(state: &AppState, session: Uuid, raw: &str) -> Result<u64,
     }
 }
 
-async fn read_chunk(state: &AppState, session: Uuid, from: u64) -> Result<Vec<StoredEvent>, ApiError> {
+async fn read_chunk(
+    state: &AppState,
+    session: Uuid,
+    from: u64,
+) -> Result<Vec<StoredEvent>, ApiError> {
     Ok(state
         .store
         .read(move |s| s.events(session, from, REPLAY_CHUNK))

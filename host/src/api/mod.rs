@@ -66,7 +66,10 @@ pub fn router(state: AppState) -> Router {
             "/deployments",
             post(deployments::create).layer(DefaultBodyLimit::max(BUNDLE_BODY_LIMIT)),
         )
-        .route_layer(middleware::from_fn_with_state(state.clone(), auth::require_key));
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_key,
+        ));
     Router::new()
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))

@@ -40,7 +40,9 @@ pub async fn get(
         .store
         .read(move |s| s.session(id))
         .await?
-        .ok_or_else(|| ApiError::not_found("session_not_found", format!("session `{id}` not found")))?;
+        .ok_or_else(|| {
+            ApiError::not_found("session_not_found", format!("session `{id}` not found"))
+        })?;
     Ok(Json(views::session(&record)))
 }
 
@@ -65,14 +67,19 @@ pub async fn list(
         Some(s) => Some(SessionStatus::parse(s).ok_or_else(|| {
             ApiError::unprocessable(
                 "invalid_query",
-                format!("unknown status `{s}`: use running, idle, awaiting_approval, errored or ended"),
+                format!(
+                    "unknown status `{s}`: use running, idle, awaiting_approval, errored or ended"
+                ),
             )
         })?),
     };
     let before = match query.cursor.as_deref() {
         None => None,
         Some(c) => Some(Uuid::parse_str(c).map_err(|_| {
-            ApiError::unprocessable("invalid_query", format!("`cursor` = `{c}` is not a cursor from this API"))
+            ApiError::unprocessable(
+                "invalid_query",
+                format!("`cursor` = `{c}` is not a cursor from this API"),
+            )
         })?),
     };
     let limit = query.limit.unwrap_or(DEFAULT_PAGE).clamp(1, MAX_PAGE);
@@ -115,7 +122,10 @@ pub async fn input(
     Json(body): Json<PostInput>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let id = session_id(&id)?;
-    let ticket = state.writer.post_input(id, body.input, state.boot_id).await?;
+    let ticket = state
+        .writer
+        .post_input(id, body.input, state.boot_id)
+        .await?;
     let turn = ticket.turn;
     state.runtime.schedule(ticket);
     Ok((

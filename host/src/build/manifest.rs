@@ -48,8 +48,8 @@ impl Manifest {
         if text.len() > MAX_MANIFEST_BYTES {
             return Err(ManifestError::TooLarge);
         }
-        let manifest: Manifest =
-            toml::from_str(text).map_err(|e| ManifestError::Syntax(e.to_string().trim().to_string()))?;
+        let manifest: Manifest = toml::from_str(text)
+            .map_err(|e| ManifestError::Syntax(e.to_string().trim().to_string()))?;
         if !valid_slug(&manifest.app.slug) {
             return Err(ManifestError::Invalid(format!(
                 "`app.slug` = {:?}: use 1 to 63 lowercase letters, digits and -, starting with a letter or digit",
@@ -57,7 +57,9 @@ impl Manifest {
             )));
         }
         if manifest.agent.entry.trim().is_empty() {
-            return Err(ManifestError::Invalid("`agent.entry` must not be empty".into()));
+            return Err(ManifestError::Invalid(
+                "`agent.entry` must not be empty".into(),
+            ));
         }
         if crate::build::unpack::safe_relative_path(&manifest.agent.entry).is_none() {
             return Err(ManifestError::Invalid(format!(
@@ -66,7 +68,9 @@ impl Manifest {
             )));
         }
         if manifest.app.version == Some(0) {
-            return Err(ManifestError::Invalid("`app.version` must be 1 or more".into()));
+            return Err(ManifestError::Invalid(
+                "`app.version` must be 1 or more".into(),
+            ));
         }
         Ok(manifest)
     }
@@ -86,7 +90,8 @@ mod tests {
 
     #[test]
     fn accepts_a_minimal_manifest() {
-        let m = Manifest::parse("[app]\nslug = \"hello\"\n[agent]\nentry = \"hello.wasm\"\n").unwrap();
+        let m =
+            Manifest::parse("[app]\nslug = \"hello\"\n[agent]\nentry = \"hello.wasm\"\n").unwrap();
         assert_eq!(m.app.slug, "hello");
         assert_eq!(m.agent.entry, "hello.wasm");
         assert_eq!(m.app.version, None);
@@ -103,10 +108,19 @@ mod tests {
     #[test]
     fn refuses_empty_or_escaping_entries_and_bad_slugs() {
         for (text, needle) in [
-            ("[app]\nslug = \"a\"\n[agent]\nentry = \"\"\n", "agent.entry"),
-            ("[app]\nslug = \"a\"\n[agent]\nentry = \"../x.wasm\"\n", "agent.entry"),
+            (
+                "[app]\nslug = \"a\"\n[agent]\nentry = \"\"\n",
+                "agent.entry",
+            ),
+            (
+                "[app]\nslug = \"a\"\n[agent]\nentry = \"../x.wasm\"\n",
+                "agent.entry",
+            ),
             ("[app]\nslug = \"a\"\n", "agent"),
-            ("[app]\nslug = \"Big App\"\n[agent]\nentry = \"a.wasm\"\n", "app.slug"),
+            (
+                "[app]\nslug = \"Big App\"\n[agent]\nentry = \"a.wasm\"\n",
+                "app.slug",
+            ),
             ("not toml at all [", "TOML"),
         ] {
             let err = Manifest::parse(text).unwrap_err().to_string();

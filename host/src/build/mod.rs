@@ -99,14 +99,21 @@ impl Builder {
 
     /// At startup: builds interrupted by a restart run again when their
     /// bundle survived, and fail otherwise.
-    pub async fn resume_interrupted(&self, store: &Store, writer: &WriterHandle) -> Result<(), StoreError> {
+    pub async fn resume_interrupted(
+        &self,
+        store: &Store,
+        writer: &WriterHandle,
+    ) -> Result<(), StoreError> {
         for record in store.read(|s| s.building_deployments()).await? {
             if self.bundle_path(record.id).exists() {
                 tracing::info!(deployment = %record.id, "restarting an interrupted build");
                 self.queue(&record);
             } else {
-                let message = "the server stopped before this build started; deploy again".to_string();
-                writer.finish_build(record.id, BuildOutcome::Failed(message)).await?;
+                let message =
+                    "the server stopped before this build started; deploy again".to_string();
+                writer
+                    .finish_build(record.id, BuildOutcome::Failed(message))
+                    .await?;
             }
         }
         Ok(())
@@ -143,7 +150,9 @@ fn run_job(runtime: &Runtime, writer: &WriterHandle, data_dir: &Path, job: Job) 
                 "build"
             );
         }
-        Err(err) => tracing::error!(deployment = %job.deployment, error = %err, "cannot record the build"),
+        Err(err) => {
+            tracing::error!(deployment = %job.deployment, error = %err, "cannot record the build")
+        }
     }
 }
 
@@ -155,7 +164,8 @@ fn build(
 ) -> Result<crate::runtime::Prepared, BuildError> {
     let work = data_dir.join("builds").join(job.deployment.to_string());
     let _ = std::fs::remove_dir_all(&work);
-    std::fs::create_dir_all(&work).map_err(|e| BuildError::Io(format!("create the build dir: {e}")))?;
+    std::fs::create_dir_all(&work)
+        .map_err(|e| BuildError::Io(format!("create the build dir: {e}")))?;
     let result = (|| {
         unpack::unpack(bundle, &work, UnpackLimits::default())?;
         let relative = unpack::safe_relative_path(&job.entry)
@@ -164,7 +174,8 @@ fn build(
         if !entry.is_file() {
             return Err(BuildError::EntryMissing(job.entry.clone()));
         }
-        let bytes = std::fs::read(&entry).map_err(|e| BuildError::Io(format!("read the entry: {e}")))?;
+        let bytes =
+            std::fs::read(&entry).map_err(|e| BuildError::Io(format!("read the entry: {e}")))?;
         let dir = deployment_dir(data_dir, job.deployment);
         Ok(runtime.prepare(&job.entry, &bytes, &dir)?)
     })();

@@ -39,16 +39,19 @@ pub fn safe_relative_path(path: impl AsRef<Path>) -> Option<PathBuf> {
 
 /// Unpacks `bundle` into `dest` (which must exist and be empty).
 pub fn unpack(bundle: &Path, dest: &Path, limits: UnpackLimits) -> Result<(), BuildError> {
-    let mut file = fs::File::open(bundle).map_err(|e| BuildError::Io(format!("open the bundle: {e}")))?;
+    let mut file =
+        fs::File::open(bundle).map_err(|e| BuildError::Io(format!("open the bundle: {e}")))?;
     let mut magic = [0u8; 2];
     let gzipped = file.read_exact(&mut magic).is_ok() && magic == [0x1f, 0x8b];
-    let file = fs::File::open(bundle).map_err(|e| BuildError::Io(format!("open the bundle: {e}")))?;
+    let file =
+        fs::File::open(bundle).map_err(|e| BuildError::Io(format!("open the bundle: {e}")))?;
     let reader: Box<dyn Read> = if gzipped {
         Box::new(flate2::read::GzDecoder::new(file))
     } else {
         Box::new(file)
     };
-    let invalid = |e: io::Error| BuildError::Bundle(format!("the bundle is not a valid tar archive: {e}"));
+    let invalid =
+        |e: io::Error| BuildError::Bundle(format!("the bundle is not a valid tar archive: {e}"));
     let mut archive = tar::Archive::new(reader);
     let mut total: u64 = 0;
     let mut files = 0usize;
@@ -78,7 +81,8 @@ pub fn unpack(bundle: &Path, dest: &Path, limits: UnpackLimits) -> Result<(), Bu
         };
         let target = dest.join(&relative);
         if kind.is_dir() {
-            fs::create_dir_all(&target).map_err(|e| BuildError::Io(format!("unpack `{shown}`: {e}")))?;
+            fs::create_dir_all(&target)
+                .map_err(|e| BuildError::Io(format!("unpack `{shown}`: {e}")))?;
             continue;
         }
         files += 1;
@@ -97,9 +101,11 @@ pub fn unpack(bundle: &Path, dest: &Path, limits: UnpackLimits) -> Result<(), Bu
             )));
         }
         if let Some(parent) = target.parent() {
-            fs::create_dir_all(parent).map_err(|e| BuildError::Io(format!("unpack `{shown}`: {e}")))?;
+            fs::create_dir_all(parent)
+                .map_err(|e| BuildError::Io(format!("unpack `{shown}`: {e}")))?;
         }
-        let mut out = fs::File::create(&target).map_err(|e| BuildError::Io(format!("unpack `{shown}`: {e}")))?;
+        let mut out = fs::File::create(&target)
+            .map_err(|e| BuildError::Io(format!("unpack `{shown}`: {e}")))?;
         io::copy(&mut (&mut entry).take(size), &mut out).map_err(invalid)?;
     }
     Ok(())
@@ -121,7 +127,14 @@ mod tests {
         fs::write(&bundle, bytes).unwrap();
         let dest = dir.path().join("out");
         fs::create_dir(&dest).unwrap();
-        unpack(&bundle, &dest, UnpackLimits { max_bytes: 1024, max_files: 3 })?;
+        unpack(
+            &bundle,
+            &dest,
+            UnpackLimits {
+                max_bytes: 1024,
+                max_files: 3,
+            },
+        )?;
         Ok(dir)
     }
 
@@ -141,13 +154,21 @@ mod tests {
     fn unpacks_regular_files() {
         let bytes = tar_with(|b| file(b, "dir/a.txt", b"hello"));
         let dir = unpack_bytes(&bytes).unwrap();
-        assert_eq!(fs::read(dir.path().join("out/dir/a.txt")).unwrap(), b"hello");
+        assert_eq!(
+            fs::read(dir.path().join("out/dir/a.txt")).unwrap(),
+            b"hello"
+        );
     }
 
     #[test]
     fn refuses_escapes_links_and_excess() {
         let escape = tar_with(|b| file(b, "../evil", b"x"));
-        assert!(unpack_bytes(&escape).unwrap_err().to_string().contains("escapes"));
+        assert!(
+            unpack_bytes(&escape)
+                .unwrap_err()
+                .to_string()
+                .contains("escapes")
+        );
 
         let link = tar_with(|b| {
             let mut header = tar::Header::new_gnu();
@@ -155,7 +176,12 @@ mod tests {
             header.set_size(0);
             b.append_link(&mut header, "l", "/etc/passwd").unwrap();
         });
-        assert!(unpack_bytes(&link).unwrap_err().to_string().contains("link"));
+        assert!(
+            unpack_bytes(&link)
+                .unwrap_err()
+                .to_string()
+                .contains("link")
+        );
 
         let big = tar_with(|b| file(b, "big", &[0u8; 2048]));
         assert!(unpack_bytes(&big).unwrap_err().to_string().contains("MiB"));
@@ -165,6 +191,11 @@ mod tests {
                 file(b, &format!("f{i}"), b"x");
             }
         });
-        assert!(unpack_bytes(&many).unwrap_err().to_string().contains("more than 3 files"));
+        assert!(
+            unpack_bytes(&many)
+                .unwrap_err()
+                .to_string()
+                .contains("more than 3 files")
+        );
     }
 }

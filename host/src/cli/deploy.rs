@@ -63,10 +63,19 @@ pub async fn deploy(options: &DeployOptions) -> anyhow::Result<Deployed> {
     let status = response.status();
     let body: Value = response.json().await.unwrap_or(Value::Null);
     if status.as_u16() != 202 {
-        bail!("the server refused the deployment ({status}): {}", error_message(&body));
+        bail!(
+            "the server refused the deployment ({status}): {}",
+            error_message(&body)
+        );
     }
-    let id = body["id"].as_str().context("the server's answer has no deployment id")?.to_string();
-    let app_id = body["app_id"].as_str().context("the server's answer has no app id")?.to_string();
+    let id = body["id"]
+        .as_str()
+        .context("the server's answer has no deployment id")?
+        .to_string();
+    let app_id = body["app_id"]
+        .as_str()
+        .context("the server's answer has no app id")?
+        .to_string();
     let version = body["version"].as_u64().unwrap_or_default();
     let app = manifest.app.slug.clone();
     let started = Instant::now();
@@ -106,7 +115,10 @@ pub async fn deploy(options: &DeployOptions) -> anyhow::Result<Deployed> {
                 options.timeout.as_secs()
             );
         }
-        eprint!("\rbuilding {app} v{version} ... {} s", started.elapsed().as_secs());
+        eprint!(
+            "\rbuilding {app} v{version} ... {} s",
+            started.elapsed().as_secs()
+        );
         let _ = std::io::stderr().flush();
         tokio::time::sleep(Duration::from_millis(250)).await;
     }

@@ -11,7 +11,11 @@ use clap::{Parser, Subcommand};
 pub use deploy::{DeployOptions, deploy};
 
 #[derive(Parser)]
-#[command(name = "agenthost", version, about = "Host AI agents built as WebAssembly components")]
+#[command(
+    name = "agenthost",
+    version,
+    about = "Host AI agents built as WebAssembly components"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

@@ -19,10 +19,18 @@ fn ensure_target() -> anyhow::Result<()> {
         .args(["target", "list", "--installed"])
         .output();
     match installed {
-        Ok(out) if String::from_utf8_lossy(&out.stdout).lines().any(|l| l.trim() == TARGET) => Ok(()),
+        Ok(out)
+            if String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .any(|l| l.trim() == TARGET) =>
+        {
+            Ok(())
+        }
         Ok(_) => {
             eprintln!("installing the {TARGET} target with rustup");
-            let status = Command::new("rustup").args(["target", "add", TARGET]).status()?;
+            let status = Command::new("rustup")
+                .args(["target", "add", TARGET])
+                .status()?;
             if !status.success() {
                 bail!("`rustup target add {TARGET}` failed");
             }
@@ -38,7 +46,13 @@ pub fn build_component(dir: &Path) -> anyhow::Result<PathBuf> {
     ensure_target()?;
     let manifest_path = dir.join("Cargo.toml").canonicalize()?;
     let output = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args(["build", "--release", "--target", TARGET, "--message-format=json-render-diagnostics"])
+        .args([
+            "build",
+            "--release",
+            "--target",
+            TARGET,
+            "--message-format=json-render-diagnostics",
+        ])
         .arg("--manifest-path")
         .arg(&manifest_path)
         .stderr(Stdio::inherit())
@@ -50,7 +64,9 @@ pub fn build_component(dir: &Path) -> anyhow::Result<PathBuf> {
     }
     let mut found = None;
     for line in String::from_utf8_lossy(&output.stdout).lines() {
-        let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+        let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
         if message["reason"] != "compiler-artifact"
             || message["manifest_path"].as_str() != manifest_path.to_str()
         {
@@ -141,10 +157,16 @@ mod tests {
         std::fs::write(root.join("target/release/big"), "x").unwrap();
         let bundle = package(root, "hello.wasm", b"\0asm").unwrap();
         let got = names(&bundle);
-        let want: BTreeSet<String> = [".agentignore", ".gitignore", "agenthost.toml", "src/lib.rs", "hello.wasm"]
-            .into_iter()
-            .map(String::from)
-            .collect();
+        let want: BTreeSet<String> = [
+            ".agentignore",
+            ".gitignore",
+            "agenthost.toml",
+            "src/lib.rs",
+            "hello.wasm",
+        ]
+        .into_iter()
+        .map(String::from)
+        .collect();
         assert_eq!(got, want);
         let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(&bundle[..]));
         for e in archive.entries().unwrap() {

@@ -60,14 +60,19 @@ pub struct Loaded {
 
 /// Loads a deployment's component: the precompiled artifact when its hash and
 /// engine match, otherwise a fresh compilation of the (hash-checked) original.
-pub fn load(engine: &Engine, data_dir: &Path, record: &DeploymentRecord) -> Result<Loaded, RuntimeError> {
+pub fn load(
+    engine: &Engine,
+    data_dir: &Path,
+    record: &DeploymentRecord,
+) -> Result<Loaded, RuntimeError> {
     let artifact = record
         .artifact
         .as_ref()
         .ok_or(RuntimeError::NotBuilt(record.id))?;
     let dir = deployment_dir(data_dir, record.id);
     if artifact.engine == fingerprint(engine) {
-        let bytes = std::fs::read(dir.join(ARTIFACT_FILE)).map_err(RuntimeError::io("read the artifact"))?;
+        let bytes = std::fs::read(dir.join(ARTIFACT_FILE))
+            .map_err(RuntimeError::io("read the artifact"))?;
         if sha256_hex(&bytes) == artifact.artifact_sha256 {
             // SAFETY: the bytes were produced by `Engine::precompile_component`
             // of an engine with the same fingerprint, and their hash matches the
@@ -81,7 +86,8 @@ pub fn load(engine: &Engine, data_dir: &Path, record: &DeploymentRecord) -> Resu
         }
         tracing::warn!(deployment = %record.id, "artifact hash mismatch; recompiling from the component");
     }
-    let original = std::fs::read(dir.join(COMPONENT_FILE)).map_err(RuntimeError::io("read the component"))?;
+    let original =
+        std::fs::read(dir.join(COMPONENT_FILE)).map_err(RuntimeError::io("read the component"))?;
     if sha256_hex(&original) != artifact.component_sha256 {
         return Err(RuntimeError::Load(format!(
             "the stored component of deployment {} does not match its hash",

@@ -12,12 +12,12 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::bindings::{Event, Host, HistoryPage, HostError, Step, ToolCall, ToolStatus};
+use super::bindings::{Event, HistoryPage, Host, HostError, Step, ToolCall, ToolStatus};
 use super::limits::TurnLimits;
 use super::state::State;
 use crate::journal::{EventType, NewEvent};
-use crate::store::{Store, StoreError, WriterHandle};
 use crate::store::writer::AppendAck;
+use crate::store::{Store, StoreError, WriterHandle};
 
 /// Why a turn must end with TURN_ERROR although the guest returned normally.
 #[derive(Debug, Clone)]
@@ -188,7 +188,11 @@ impl Host for State {
             return Ok(Err(e));
         }
         let max = turn.limits.max_message_bytes;
-        let Some(open) = turn.open_messages.iter_mut().find(|(id, _)| *id == message_id) else {
+        let Some(open) = turn
+            .open_messages
+            .iter_mut()
+            .find(|(id, _)| *id == message_id)
+        else {
             let message = format!("MESSAGE_DELTA for message `{message_id}`, which is not open");
             return Ok(Err(turn.fail("invalid_order", message)));
         };
@@ -209,7 +213,11 @@ impl Host for State {
         if let Err(e) = turn.check_open() {
             return Ok(Err(e));
         }
-        let Some(index) = turn.open_messages.iter().position(|(id, _)| *id == message_id) else {
+        let Some(index) = turn
+            .open_messages
+            .iter()
+            .position(|(id, _)| *id == message_id)
+        else {
             let message = format!("MESSAGE_END for message `{message_id}`, which is not open");
             return Ok(Err(turn.fail("invalid_order", message)));
         };
@@ -304,11 +312,17 @@ impl Host for State {
         let limit = (limit as usize).clamp(1, turn.limits.max_history_page);
         let from = after.map_or(0, |seq| seq.saturating_add(1));
         let session = turn.session;
-        let events = match turn.store.read(move |s| s.events(session, from, limit)).await {
+        let events = match turn
+            .store
+            .read(move |s| s.events(session, from, limit))
+            .await
+        {
             Ok(events) => events,
             Err(err) => return Ok(Err(HostError::Unavailable(err.to_string()))),
         };
-        let next = (events.len() == limit).then(|| events.last().map(|e| e.seq)).flatten();
+        let next = (events.len() == limit)
+            .then(|| events.last().map(|e| e.seq))
+            .flatten();
         let mut page = Vec::with_capacity(events.len());
         for event in &events {
             let envelope: EnvelopeIn = serde_json::from_str(&event.json)?;

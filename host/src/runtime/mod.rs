@@ -104,9 +104,10 @@ impl Runtime {
             .ok_or(RuntimeError::UnknownDeployment(deployment))?;
         let engine = self.engine.clone();
         let data_dir = self.data_dir.clone();
-        let loaded = tokio::task::spawn_blocking(move || artifacts::load(&engine, &data_dir, &record))
-            .await
-            .map_err(|e| RuntimeError::Load(e.to_string()))??;
+        let loaded =
+            tokio::task::spawn_blocking(move || artifacts::load(&engine, &data_dir, &record))
+                .await
+                .map_err(|e| RuntimeError::Load(e.to_string()))??;
         if let Some(artifact) = loaded.recompiled {
             self.writer.set_artifact(deployment, artifact).await?;
         }

@@ -56,7 +56,11 @@ impl StdoutStream for CappedOutput {
 }
 
 impl AsyncWrite for CappedOutput {
-    fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         let mut captured = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         let room = captured.cap.saturating_sub(captured.bytes.len());
         let kept = buf.len().min(room);

@@ -25,7 +25,9 @@ pub enum PrepareError {
     Invalid { entry: String, detail: String },
     #[error("the component needs an import the host does not provide: {0}")]
     MissingImport(String),
-    #[error("the component does not export the agenthost world: expected export `{expected}`, found {found}")]
+    #[error(
+        "the component does not export the agenthost world: expected export `{expected}` (with describe and handle), found {found}"
+    )]
     WrongExports { expected: String, found: String },
     #[error("describe failed: {0}")]
     Describe(String),
@@ -52,26 +54,27 @@ impl Runtime {
         if bytes.len() >= 8 && bytes[..4] == WASM_MAGIC[..] && bytes[4..8] == CORE_VERSION {
             return Err(PrepareError::CoreModule(entry.to_string()));
         }
-        let compiled = self
-            .engine
-            .precompile_component(bytes)
-            .map_err(|e| PrepareError::Invalid {
-                entry: entry.to_string(),
-                detail: format!("{e:#}"),
-            })?;
+        let compiled =
+            self.engine
+                .precompile_component(bytes)
+                .map_err(|e| PrepareError::Invalid {
+                    entry: entry.to_string(),
+                    detail: format!("{e:#}"),
+                })?;
         // SAFETY: produced just above by this engine.
-        let component = unsafe { Component::deserialize(&self.engine, &compiled) }.map_err(|e| {
-            PrepareError::Invalid {
-                entry: entry.to_string(),
-                detail: format!("{e:#}"),
-            }
-        })?;
+        let component =
+            unsafe { Component::deserialize(&self.engine, &compiled) }.map_err(|e| {
+                PrepareError::Invalid {
+                    entry: entry.to_string(),
+                    detail: format!("{e:#}"),
+                }
+            })?;
         let pre = self
             .linker
             .instantiate_pre(&component)
             .map_err(|e| PrepareError::MissingImport(format!("{e:#}")))?;
         let pre = AgentPre::new(pre).map_err(|_| PrepareError::WrongExports {
-            expected: format!("{GUEST_EXPORT} (functions describe, handle)"),
+            expected: GUEST_EXPORT.to_string(),
             found: export_names(&self.engine, &component),
         })?;
         let description = self.describe(&pre)?;
@@ -106,7 +109,10 @@ impl Runtime {
         let result = runtime.block_on(async {
             let call = async {
                 let agent = pre.instantiate_async(&mut store).await?;
-                agent.agenthost_agent_guest().call_describe(&mut store).await
+                agent
+                    .agenthost_agent_guest()
+                    .call_describe(&mut store)
+                    .await
             };
             tokio::time::timeout(DESCRIBE_DEADLINE, call).await
         });
@@ -127,6 +133,11 @@ impl Runtime {
                     format!("it used more than {} MiB of memory", DESCRIBE_MEMORY >> 20)
                 } else {
                     format!("it trapped: {}", trap_message(&err))
+                };
+                let (stderr, _) = state.stderr.contents();
+                let message = match stderr.trim() {
+                    "" => message,
+                    output => format!("{message}\n--- stderr ---\n{output}"),
                 };
                 return Err(PrepareError::Describe(message));
             }

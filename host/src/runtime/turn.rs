@@ -10,11 +10,11 @@ use std::time::Instant;
 use serde_json::json;
 use wasmtime::{Store, Trap, UpdateDeadline};
 
+use super::Runtime;
 use super::bindings::{Reason, Turn};
 use super::host::{Failure, TurnCtx};
 use super::prepare::trap_message;
 use super::state::State;
-use super::Runtime;
 use crate::journal::{EventType, NewEvent};
 use crate::store::{TurnOutcome, TurnReason, TurnTicket};
 
@@ -157,9 +157,11 @@ async fn closing_events(
     end: GuestEnd,
     turn: u32,
 ) -> (Vec<NewEvent>, TurnOutcome, &'static str) {
-    let mut failure = match end {
-        GuestEnd::Failed(failure) => Some(failure),
-        GuestEnd::Returned => ctx.failure.take(),
+    // A rule the host saw broken is the root cause of whatever the guest did next.
+    let mut failure = match (ctx.failure.take(), end) {
+        (Some(host_saw), _) => Some(host_saw),
+        (None, GuestEnd::Failed(failure)) => Some(failure),
+        (None, GuestEnd::Returned) => None,
     };
     if failure.is_none() && !ctx.pending_calls.is_empty() {
         let mut ids: Vec<&String> = ctx.pending_calls.keys().collect();
@@ -168,7 +170,10 @@ async fn closing_events(
             kind: "unanswered_tool_call",
             message: format!(
                 "the turn ended without a result for tool call(s) {}",
-                ids.iter().map(|id| format!("`{id}`")).collect::<Vec<_>>().join(", ")
+                ids.iter()
+                    .map(|id| format!("`{id}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
         });
     }

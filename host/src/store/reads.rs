@@ -84,7 +84,10 @@ impl Store {
         let table = txn.open_table(tables::EVENTS).map_err(storage)?;
         let key = session.as_u128();
         let mut out = Vec::with_capacity(limit.min(1024));
-        for row in table.range((key, from)..=(key, u64::MAX)).map_err(storage)? {
+        for row in table
+            .range((key, from)..=(key, u64::MAX))
+            .map_err(storage)?
+        {
             let (k, v) = row.map_err(storage)?;
             let seq = k.value().1;
             let event = decode_record(seq, v.value())
@@ -118,10 +121,7 @@ impl Store {
             Ok(id) => Some(id.as_u128()),
             Err(_) => {
                 let slugs = txn.open_table(tables::APP_SLUGS).map_err(storage)?;
-                slugs
-                    .get(id_or_slug)
-                    .map_err(storage)?
-                    .map(|v| v.value())
+                slugs.get(id_or_slug).map_err(storage)?.map(|v| v.value())
             }
         };
         let Some(id) = id else { return Ok(None) };
@@ -158,12 +158,15 @@ impl Store {
         let table = txn.open_table(tables::DEPLOYMENTS).map_err(storage)?;
         let app = app_id.as_u128();
         let mut out = Vec::new();
-        for row in index.range((app, 0)..=(app, u64::MAX)).map_err(storage)?.rev() {
+        for row in index
+            .range((app, 0)..=(app, u64::MAX))
+            .map_err(storage)?
+            .rev()
+        {
             let (_, id) = row.map_err(storage)?;
-            let record = table
-                .get(id.value())
-                .map_err(storage)?
-                .ok_or_else(|| corrupt(format!("deployment {} is indexed but missing", id.value())))?;
+            let record = table.get(id.value()).map_err(storage)?.ok_or_else(|| {
+                corrupt(format!("deployment {} is indexed but missing", id.value()))
+            })?;
             out.push(decode(record.value())?);
         }
         Ok(out)

@@ -263,13 +263,16 @@ struct CachedSession {
     next_seq: u64,
 }
 
+/// A command's answer, sent once its batch committed (or failed).
+type DeferredReply = Box<dyn FnOnce(Option<&StoreError>) + Send>;
+
 /// One transaction's worth of commands.
 struct Batch {
     txn: WriteTransaction,
     sessions: HashMap<Uuid, CachedSession>,
     dirty: HashSet<Uuid>,
     published: Vec<(Uuid, StoredEvent)>,
-    replies: Vec<Box<dyn FnOnce(Option<&StoreError>) + Send>>,
+    replies: Vec<DeferredReply>,
     failed: Option<StoreError>,
 }
 
@@ -464,8 +467,9 @@ impl Writer {
                 app.slug
             ))
         })?;
-        let deployment = get_json::<DeploymentRecord>(&batch.txn, tables::DEPLOYMENTS, deployment_id)?
-            .ok_or_else(|| corrupt(format!("current deployment {deployment_id} is missing")))?;
+        let deployment =
+            get_json::<DeploymentRecord>(&batch.txn, tables::DEPLOYMENTS, deployment_id)?
+                .ok_or_else(|| corrupt(format!("current deployment {deployment_id} is missing")))?;
         let routes = deployment
             .description
             .as_ref()
@@ -474,7 +478,11 @@ impl Writer {
         if !routes.contains(&route) {
             return Err(StoreError::NotFound {
                 what: "route",
-                key: format!("{route}` (app `{}` serves: {})", app.slug, routes.join(", ")),
+                key: format!(
+                    "{route}` (app `{}` serves: {})",
+                    app.slug,
+                    routes.join(", ")
+                ),
             });
         }
         let now = now_rfc3339();
@@ -582,12 +590,7 @@ impl Writer {
     }
 
     /// Checks that `turn` is the session's running turn.
-    fn running_turn(
-        &self,
-        batch: &mut Batch,
-        id: Uuid,
-        turn: u32,
-    ) -> Result<u64, StoreError> {
+    fn running_turn(&self, batch: &mut Batch, id: Uuid, turn: u32) -> Result<u64, StoreError> {
         let session = self.session(batch, id)?;
         if session.record.status != SessionStatus::Running || session.record.turn != turn {
             return Err(StoreError::Conflict(format!(
@@ -651,7 +654,11 @@ impl Writer {
         Ok(())
     }
 
-    fn close_interrupted(&mut self, batch: &mut Batch, boot: Uuid) -> Result<Vec<Uuid>, StoreError> {
+    fn close_interrupted(
+        &mut self,
+        batch: &mut Batch,
+        boot: Uuid,
+    ) -> Result<Vec<Uuid>, StoreError> {
         let mut stale = Vec::new();
         {
             let table = batch.txn.open_table(tables::SESSIONS).map_err(storage)?;
@@ -793,8 +800,8 @@ fn persist_sessions(
 }
 
 fn load_session(txn: &WriteTransaction, id: Uuid) -> Result<CachedSession, StoreError> {
-    let record: SessionRecord = get_json(txn, tables::SESSIONS, id)?
-        .ok_or_else(|| StoreError::not_found("session", id))?;
+    let record: SessionRecord =
+        get_json(txn, tables::SESSIONS, id)?.ok_or_else(|| StoreError::not_found("session", id))?;
     let events = txn.open_table(tables::EVENTS).map_err(storage)?;
     let key = id.as_u128();
     let next_seq = match events

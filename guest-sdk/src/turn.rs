@@ -1,0 +1,191 @@
+//! `Turn`: what one turn starts from (session, number, route, reason, input)
+//! and the session-wide effects. Messages, history and tools add their own
+//! methods in their modules.
+
+use std::rc::Rc;
+
+use serde_json::Value;
+
+use crate::bindings::agenthost::agent::host;
+use crate::bindings::agenthost::agent::types as wit;
+use crate::error::{Error, host};
+use crate::tools::{Tool, ToolCall};
+
+/// One turn of a session, handed to [`Agent::handle`](crate::Agent::handle).
+///
+/// Every turn runs in a fresh instance: what the agent needs from earlier
+/// turns it reads back with [`Turn::history`].
+pub struct Turn {
+    session_id: String,
+    number: u32,
+    route: String,
+    reason: Reason,
+    input: Value,
+    pub(crate) tools: Rc<[Tool]>,
+    pub(crate) calls_named: u32,
+    pub(crate) pending_resumed: bool,
+}
+
+/// Why a turn runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reason {
+    /// A new input: the session was created or received a follow-up input.
+    Input,
+    /// A human decided on the gated tool call that suspended the previous turn.
+    ApprovalDecision(Decision),
+}
+
+/// A human's decision on a gated tool call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// Whether the call may run.
+    pub approved: bool,
+    /// Who decided (free text).
+    pub approver: String,
+    /// The call that waited for the decision (its id is always set).
+    pub call: ToolCall,
+}
+
+impl Turn {
+    /// Builds a turn from the raw record; fails if the input is not JSON.
+    pub(crate) fn from_wit(turn: wit::Turn, tools: Rc<[Tool]>) -> Result<Self, Error> {
+        let input = serde_json::from_str(&turn.input)
+            .map_err(|e| Error::BadInput(format!("the turn's input is not JSON: {e}")))?;
+        let reason = match turn.reason {
+            wit::Reason::Input => Reason::Input,
+            wit::Reason::ApprovalDecision(d) => Reason::ApprovalDecision(Decision {
+                approved: d.approved,
+                approver: d.approver,
+                call: ToolCall::from_wit(d.pending_tool_call),
+            }),
+        };
+        Ok(Turn {
+            session_id: turn.session_id,
+            number: turn.turn,
+            route: turn.route,
+            reason,
+            input,
+            tools,
+            calls_named: 0,
+            pending_resumed: false,
+        })
+    }
+
+    /// The session's id.
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    /// The turn's number: 1 for the session's first turn, then 2, 3, ...
+    pub fn number(&self) -> u32 {
+        self.number
+    }
+
+    /// The route the session was created on, such as `/chat`.
+    pub fn route(&self) -> &str {
+        &self.route
+    }
+
+    /// Why this turn runs.
+    pub fn reason(&self) -> &Reason {
+        &self.reason
+    }
+
+    /// The decision this turn resumes from, if its reason is one.
+    pub fn decision(&self) -> Option<&Decision> {
+        match &self.reason {
+            Reason::ApprovalDecision(d) => Some(d),
+            Reason::Input => None,
+        }
+    }
+
+    /// The turn's input (for a resumed turn, the input of the turn it resumes).
+    pub fn input(&self) -> &Value {
+        &self.input
+    }
+
+    /// The input as text: a JSON string, or the string field `text` of an object.
+    pub fn input_text(&self) -> Option<&str> {
+        input_text(&self.input)
+    }
+
+    /// Ends the session after this turn: it accepts no more input.
+    pub fn end_session(&self) -> Result<(), Error> {
+        host(host::end_session())
+    }
+
+    /// A first turn on `/test` with a null input and no tools, for unit tests.
+    #[cfg(test)]
+    pub(crate) fn for_tests() -> Self {
+        Turn {
+            session_id: "s1".into(),
+            number: 1,
+            route: "/test".into(),
+            reason: Reason::Input,
+            input: Value::Null,
+            tools: Rc::from(Vec::new()),
+            calls_named: 0,
+            pending_resumed: false,
+        }
+    }
+}
+
+/// The text of an input: a JSON string, or an object's string field `text`.
+pub(crate) fn input_text(input: &Value) -> Option<&str> {
+    match input {
+        Value::String(text) => Some(text),
+        Value::Object(fields) => fields.get("text").and_then(Value::as_str),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn input_text_reads_strings_and_text_fields() {
+        assert_eq!(input_text(&json!("hello")), Some("hello"));
+        assert_eq!(input_text(&json!({"text": "hi", "x": 1})), Some("hi"));
+        assert_eq!(input_text(&json!({"text": 3})), None);
+        assert_eq!(input_text(&json!({"sleep_ms": 5})), None);
+        assert_eq!(input_text(&json!(["a"])), None);
+    }
+
+    #[test]
+    fn turns_parse_input_and_decisions() {
+        let raw = wit::Turn {
+            session_id: "s".into(),
+            turn: 2,
+            route: "/chat".into(),
+            reason: wit::Reason::ApprovalDecision(wit::Decision {
+                approved: false,
+                approver: "alice".into(),
+                pending_tool_call: wit::ToolCall {
+                    tool_call_id: "call_1_1".into(),
+                    name: "rm".into(),
+                    arguments: "{\"path\":\"/\"}".into(),
+                },
+            }),
+            input: "{\"text\":\"go\"}".into(),
+        };
+        let turn = Turn::from_wit(raw, Rc::from(Vec::new())).unwrap();
+        assert_eq!(turn.input_text(), Some("go"));
+        let decision = turn.decision().unwrap();
+        assert!(!decision.approved);
+        assert_eq!(decision.call.arguments, json!({"path": "/"}));
+
+        let bad = wit::Turn {
+            session_id: "s".into(),
+            turn: 1,
+            route: "/chat".into(),
+            reason: wit::Reason::Input,
+            input: "not json".into(),
+        };
+        assert!(matches!(
+            Turn::from_wit(bad, Rc::from(Vec::new())),
+            Err(Error::BadInput(_))
+        ));
+    }
+}

@@ -1,0 +1,258 @@
+//! The deploy path: the CLI, the manifest, and one broken bundle per build check.
+
+use std::process::Command;
+
+use serde_json::json;
+
+use crate::support::{self, KEY, Server, bundle};
+
+const MANIFEST: &str = "[app]\nslug = \"broken\"\n[agent]\nentry = \"agent.wasm\"\n";
+
+#[tokio::test]
+async fn deploy_command_builds_packages_and_waits_until_active() {
+    support::guest("hello"); // builds the example once into the shared guest target dir
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    let output = Command::new(env!("CARGO_BIN_EXE_agenthost"))
+        .arg("deploy")
+        .arg(support::workspace().join("examples/hello"))
+        .env("AGENTHOST_URL", &server.url)
+        .env("AGENTHOST_API_KEY", KEY)
+        .env(
+            "CARGO_TARGET_DIR",
+            support::workspace().join("target/guests"),
+        )
+        .output()
+        .expect("run agenthost deploy");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "deploy failed: {stdout} {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("deployed hello v1"), "{stdout}");
+
+    let (status, app) = server.get("/apps/hello").await;
+    assert_eq!(status, 200, "{app}");
+    assert_eq!(app["routes"], json!(["/chat"]));
+    assert_eq!(app["current_deployment"]["version"], 1);
+    let (_, rows) = server.get("/apps/hello/deployments").await;
+    assert_eq!(rows[0]["status"], "active");
+    assert_eq!(rows[0]["active"], true);
+    let (status, apps) = server.get("/apps").await;
+    assert_eq!(status, 200);
+    assert_eq!(apps.as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn deploy_command_exits_non_zero_with_the_build_error() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    let project = tempfile::tempdir().unwrap();
+    std::fs::write(project.path().join("agenthost.toml"), MANIFEST).unwrap();
+    std::fs::write(project.path().join("agent.wasm"), b"\0asm\x01\0\0\0").unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_agenthost"))
+        .args(["deploy", "--no-build"])
+        .arg(project.path())
+        .env("AGENTHOST_URL", &server.url)
+        .env("AGENTHOST_API_KEY", KEY)
+        .output()
+        .expect("run agenthost deploy");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("failed") && stderr.contains("not a component"),
+        "{stderr}"
+    );
+}
+
+/// Uploads `files` and returns the resolved row's status and error.
+async fn build(server: &Server, files: &[(&str, &[u8])]) -> (String, String) {
+    let (status, row) = server.upload(bundle(files), MANIFEST).await;
+    assert_eq!(status, 202, "{row}");
+    assert_eq!(row["status"], "building");
+    assert_eq!(row["active"], false);
+    let row = server.wait_built(&row).await;
+    (
+        row["status"].as_str().unwrap().to_string(),
+        row["error"].as_str().unwrap_or_default().to_string(),
+    )
+}
+
+#[tokio::test]
+async fn each_build_check_fails_with_its_own_message() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    let unknown_import = wat::parse_str(
+        "(component (import \"acme:nope/thing\" (instance (export \"poke\" (func)))))",
+    )
+    .unwrap();
+    let no_world = wat::parse_str("(component)").unwrap();
+    let core = wat::parse_str("(module)").unwrap();
+    type Case<'a> = (&'a str, Vec<(&'a str, Vec<u8>)>, &'a str);
+    let cases: Vec<Case> = vec![
+        (
+            "entry missing",
+            vec![("other.wasm", no_world.clone())],
+            "missing from the bundle",
+        ),
+        ("core module", vec![("agent.wasm", core)], "wasm32-wasip2"),
+        (
+            "not wasm",
+            vec![("agent.wasm", b"definitely not wasm".to_vec())],
+            "cannot be compiled",
+        ),
+        (
+            "unknown import",
+            vec![("agent.wasm", unknown_import)],
+            "acme:nope/thing",
+        ),
+        (
+            "wrong world",
+            vec![("agent.wasm", no_world)],
+            "expected export `agenthost:agent/guest@0.1.0`",
+        ),
+        (
+            "describe traps",
+            vec![("agent.wasm", support::guest("describe-trap"))],
+            "describe-trap: boom",
+        ),
+        (
+            "describe loops",
+            vec![("agent.wasm", support::guest("describe-loop"))],
+            "did not return within",
+        ),
+        (
+            "invalid description",
+            vec![("agent.wasm", support::guest("describe-invalid"))],
+            "route `chat` must start with `/`",
+        ),
+    ];
+    for (name, files, needle) in cases {
+        let files: Vec<(&str, &[u8])> = files.iter().map(|(p, b)| (*p, b.as_slice())).collect();
+        let (status, error) = build(&server, &files).await;
+        assert_eq!(status, "failed", "{name}");
+        assert!(error.contains(needle), "{name}: {error:?} lacks {needle:?}");
+    }
+}
+
+#[tokio::test]
+async fn unsafe_bundles_fail_the_build() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    let mut tar = tar::Builder::new(Vec::new());
+    let mut header = tar::Header::new_gnu();
+    header.set_entry_type(tar::EntryType::Symlink);
+    header.set_size(0);
+    tar.append_link(&mut header, "agent.wasm", "/etc/passwd")
+        .unwrap();
+    let (status, row) = server.upload(tar.into_inner().unwrap(), MANIFEST).await;
+    assert_eq!(status, 202);
+    let row = server.wait_built(&row).await;
+    assert_eq!(row["status"], "failed");
+    assert!(row["error"].as_str().unwrap().contains("link"), "{row}");
+
+    let (status, row) = server
+        .upload(b"not a tar file at all, just text".repeat(20), MANIFEST)
+        .await;
+    assert_eq!(status, 202);
+    let row = server.wait_built(&row).await;
+    assert_eq!(row["status"], "failed", "{row}");
+}
+
+#[tokio::test]
+async fn bad_manifests_and_bodies_are_refused_before_any_build() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    let tarball = || bundle(&[("agent.wasm", b"x")]);
+    for (manifest, needle) in [
+        ("this is [not toml", "TOML"),
+        ("[app]\nslug = \"a\"\n", "agent"),
+        (
+            "[app]\nslug = \"a\"\n[agent]\nentry = \"\"\n",
+            "agent.entry",
+        ),
+        (
+            "[app]\nslug = \"a\"\nflavour = \"x\"\n[agent]\nentry = \"a.wasm\"\n",
+            "flavour",
+        ),
+    ] {
+        let (status, body) = server.upload(tarball(), manifest).await;
+        assert_eq!(status, 422, "{manifest}: {body}");
+        assert_eq!(body["error"]["code"], "invalid_manifest");
+        assert!(
+            body["error"]["message"].as_str().unwrap().contains(needle),
+            "{body}"
+        );
+    }
+
+    // A pinned version that exists is 422; the versions stay 1, 2, ...
+    let pinned = "[app]\nslug = \"pin\"\nversion = 1\n[agent]\nentry = \"agent.wasm\"\n";
+    let (status, first) = server.upload(tarball(), pinned).await;
+    assert_eq!((status, first["version"].as_u64()), (202, Some(1)));
+    let (status, body) = server.upload(tarball(), pinned).await;
+    assert_eq!(status, 422, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("already exists")
+    );
+    let (status, next) = server
+        .upload(
+            tarball(),
+            "[app]\nslug = \"pin\"\n[agent]\nentry = \"agent.wasm\"\n",
+        )
+        .await;
+    assert_eq!((status, next["version"].as_u64()), (202, Some(2)));
+
+    // Unreadable multipart: 400, JSON.
+    let response = server
+        .client
+        .post(server.url("/deployments"))
+        .bearer_auth(KEY)
+        .header("content-type", "multipart/form-data; boundary=xyz")
+        .body("garbage")
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = support::status_and_json(response).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body["error"]["code"].is_string());
+    // A part missing: 400.
+    let form = reqwest::multipart::Form::new().text("manifest", MANIFEST);
+    let response = server
+        .client
+        .post(server.url("/deployments"))
+        .bearer_auth(KEY)
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = support::status_and_json(response).await;
+    assert_eq!(status, 400);
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("tarball")
+    );
+}
+
+#[tokio::test]
+async fn concurrent_deploys_get_distinct_versions() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    let manifest = "[app]\nslug = \"race\"\n[agent]\nentry = \"agent.wasm\"\n";
+    let uploads = (0..6).map(|_| server.upload(bundle(&[("agent.wasm", b"x")]), manifest));
+    let mut versions: Vec<u64> = futures::future::join_all(uploads)
+        .await
+        .into_iter()
+        .map(|(status, row)| {
+            assert_eq!(status, 202, "{row}");
+            row["version"].as_u64().unwrap()
+        })
+        .collect();
+    versions.sort();
+    assert_eq!(versions, vec![1, 2, 3, 4, 5, 6]);
+}

@@ -1,0 +1,8 @@
+//! End-to-end tests: the real `agenthost` binary over real HTTP on 127.0.0.1,
+//! a real redb file in a temp dir, real components built from `examples/`
+//! and `tests/fixtures/`.
+
+mod deploy;
+mod sessions;
+mod stream;
+mod support;

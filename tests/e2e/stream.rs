@@ -1,0 +1,150 @@
+//! The event stream: replay, tail, and exact resumption under concurrent appends.
+
+use std::time::Duration;
+
+use rand::Rng;
+use serde_json::{Value, json};
+
+use crate::support::{self, KEY, Server};
+
+#[tokio::test]
+async fn resuming_from_random_event_ids_under_concurrent_appends_is_exact() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    server.deploy("hello", &support::guest("hello")).await;
+    // A long reply: one delta per word, appended while clients reconnect.
+    let words: Vec<String> = (0..1500).map(|i| format!("w{i}")).collect();
+    let session = server
+        .session("hello", "/chat", json!(words.join(" ")))
+        .await;
+
+    // The reference: one uninterrupted client.
+    let reference = async {
+        let mut stream = server.events(&session, None).await;
+        stream.until(&["TURN_ENDED"]).await
+    };
+    // The resumer: reads a random number of events, drops the connection,
+    // resumes with Last-Event-ID (header, or the query parameter), repeatedly.
+    let resumer = async {
+        let mut got: Vec<Value> = Vec::new();
+        let mut use_query = false;
+        loop {
+            let last = got.last().map(|e| e["id"].as_str().unwrap().to_string());
+            let mut stream = if use_query && last.is_some() {
+                let url = format!(
+                    "/sessions/{session}/events?last_event_id={}",
+                    last.as_deref().unwrap()
+                );
+                let response = server
+                    .client
+                    .get(server.url(&url))
+                    .bearer_auth(KEY)
+                    .send()
+                    .await
+                    .unwrap();
+                support::EventStream::new(response)
+            } else {
+                server.events(&session, last.as_deref()).await
+            };
+            use_query = !use_query;
+            let take = rand::rng().random_range(1..400);
+            for _ in 0..take {
+                let event = stream
+                    .next(Duration::from_secs(60))
+                    .await
+                    .expect("stream open");
+                let done = event["type"] == "TURN_ENDED";
+                got.push(event);
+                if done {
+                    return got;
+                }
+            }
+        }
+    };
+    let (reference, resumed) = tokio::join!(reference, resumer);
+    assert_eq!(reference.len(), resumed.len());
+    assert_eq!(
+        reference, resumed,
+        "exactly the same events, once each, in order"
+    );
+    for (i, event) in reference.iter().enumerate() {
+        assert_eq!(event["seq"], i as u64);
+    }
+
+    // Resuming after the end of a finished turn gives nothing more until the next turn.
+    let last = reference.last().unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut tail = server.events(&session, Some(&last)).await;
+    let (status, _) = server
+        .post(
+            &format!("/sessions/{session}/input"),
+            json!({"input": "next"}),
+        )
+        .await;
+    assert_eq!(status, 202);
+    let next = tail.until(&["TURN_ENDED"]).await;
+    assert_eq!(next[0]["seq"], reference.len() as u64);
+    assert_eq!(next[0]["type"], "TURN_STARTED");
+}
+
+#[tokio::test]
+async fn the_header_wins_over_the_query_and_unknown_ids_are_refused() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    server.deploy("hello", &support::guest("hello")).await;
+    let session = server.session("hello", "/chat", json!("a b c")).await;
+    let events = server
+        .events(&session, None)
+        .await
+        .until(&["TURN_ENDED"])
+        .await;
+    let id = |i: usize| events[i]["id"].as_str().unwrap().to_string();
+    let response = server
+        .client
+        .get(server.url(&format!(
+            "/sessions/{session}/events?last_event_id={}",
+            id(1)
+        )))
+        .bearer_auth(KEY)
+        .header("Last-Event-ID", id(5))
+        .send()
+        .await
+        .unwrap();
+    let mut stream = support::EventStream::new(response);
+    assert_eq!(
+        stream.next(Duration::from_secs(10)).await.unwrap()["seq"],
+        6
+    );
+
+    let other = server.session("hello", "/chat", json!("x")).await;
+    for bad in [
+        "not-a-uuid".to_string(),
+        uuid::Uuid::now_v7().to_string(),
+        id(3),
+    ] {
+        let response = server
+            .client
+            .get(server.url(&format!("/sessions/{other}/events")))
+            .bearer_auth(KEY)
+            .header("Last-Event-ID", &bad)
+            .send()
+            .await
+            .unwrap();
+        let (status, body) = support::status_and_json(response).await;
+        assert_eq!(
+            (status, body["error"]["code"].as_str()),
+            (400, Some("unknown_event_id")),
+            "{bad}"
+        );
+    }
+    let response = server
+        .client
+        .get(server.url(&format!("/sessions/{}/events", uuid::Uuid::now_v7())))
+        .bearer_auth(KEY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 404);
+}

@@ -1,0 +1,251 @@
+//! Test support: guest components built once, the real `agenthost` binary on
+//! 127.0.0.1 with a temp data dir, an HTTP client and an SSE reader.
+
+#![allow(dead_code)]
+
+mod sse;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+pub use sse::{EventStream, types};
+
+pub const KEY: &str = "test-bootstrap-key";
+
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn guest_target_dir() -> PathBuf {
+    workspace().join("target").join("guests")
+}
+
+/// Builds the test fixtures and the hello example once per test process.
+/// Guests use their own target dir: building into this cargo's would deadlock.
+pub fn guest(name: &str) -> Vec<u8> {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        // A fresh machine may lack the target; rustup makes this a no-op otherwise.
+        let _ = Command::new("rustup")
+            .args(["target", "add", "wasm32-wasip2"])
+            .status();
+        for manifest in ["tests/fixtures/Cargo.toml", "examples/hello/Cargo.toml"] {
+            let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+                .args(["build", "--release", "--target", "wasm32-wasip2", "--quiet"])
+                .arg("--manifest-path")
+                .arg(workspace().join(manifest))
+                .arg("--target-dir")
+                .arg(guest_target_dir())
+                .status()
+                .expect("run cargo for the guests");
+            assert!(status.success(), "building {manifest} failed");
+        }
+    });
+    let path = guest_target_dir()
+        .join("wasm32-wasip2/release")
+        .join(format!("{}.wasm", name.replace('-', "_")));
+    std::fs::read(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
+}
+
+/// The real server, killed on drop.
+pub struct Server {
+    child: Child,
+    pub url: String,
+    pub data_dir: PathBuf,
+    pub client: reqwest::Client,
+}
+
+impl Server {
+    pub async fn start(data_dir: &Path) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_agenthost"))
+            .arg("serve")
+            .arg("--data-dir")
+            .arg(data_dir)
+            .args(["--addr", "127.0.0.1:0"])
+            .env("AGENTHOST_BOOTSTRAP_KEY", KEY)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start agenthost");
+        let stdout = child.stdout.take().expect("stdout");
+        let url = tokio::task::spawn_blocking(move || {
+            let mut lines = BufReader::new(stdout).lines();
+            for line in lines.by_ref() {
+                let line = line.expect("read stdout");
+                if let Some(url) = line.strip_prefix("agenthost listening on ") {
+                    // Keep draining stdout so the server never blocks on it.
+                    std::thread::spawn(move || for _ in lines {});
+                    return url.trim().to_string();
+                }
+            }
+            panic!("agenthost exited before listening");
+        })
+        .await
+        .expect("wait for the server");
+        Server {
+            child,
+            url,
+            data_dir: data_dir.to_path_buf(),
+            client: reqwest::Client::new(),
+        }
+    }
+
+    /// Kills the process (SIGKILL) and waits for it.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.url)
+    }
+
+    pub async fn get(&self, path: &str) -> (u16, Value) {
+        let response = self
+            .client
+            .get(self.url(path))
+            .bearer_auth(KEY)
+            .send()
+            .await
+            .expect("GET");
+        status_and_json(response).await
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        let response = self
+            .client
+            .post(self.url(path))
+            .bearer_auth(KEY)
+            .json(&body)
+            .send()
+            .await
+            .expect("POST");
+        status_and_json(response).await
+    }
+
+    /// Uploads a bundle with its manifest; returns the status and body.
+    pub async fn upload(&self, bundle: Vec<u8>, manifest: &str) -> (u16, Value) {
+        let form = reqwest::multipart::Form::new()
+            .part(
+                "tarball",
+                reqwest::multipart::Part::bytes(bundle).file_name("b.tar"),
+            )
+            .text("manifest", manifest.to_string());
+        let response = self
+            .client
+            .post(self.url("/deployments"))
+            .bearer_auth(KEY)
+            .multipart(form)
+            .send()
+            .await
+            .expect("upload");
+        status_and_json(response).await
+    }
+
+    /// Deploys `component` as `entry` of app `slug` and waits for the build.
+    pub async fn deploy(&self, slug: &str, component: &[u8]) -> Value {
+        let manifest = format!("[app]\nslug = \"{slug}\"\n[agent]\nentry = \"agent.wasm\"\n");
+        let (status, row) = self
+            .upload(bundle(&[("agent.wasm", component)]), &manifest)
+            .await;
+        assert_eq!(status, 202, "{row}");
+        self.wait_built(&row).await
+    }
+
+    /// Polls the app's deployments until `row` is no longer building.
+    pub async fn wait_built(&self, row: &Value) -> Value {
+        let started = Instant::now();
+        loop {
+            let (status, rows) = self
+                .get(&format!(
+                    "/apps/{}/deployments",
+                    row["app_id"].as_str().unwrap()
+                ))
+                .await;
+            assert_eq!(status, 200, "{rows}");
+            let current = rows
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["id"] == row["id"])
+                .cloned()
+                .expect("row listed");
+            if current["status"] != "building" {
+                return current;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(120),
+                "build never finished"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Creates a session; returns its id.
+    pub async fn session(&self, app: &str, route: &str, input: Value) -> String {
+        let (status, body) = self
+            .post(
+                "/sessions",
+                json!({"app": app, "route": route, "input": input}),
+            )
+            .await;
+        assert_eq!(status, 201, "{body}");
+        body["session_id"].as_str().expect("session_id").to_string()
+    }
+
+    /// Opens the event stream of a session, optionally resuming after `last_event_id`.
+    pub async fn events(&self, session: &str, last_event_id: Option<&str>) -> EventStream {
+        let mut request = self
+            .client
+            .get(self.url(&format!("/sessions/{session}/events")))
+            .bearer_auth(KEY);
+        if let Some(id) = last_event_id {
+            request = request.header("Last-Event-ID", id);
+        }
+        let response = request.send().await.expect("events");
+        assert_eq!(response.status(), 200);
+        EventStream::new(response)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub async fn status_and_json(response: reqwest::Response) -> (u16, Value) {
+    let status = response.status().as_u16();
+    let text = response.text().await.expect("body");
+    let body = if text.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON ({status}): {text}"))
+    };
+    (status, body)
+}
+
+/// A plain tar bundle of `(path, bytes)` files.
+pub fn bundle(files: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut tar = tar::Builder::new(Vec::new());
+    for (path, bytes) in files {
+        let mut header = tar::Header::new_gnu();
+        header.set_size(bytes.len() as u64);
+        header.set_mode(0o644);
+        header.set_cksum();
+        tar.append_data(&mut header, path, *bytes).expect("tar");
+    }
+    tar.into_inner().expect("tar")
+}
+
+/// A temp data dir that outlives a server restart.
+pub fn data_dir() -> tempfile::TempDir {
+    tempfile::tempdir().expect("temp dir")
+}

@@ -1,0 +1,80 @@
+//! A small SSE reader over a real HTTP response: frames of `id:` and `data:`.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde_json::Value;
+
+pub struct EventStream {
+    body: futures::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>,
+    buffer: String,
+    pub ended: bool,
+}
+
+impl EventStream {
+    pub fn new(response: reqwest::Response) -> Self {
+        EventStream {
+            body: response.bytes_stream().boxed(),
+            buffer: String::new(),
+            ended: false,
+        }
+    }
+
+    /// The next event envelope, or `None` when the stream ends. Panics after
+    /// `timeout` without one (a hang is a failure, not a wait).
+    pub async fn next(&mut self, timeout: Duration) -> Option<Value> {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let frame: String = self.buffer.drain(..end + 2).collect();
+                let mut id = None;
+                let mut data = String::new();
+                for line in frame.lines() {
+                    if let Some(v) = line.strip_prefix("id:") {
+                        id = Some(v.trim().to_string());
+                    } else if let Some(v) = line.strip_prefix("data:") {
+                        data.push_str(v.strip_prefix(' ').unwrap_or(v));
+                    } else if line.starts_with("event:") {
+                        panic!("frames must not carry an event: field");
+                    }
+                }
+                if data.is_empty() {
+                    continue; // a keep-alive comment
+                }
+                let envelope: Value = serde_json::from_str(&data).expect("data is JSON");
+                assert_eq!(
+                    Some(envelope["id"].as_str().unwrap().to_string()),
+                    id,
+                    "id: matches the envelope"
+                );
+                return Some(envelope);
+            }
+            if self.ended {
+                return None;
+            }
+            match tokio::time::timeout(timeout, self.body.next()).await {
+                Err(_) => panic!("no event within {timeout:?}"),
+                Ok(None) => self.ended = true,
+                Ok(Some(chunk)) => self
+                    .buffer
+                    .push_str(std::str::from_utf8(&chunk.expect("chunk")).expect("utf-8")),
+            }
+        }
+    }
+
+    /// Reads until an event of one of `types` (inclusive); returns all read.
+    pub async fn until(&mut self, types: &[&str]) -> Vec<Value> {
+        let mut out = Vec::new();
+        while let Some(event) = self.next(Duration::from_secs(60)).await {
+            let done = types.contains(&event["type"].as_str().unwrap_or(""));
+            out.push(event);
+            if done {
+                return out;
+            }
+        }
+        panic!("stream ended before any of {types:?}: {out:?}");
+    }
+}
+
+pub fn types(events: &[Value]) -> Vec<&str> {
+    events.iter().map(|e| e["type"].as_str().unwrap()).collect()
+}
