@@ -68,3 +68,6 @@ impl Store {
 pub fn now_rfc3339() -> String {
     humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
 }
+
+#[cfg(test)]
+mod tests;
