@@ -3,6 +3,7 @@
 //! and `tests/fixtures/`.
 
 mod deploy;
+mod dev;
 mod keys;
 mod sessions;
 mod stream;

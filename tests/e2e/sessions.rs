@@ -222,12 +222,50 @@ async fn an_ended_session_refuses_input_and_closes_its_stream() {
         .unwrap();
     assert_eq!(response.status(), 204);
 
-    // Writing after end-session is refused and fails the turn.
-    let (_, events) = rogue_turn(&server, "/after-end").await;
-    let error = events.iter().find(|e| e["type"] == "TURN_ERROR");
+    // Writing after end-session is refused: the agent's error ends the turn,
+    // and the session still ends.
+    let session = server.session("rogue", "/after-end", json!("go")).await;
+    let events = server
+        .events(&session, None)
+        .await
+        .until(&["SESSION_ENDED"])
+        .await;
+    assert_eq!(
+        types(&events[events.len() - 2..]),
+        ["TURN_ERROR", "SESSION_ENDED"]
+    );
+    let error = &events[events.len() - 2]["payload"];
     assert!(
-        error.is_some() || events.iter().any(|e| e["type"] == "SESSION_ENDED"),
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("session has ended"),
+        "{error}"
+    );
+    assert!(
+        !events.iter().any(|e| e["payload"]["role"] == "assistant"),
         "{events:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_panic_in_an_sdk_agent_reaches_turn_error() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    server.deploy("slow", &support::guest("slow")).await;
+    let session = server
+        .session("slow", "/slow", json!({"panic": "the sky fell"}))
+        .await;
+    let events = server
+        .events(&session, None)
+        .await
+        .until(&["TURN_ERROR", "TURN_ENDED"])
+        .await;
+    let last = &events.last().unwrap()["payload"];
+    assert_eq!(last["kind"], "panic", "{last}");
+    assert!(
+        last["message"].as_str().unwrap().contains("the sky fell"),
+        "{last}"
     );
 }
 
@@ -261,6 +299,14 @@ async fn sessions_keep_their_deployment_across_redeploys_and_restarts() {
     assert_eq!(record["deployment_id"], v1["id"]);
 
     server.kill();
+    // A damaged precompiled artifact is detected by its hash and rebuilt from
+    // the kept component.
+    let artifact = dir
+        .path()
+        .join("deployments")
+        .join(v1["id"].as_str().unwrap())
+        .join("component.cwasm");
+    std::fs::write(&artifact, b"damaged").unwrap();
     let server = Server::start(dir.path()).await;
     let (status, _) = server
         .post(
@@ -306,6 +352,11 @@ async fn a_turn_cut_by_a_crash_is_closed_at_restart_and_input_is_accepted() {
         .until(&["TURN_ERROR"])
         .await;
     assert_eq!(events.last().unwrap()["payload"]["kind"], "host_restarted");
+    // The message the agent had open is closed with what was committed of it.
+    let closed = &events[events.len() - 2];
+    assert_eq!(closed["type"], "MESSAGE_END", "{events:?}");
+    assert_eq!(closed["payload"]["text"], "sleeping");
+    assert_eq!(closed["payload"]["incomplete"], true);
     let (status, _) = server
         .post(
             &format!("/sessions/{session}/input"),
@@ -357,7 +408,11 @@ async fn listing_filters_and_paginates() {
     let (_, page) = server.get("/sessions?app=nope").await;
     assert_eq!(page["items"], json!([]));
     let (status, body) = server.get("/sessions?status=sleepy").await;
-    assert_eq!(status, 422, "{body}");
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (400, Some("invalid_query")),
+        "{body}"
+    );
 }
 
 #[tokio::test]

@@ -1,19 +1,19 @@
 //! `POST /deployments` (multipart upload; the build runs off-request) and
 //! `GET /apps/{id}/deployments`.
 
-use axum::extract::{Multipart, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 
-use super::extract::{Json, Path};
+use super::extract::{Json, Multipart, Path};
 use super::{ApiError, AppState, views};
 use crate::build::manifest::{MAX_MANIFEST_BYTES, Manifest};
 use crate::store::{BuildOutcome, NewDeployment};
 
 pub async fn create(
     State(state): State<AppState>,
-    mut multipart: Multipart,
+    Multipart(mut multipart): Multipart,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let upload = state.builder.upload_path().map_err(ApiError::internal)?;
     let result = receive(&mut multipart, &upload).await;
@@ -32,7 +32,10 @@ pub async fn create(
 }
 
 /// Reads the parts: the bundle streams to `upload`, the manifest is returned.
-async fn receive(multipart: &mut Multipart, upload: &std::path::Path) -> Result<String, ApiError> {
+async fn receive(
+    multipart: &mut axum::extract::Multipart,
+    upload: &std::path::Path,
+) -> Result<String, ApiError> {
     let mut manifest = None;
     let mut have_bundle = false;
     while let Some(mut field) = multipart.next_field().await? {

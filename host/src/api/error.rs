@@ -3,6 +3,7 @@
 
 use axum::Json;
 use axum::extract::multipart::MultipartError;
+use axum::extract::multipart::MultipartRejection;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -109,13 +110,22 @@ impl From<JsonRejection> for ApiError {
 
 impl From<QueryRejection> for ApiError {
     fn from(r: QueryRejection) -> Self {
-        ApiError::rejection(StatusCode::BAD_REQUEST, r.body_text())
+        ApiError::bad_request("invalid_query", r.body_text())
     }
 }
 
 impl From<PathRejection> for ApiError {
     fn from(r: PathRejection) -> Self {
         ApiError::rejection(r.status(), r.body_text())
+    }
+}
+
+impl From<MultipartRejection> for ApiError {
+    fn from(r: MultipartRejection) -> Self {
+        ApiError::bad_request(
+            "bad_multipart",
+            format!("unreadable multipart body: {}", r.body_text()),
+        )
     }
 }
 

@@ -43,7 +43,7 @@ pub async fn stream(
     // The header wins over the query parameter.
     let cursor = headers
         .get("last-event-id")
-        .map(|v| v.to_str().unwrap_or("").trim().to_string())
+        .map(|v| v.to_str().unwrap_or("\u{fffd}").trim().to_string())
         .or(query.last_event_id);
     let record = state
         .store
@@ -105,8 +105,7 @@ fn frame(event: &StoredEvent) -> Event {
 }
 
 fn is_session_end(event: &StoredEvent) -> bool {
-    // Cheap check on the stored JSON, no parse on the hot path.
-    event.json.contains("\"type\":\"SESSION_ENDED\"")
+    event.event_type() == "SESSION_ENDED"
 }
 
 fn frames(

@@ -28,6 +28,20 @@ pub struct Query<T>(pub T);
 #[from_request(via(axum::extract::Path), rejection(ApiError))]
 pub struct Path<T>(pub T);
 
+/// `axum::extract::Multipart` with JSON rejections.
+pub struct Multipart(pub axum::extract::Multipart);
+
+impl<S: Send + Sync> FromRequest<S> for Multipart {
+    type Rejection = ApiError;
+
+    async fn from_request(request: axum::extract::Request, state: &S) -> Result<Self, ApiError> {
+        axum::extract::Multipart::from_request(request, state)
+            .await
+            .map(Multipart)
+            .map_err(ApiError::from)
+    }
+}
+
 /// Parses a session id from a path: anything that is not a UUID cannot exist.
 pub fn session_id(raw: &str) -> Result<Uuid, ApiError> {
     Uuid::parse_str(raw)

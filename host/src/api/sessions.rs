@@ -65,7 +65,7 @@ pub async fn list(
     let status = match query.status.as_deref() {
         None => None,
         Some(s) => Some(SessionStatus::parse(s).ok_or_else(|| {
-            ApiError::unprocessable(
+            ApiError::bad_request(
                 "invalid_query",
                 format!(
                     "unknown status `{s}`: use running, idle, awaiting_approval, errored or ended"
@@ -76,7 +76,7 @@ pub async fn list(
     let before = match query.cursor.as_deref() {
         None => None,
         Some(c) => Some(Uuid::parse_str(c).map_err(|_| {
-            ApiError::unprocessable(
+            ApiError::bad_request(
                 "invalid_query",
                 format!("`cursor` = `{c}` is not a cursor from this API"),
             )

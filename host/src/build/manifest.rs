@@ -52,7 +52,7 @@ impl Manifest {
             .map_err(|e| ManifestError::Syntax(e.to_string().trim().to_string()))?;
         if !valid_slug(&manifest.app.slug) {
             return Err(ManifestError::Invalid(format!(
-                "`app.slug` = {:?}: use 1 to 63 lowercase letters, digits and -, starting with a letter or digit",
+                "`app.slug` = {:?}: use 1 to 63 lowercase letters, digits and -, starting with a letter or digit (and not shaped like a UUID)",
                 manifest.app.slug
             )));
         }
@@ -82,6 +82,8 @@ pub fn valid_slug(slug: &str) -> bool {
             .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
         && !slug.starts_with('-')
+        // Apps are addressed by id or slug: a slug must never read as an id.
+        && uuid::Uuid::parse_str(slug).is_err()
 }
 
 #[cfg(test)]
@@ -119,6 +121,10 @@ mod tests {
             ("[app]\nslug = \"a\"\n", "agent"),
             (
                 "[app]\nslug = \"Big App\"\n[agent]\nentry = \"a.wasm\"\n",
+                "app.slug",
+            ),
+            (
+                "[app]\nslug = \"0190a5b2-0000-7000-8000-000000000000\"\n[agent]\nentry = \"a.wasm\"\n",
                 "app.slug",
             ),
             ("not toml at all [", "TOML"),

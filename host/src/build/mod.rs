@@ -52,6 +52,8 @@ impl Builder {
         writer: WriterHandle,
         data_dir: PathBuf,
     ) -> std::io::Result<Builder> {
+        // Uploads cut off mid-way by a disconnect or a crash are never built.
+        let _ = std::fs::remove_dir_all(data_dir.join("uploads"));
         let (tx, rx) = mpsc::channel::<Job>();
         let dir = data_dir.clone();
         std::thread::Builder::new()

@@ -84,6 +84,20 @@ pub struct StoredEvent {
     pub json: Arc<str>,
 }
 
+impl StoredEvent {
+    /// The envelope's `type`, read without parsing: the envelope's fields are
+    /// serialized in a fixed order (id, seq, session_id, type), so the first
+    /// `"type":"` is the envelope's own and never one inside the payload.
+    pub fn event_type(&self) -> &str {
+        const KEY: &str = "\"type\":\"";
+        let Some(start) = self.json.find(KEY).map(|i| i + KEY.len()) else {
+            return "";
+        };
+        let rest = &self.json[start..];
+        rest.find('"').map_or("", |end| &rest[..end])
+    }
+}
+
 /// Version tag of the stored record format.
 const RECORD_V1: u8 = 1;
 
@@ -153,6 +167,26 @@ mod tests {
         assert_eq!(v["type"], "MESSAGE_DELTA");
         assert_eq!(v["payload"]["delta"]["text"], "hi");
         assert_eq!(v["created_at"], "2026-11-22T10:00:00.000Z");
+    }
+
+    #[test]
+    fn event_type_is_the_envelopes_own_even_when_the_payload_mimics_it() {
+        let event = NewEvent::new(
+            EventType::TurnStarted,
+            json!({"input": {"type": "SESSION_ENDED"}, "type": "SESSION_ENDED"}),
+        );
+        let (record, _) = encode_record(
+            Uuid::now_v7(),
+            1,
+            Uuid::now_v7(),
+            &event,
+            "2026-11-22T10:00:00.000Z",
+        )
+        .unwrap();
+        assert_eq!(
+            decode_record(1, &record).unwrap().event_type(),
+            "TURN_STARTED"
+        );
     }
 
     #[test]

@@ -71,8 +71,8 @@ pub fn load(
         .ok_or(RuntimeError::NotBuilt(record.id))?;
     let dir = deployment_dir(data_dir, record.id);
     if artifact.engine == fingerprint(engine) {
-        let bytes = std::fs::read(dir.join(ARTIFACT_FILE))
-            .map_err(RuntimeError::io("read the artifact"))?;
+        // A missing or damaged artifact is rebuilt from the kept component.
+        let bytes = std::fs::read(dir.join(ARTIFACT_FILE)).unwrap_or_default();
         if sha256_hex(&bytes) == artifact.artifact_sha256 {
             // SAFETY: the bytes were produced by `Engine::precompile_component`
             // of an engine with the same fingerprint, and their hash matches the
@@ -84,7 +84,7 @@ pub fn load(
                 recompiled: None,
             });
         }
-        tracing::warn!(deployment = %record.id, "artifact hash mismatch; recompiling from the component");
+        tracing::warn!(deployment = %record.id, "artifact missing or damaged; recompiling from the component");
     }
     let original =
         std::fs::read(dir.join(COMPONENT_FILE)).map_err(RuntimeError::io("read the component"))?;

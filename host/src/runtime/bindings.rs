@@ -7,8 +7,8 @@ wasmtime::component::bindgen!({
     exports: { default: async },
 });
 
-pub use agenthost::agent::host::Host;
-pub use agenthost::agent::types::{
+pub use self::agenthost::agent::host::Host;
+pub use self::agenthost::agent::types::{
     Decision, Description, Event, HistoryPage, HostError, Reason, Step, ToolCall, ToolSpec,
     ToolStatus, Turn,
 };

@@ -9,6 +9,7 @@ mod error;
 mod hub;
 mod reads;
 mod records;
+mod recovery;
 mod tables;
 pub mod writer;
 

@@ -21,7 +21,7 @@ use super::records::{
     AgentDescription, ApiKeyRecord, AppRecord, Artifact, DeploymentRecord, DeploymentStatus,
     SessionRecord, SessionStatus,
 };
-use super::{Store, StoreError, now_rfc3339, tables};
+use super::{Store, StoreError, now_rfc3339, recovery, tables};
 use crate::journal::{EventType, NewEvent, StoredEvent, encode_record};
 
 /// At most this many commands go into one transaction.
@@ -629,14 +629,13 @@ impl Writer {
         let mut next_seq = self.running_turn(batch, id, turn)?;
         if self.broken.contains(&id) {
             // Some of this turn's events were never committed: say so instead.
-            events = vec![NewEvent::new(
-                EventType::TurnError,
-                json!({
-                    "turn": turn,
-                    "kind": "storage",
-                    "message": "the host could not record part of this turn",
-                }),
-            )];
+            events = recovery::closing_events(
+                &batch.txn,
+                id,
+                turn,
+                "storage",
+                "the host could not record part of this turn",
+            )?;
             outcome = TurnOutcome::Errored;
         }
         write_events(&batch.txn, &mut batch.published, id, &mut next_seq, events)?;
@@ -671,15 +670,14 @@ impl Writer {
             }
         }
         for (id, turn) in &stale {
-            let error = NewEvent::new(
-                EventType::TurnError,
-                json!({
-                    "turn": turn,
-                    "kind": "host_restarted",
-                    "message": "the host stopped while this turn was running; send a new input to continue",
-                }),
-            );
-            self.finish_turn(batch, *id, *turn, vec![error], TurnOutcome::Errored)?;
+            let events = recovery::closing_events(
+                &batch.txn,
+                *id,
+                *turn,
+                "host_restarted",
+                "the host stopped while this turn was running; send a new input to continue",
+            )?;
+            self.finish_turn(batch, *id, *turn, events, TurnOutcome::Errored)?;
         }
         Ok(stale.into_iter().map(|(id, _)| id).collect())
     }

@@ -1,0 +1,91 @@
+//! Closing a turn the runner could not close itself (the process died, or a
+//! write of the turn failed): its open messages get a MESSAGE_END marked
+//! `incomplete`, rebuilt from what the journal committed, then TURN_ERROR.
+
+use redb::{ReadableTable, WriteTransaction};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use super::error::storage;
+use super::{StoreError, tables};
+use crate::journal::{EventType, NewEvent, decode_record};
+
+/// The events that close `turn` of `session` with TURN_ERROR `kind`.
+pub fn closing_events(
+    txn: &WriteTransaction,
+    session: Uuid,
+    turn: u32,
+    kind: &str,
+    message: &str,
+) -> Result<Vec<NewEvent>, StoreError> {
+    let mut events: Vec<NewEvent> = open_messages(txn, session)?
+        .into_iter()
+        .map(|(id, role, text)| {
+            NewEvent::new(
+                EventType::MessageEnd,
+                json!({"message_id": id, "role": role, "text": text, "incomplete": true}),
+            )
+        })
+        .collect();
+    events.push(NewEvent::new(
+        EventType::TurnError,
+        json!({"turn": turn, "kind": kind, "message": message}),
+    ));
+    Ok(events)
+}
+
+/// Messages of the session's last turn that were started and never ended,
+/// with their committed text, in the order they were started.
+fn open_messages(
+    txn: &WriteTransaction,
+    session: Uuid,
+) -> Result<Vec<(String, String, String)>, StoreError> {
+    let table = txn.open_table(tables::EVENTS).map_err(storage)?;
+    let key = session.as_u128();
+    let mut ended: Vec<String> = Vec::new();
+    let mut texts: Vec<(String, String)> = Vec::new();
+    let mut open: Vec<(String, String, String)> = Vec::new();
+    // Backwards from the newest event to the turn's TURN_STARTED.
+    for row in table
+        .range((key, 0)..=(key, u64::MAX))
+        .map_err(storage)?
+        .rev()
+    {
+        let (k, v) = row.map_err(storage)?;
+        let Some(event) = decode_record(k.value().1, v.value()) else {
+            continue;
+        };
+        let kind = event.event_type().to_string();
+        if kind == "TURN_STARTED" {
+            break;
+        }
+        let Ok(envelope) = serde_json::from_str::<Value>(&event.json) else {
+            continue;
+        };
+        let payload = &envelope["payload"];
+        let Some(id) = payload["message_id"].as_str() else {
+            continue;
+        };
+        match kind.as_str() {
+            "MESSAGE_END" => ended.push(id.to_string()),
+            "MESSAGE_DELTA" if !ended.iter().any(|e| e == id) => {
+                let text = payload["delta"]["text"].as_str().unwrap_or_default();
+                texts.push((id.to_string(), text.to_string()));
+            }
+            "MESSAGE_START" if !ended.iter().any(|e| e == id) => {
+                // Deltas were collected newest first.
+                let text: String = texts
+                    .iter()
+                    .rev()
+                    .filter(|(m, _)| m == id)
+                    .map(|(_, t)| t.as_str())
+                    .collect();
+                let role = payload["role"].as_str().unwrap_or("assistant").to_string();
+                open.push((id.to_string(), role, text));
+            }
+            _ => {}
+        }
+    }
+    open.reverse();
+    Ok(open)
+}

@@ -1,0 +1,92 @@
+//! `agenthost dev DIR`: serve, deploy, and print a key and working curl commands.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+use serde_json::json;
+
+use crate::support;
+
+#[tokio::test]
+async fn dev_serves_deploys_and_prints_a_working_key_and_curl() {
+    support::guest("hello"); // the example is built once into the shared guest target dir
+    let dir = support::data_dir();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agenthost"))
+        .arg("dev")
+        .arg(support::workspace().join("examples/hello"))
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(["--addr", "127.0.0.1:0"])
+        .env_remove("AGENTHOST_BOOTSTRAP_KEY")
+        .env(
+            "CARGO_TARGET_DIR",
+            support::workspace().join("target/guests"),
+        )
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let printed = tokio::task::spawn_blocking(move || {
+        let mut text = String::new();
+        let mut lines = BufReader::new(stdout).lines();
+        for line in lines.by_ref() {
+            let line = line.unwrap();
+            text.push_str(&line);
+            text.push('\n');
+            if line.contains("Ctrl-C stops the server") {
+                std::thread::spawn(move || for _ in lines {});
+                return text;
+            }
+        }
+        panic!("dev exited early:\n{text}");
+    })
+    .await
+    .unwrap();
+    let key = printed
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("export AGENTHOST_API_KEY="))
+        .expect("the key is printed")
+        .to_string();
+    let url = printed
+        .lines()
+        .find_map(|l| l.strip_prefix("agenthost listening on "))
+        .expect("the address is printed")
+        .to_string();
+    assert!(
+        printed.contains(&format!("curl -N {url}/sessions/$SID/events")),
+        "{printed}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("bootstrap-key"))
+            .unwrap()
+            .trim(),
+        key
+    );
+
+    // The printed curl does what it says.
+    let client = reqwest::Client::new();
+    let response = client
+        .post(format!("{url}/sessions"))
+        .bearer_auth(&key)
+        .json(&json!({"app": "hello", "route": "/chat", "input": "hello agent host"}))
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = support::status_and_json(response).await;
+    assert_eq!(status, 201, "{body}");
+    let session = body["session_id"].as_str().unwrap();
+    let response = client
+        .get(format!("{url}/sessions/{session}/events"))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap();
+    let events = support::EventStream::new(response)
+        .until(&["TURN_ENDED", "TURN_ERROR"])
+        .await;
+    assert_eq!(events.last().unwrap()["type"], "TURN_ENDED");
+    let _ = child.kill();
+    let _ = child.wait();
+}
