@@ -217,8 +217,26 @@ async fn bad_manifests_and_bodies_are_refused_before_any_build() {
         .await
         .unwrap();
     let (status, body) = support::status_and_json(response).await;
-    assert_eq!(status, 400, "{body}");
-    assert!(body["error"]["code"].is_string());
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (400, Some("bad_multipart")),
+        "{body}"
+    );
+    // Not multipart at all: the same JSON error.
+    let response = server
+        .client
+        .post(server.url("/deployments"))
+        .bearer_auth(KEY)
+        .json(&serde_json::json!({"tarball": "x"}))
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = support::status_and_json(response).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (400, Some("bad_multipart")),
+        "{body}"
+    );
     // A part missing: 400.
     let form = reqwest::multipart::Form::new().text("manifest", MANIFEST);
     let response = server

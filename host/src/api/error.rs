@@ -131,13 +131,12 @@ impl From<MultipartRejection> for ApiError {
 
 impl From<MultipartError> for ApiError {
     fn from(r: MultipartError) -> Self {
-        let status = match r.status() {
-            StatusCode::PAYLOAD_TOO_LARGE => StatusCode::PAYLOAD_TOO_LARGE,
-            _ => StatusCode::BAD_REQUEST,
-        };
-        ApiError::rejection(
-            status,
-            format!("unreadable multipart body: {}", r.body_text()),
-        )
+        let message = format!("unreadable multipart body: {}", r.body_text());
+        match r.status() {
+            StatusCode::PAYLOAD_TOO_LARGE => {
+                ApiError::rejection(StatusCode::PAYLOAD_TOO_LARGE, message)
+            }
+            _ => ApiError::bad_request("bad_multipart", message),
+        }
     }
 }

@@ -5,12 +5,15 @@
 //! which checks it against committed and pending state, commits a batch with
 //! `Durability::Immediate`, then acknowledges and publishes to the `hub`.
 
+mod deployments;
 mod error;
 mod hub;
 mod reads;
 mod records;
 mod recovery;
+mod sessions;
 mod tables;
+mod txn;
 pub mod writer;
 
 use std::path::Path;

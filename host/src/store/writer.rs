@@ -11,18 +11,19 @@
 
 use std::collections::{HashMap, HashSet};
 
-use redb::{ReadableTable, WriteTransaction};
-use serde_json::{Value, json};
+use redb::WriteTransaction;
+use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
-use super::error::{corrupt, storage};
+use super::deployments::{create_deployment, finish_build, update_deployment};
+use super::error::storage;
 use super::records::{
-    AgentDescription, ApiKeyRecord, AppRecord, Artifact, DeploymentRecord, DeploymentStatus,
-    SessionRecord, SessionStatus,
+    AgentDescription, ApiKeyRecord, Artifact, DeploymentRecord, SessionRecord, SessionStatus,
 };
-use super::{Store, StoreError, now_rfc3339, recovery, tables};
-use crate::journal::{EventType, NewEvent, StoredEvent, encode_record};
+use super::txn::{load_session, put_api_key, put_json};
+use super::{Store, StoreError, tables};
+use crate::journal::{NewEvent, StoredEvent};
 
 /// At most this many commands go into one transaction.
 const MAX_BATCH: usize = 1024;
@@ -252,26 +253,26 @@ impl WriterHandle {
 /// The writer thread's state: the committed view of sessions it has touched.
 pub struct Writer {
     store: Store,
-    sessions: HashMap<Uuid, CachedSession>,
+    pub(super) sessions: HashMap<Uuid, CachedSession>,
     /// Sessions whose running turn lost a write: its next write becomes TURN_ERROR.
-    broken: HashSet<Uuid>,
+    pub(super) broken: HashSet<Uuid>,
 }
 
 #[derive(Clone)]
-struct CachedSession {
-    record: SessionRecord,
-    next_seq: u64,
+pub(super) struct CachedSession {
+    pub(super) record: SessionRecord,
+    pub(super) next_seq: u64,
 }
 
 /// A command's answer, sent once its batch committed (or failed).
 type DeferredReply = Box<dyn FnOnce(Option<&StoreError>) + Send>;
 
 /// One transaction's worth of commands.
-struct Batch {
-    txn: WriteTransaction,
-    sessions: HashMap<Uuid, CachedSession>,
-    dirty: HashSet<Uuid>,
-    published: Vec<(Uuid, StoredEvent)>,
+pub(super) struct Batch {
+    pub(super) txn: WriteTransaction,
+    pub(super) sessions: HashMap<Uuid, CachedSession>,
+    pub(super) dirty: HashSet<Uuid>,
+    pub(super) published: Vec<(Uuid, StoredEvent)>,
     replies: Vec<DeferredReply>,
     failed: Option<StoreError>,
 }
@@ -434,7 +435,7 @@ impl Writer {
     }
 
     /// The session as the batch sees it (committed state plus the batch's changes).
-    fn session<'b>(
+    pub(super) fn session<'b>(
         &self,
         batch: &'b mut Batch,
         id: Uuid,
@@ -450,236 +451,6 @@ impl Writer {
             .sessions
             .get_mut(&id)
             .ok_or_else(|| StoreError::not_found("session", id))
-    }
-
-    fn create_session(
-        &mut self,
-        batch: &mut Batch,
-        app: &str,
-        route: String,
-        input: Value,
-        boot: Uuid,
-    ) -> Result<(SessionRecord, TurnTicket), StoreError> {
-        let app = find_app(&batch.txn, app)?.ok_or_else(|| StoreError::not_found("app", app))?;
-        let deployment_id = app.current_deployment.ok_or_else(|| {
-            StoreError::Conflict(format!(
-                "app `{}` has no active deployment yet: deploy it first",
-                app.slug
-            ))
-        })?;
-        let deployment =
-            get_json::<DeploymentRecord>(&batch.txn, tables::DEPLOYMENTS, deployment_id)?
-                .ok_or_else(|| corrupt(format!("current deployment {deployment_id} is missing")))?;
-        let routes = deployment
-            .description
-            .as_ref()
-            .map(|d| d.routes.as_slice())
-            .unwrap_or_default();
-        if !routes.contains(&route) {
-            return Err(StoreError::NotFound {
-                what: "route",
-                key: format!(
-                    "{route}` (app `{}` serves: {})",
-                    app.slug,
-                    routes.join(", ")
-                ),
-            });
-        }
-        let now = now_rfc3339();
-        let id = Uuid::now_v7();
-        let record = SessionRecord {
-            id,
-            app_id: app.id,
-            app_slug: app.slug.clone(),
-            route: route.clone(),
-            deployment_id,
-            deployment_version: deployment.version,
-            status: SessionStatus::Running,
-            turn: 1,
-            created_at: now.clone(),
-            updated_at: now,
-            boot_id: Some(boot),
-        };
-        let mut events = vec![NewEvent::new(
-            EventType::SessionCreated,
-            json!({
-                "app_id": app.id,
-                "app": app.slug,
-                "route": route,
-                "deployment_id": deployment_id,
-                "deployment_version": deployment.version,
-                "input": input,
-            }),
-        )];
-        events.extend(turn_start_events(1, &input));
-        let mut next_seq = 0;
-        write_events(&batch.txn, &mut batch.published, id, &mut next_seq, events)?;
-        batch.sessions.insert(
-            id,
-            CachedSession {
-                record: record.clone(),
-                next_seq,
-            },
-        );
-        batch.dirty.insert(id);
-        let ticket = TurnTicket {
-            session_id: id,
-            turn: 1,
-            deployment_id,
-            app_slug: app.slug,
-            route,
-            input,
-            reason: TurnReason::Input,
-        };
-        Ok((record, ticket))
-    }
-
-    fn post_input(
-        &mut self,
-        batch: &mut Batch,
-        id: Uuid,
-        input: Value,
-        boot: Uuid,
-    ) -> Result<TurnTicket, StoreError> {
-        let session = self.session(batch, id)?;
-        match session.record.status {
-            SessionStatus::Idle | SessionStatus::Errored => {}
-            SessionStatus::Running => {
-                return Err(StoreError::Conflict(
-                    "a turn is in progress: send the input after its TURN_ENDED or TURN_ERROR"
-                        .into(),
-                ));
-            }
-            SessionStatus::AwaitingApproval => {
-                return Err(StoreError::Conflict(
-                    "the session is awaiting an approval decision: decide it first".into(),
-                ));
-            }
-            SessionStatus::Ended => {
-                return Err(StoreError::Conflict(
-                    "the session has ended and accepts no more input".into(),
-                ));
-            }
-        }
-        let turn = session.record.turn + 1;
-        let mut next_seq = session.next_seq;
-        write_events(
-            &batch.txn,
-            &mut batch.published,
-            id,
-            &mut next_seq,
-            turn_start_events(turn, &input),
-        )?;
-        let session = self.session(batch, id)?;
-        session.next_seq = next_seq;
-        session.record.turn = turn;
-        session.record.status = SessionStatus::Running;
-        session.record.boot_id = Some(boot);
-        session.record.updated_at = now_rfc3339();
-        let ticket = TurnTicket {
-            session_id: id,
-            turn,
-            deployment_id: session.record.deployment_id,
-            app_slug: session.record.app_slug.clone(),
-            route: session.record.route.clone(),
-            input,
-            reason: TurnReason::Input,
-        };
-        batch.dirty.insert(id);
-        Ok(ticket)
-    }
-
-    /// Checks that `turn` is the session's running turn.
-    fn running_turn(&self, batch: &mut Batch, id: Uuid, turn: u32) -> Result<u64, StoreError> {
-        let session = self.session(batch, id)?;
-        if session.record.status != SessionStatus::Running || session.record.turn != turn {
-            return Err(StoreError::Conflict(format!(
-                "turn {turn} of session {id} is not running"
-            )));
-        }
-        Ok(session.next_seq)
-    }
-
-    fn append(
-        &mut self,
-        batch: &mut Batch,
-        id: Uuid,
-        turn: u32,
-        events: Vec<NewEvent>,
-    ) -> Result<(), StoreError> {
-        let mut next_seq = self.running_turn(batch, id, turn)?;
-        if self.broken.contains(&id) {
-            return Err(StoreError::Storage(
-                "an earlier write of this turn failed; the turn cannot go on".into(),
-            ));
-        }
-        write_events(&batch.txn, &mut batch.published, id, &mut next_seq, events)?;
-        self.session(batch, id)?.next_seq = next_seq;
-        Ok(())
-    }
-
-    fn finish_turn(
-        &mut self,
-        batch: &mut Batch,
-        id: Uuid,
-        turn: u32,
-        mut events: Vec<NewEvent>,
-        mut outcome: TurnOutcome,
-    ) -> Result<(), StoreError> {
-        let mut next_seq = self.running_turn(batch, id, turn)?;
-        if self.broken.contains(&id) {
-            // Some of this turn's events were never committed: say so instead.
-            events = recovery::closing_events(
-                &batch.txn,
-                id,
-                turn,
-                "storage",
-                "the host could not record part of this turn",
-            )?;
-            outcome = TurnOutcome::Errored;
-        }
-        write_events(&batch.txn, &mut batch.published, id, &mut next_seq, events)?;
-        let session = self.session(batch, id)?;
-        session.next_seq = next_seq;
-        session.record.status = match outcome {
-            TurnOutcome::Ended => SessionStatus::Idle,
-            TurnOutcome::Errored => SessionStatus::Errored,
-            TurnOutcome::SessionEnded => SessionStatus::Ended,
-        };
-        session.record.boot_id = None;
-        session.record.updated_at = now_rfc3339();
-        batch.dirty.insert(id);
-        self.broken.remove(&id);
-        Ok(())
-    }
-
-    fn close_interrupted(
-        &mut self,
-        batch: &mut Batch,
-        boot: Uuid,
-    ) -> Result<Vec<Uuid>, StoreError> {
-        let mut stale = Vec::new();
-        {
-            let table = batch.txn.open_table(tables::SESSIONS).map_err(storage)?;
-            for row in table.iter().map_err(storage)? {
-                let (_, v) = row.map_err(storage)?;
-                let record: SessionRecord = serde_json::from_slice(v.value()).map_err(corrupt)?;
-                if record.status == SessionStatus::Running && record.boot_id != Some(boot) {
-                    stale.push((record.id, record.turn));
-                }
-            }
-        }
-        for (id, turn) in &stale {
-            let events = recovery::closing_events(
-                &batch.txn,
-                *id,
-                *turn,
-                "host_restarted",
-                "the host stopped while this turn was running; send a new input to continue",
-            )?;
-            self.finish_turn(batch, *id, *turn, events, TurnOutcome::Errored)?;
-        }
-        Ok(stale.into_iter().map(|(id, _)| id).collect())
     }
 }
 
@@ -718,72 +489,6 @@ impl Command {
     }
 }
 
-/// TURN_STARTED, then the input as a user message when it is text.
-fn turn_start_events(turn: u32, input: &Value) -> Vec<NewEvent> {
-    let mut events = vec![NewEvent::new(
-        EventType::TurnStarted,
-        json!({"turn": turn, "reason": {"kind": "input"}, "input": input}),
-    )];
-    if let Some(text) = input_text(input) {
-        let message_id = format!("msg_{}", Uuid::now_v7().simple());
-        events.push(NewEvent::new(
-            EventType::MessageStart,
-            json!({"message_id": message_id, "role": "user"}),
-        ));
-        events.push(NewEvent::new(
-            EventType::MessageDelta,
-            json!({"message_id": message_id, "delta": {"type": "text", "text": text}}),
-        ));
-        events.push(NewEvent::new(
-            EventType::MessageEnd,
-            json!({"message_id": message_id, "role": "user", "text": text}),
-        ));
-    }
-    events
-}
-
-/// The text of a text input: a JSON string, or an object's string field `text`.
-pub fn input_text(input: &Value) -> Option<&str> {
-    match input {
-        Value::String(text) => Some(text),
-        Value::Object(map) => map.get("text").and_then(Value::as_str),
-        _ => None,
-    }
-}
-
-fn write_events(
-    txn: &WriteTransaction,
-    published: &mut Vec<(Uuid, StoredEvent)>,
-    session: Uuid,
-    next_seq: &mut u64,
-    events: Vec<NewEvent>,
-) -> Result<(), StoreError> {
-    let created_at = now_rfc3339();
-    let mut table = txn.open_table(tables::EVENTS).map_err(storage)?;
-    let mut ids = txn.open_table(tables::EVENT_IDS).map_err(storage)?;
-    for event in events {
-        let seq = *next_seq;
-        let id = Uuid::now_v7();
-        let (record, json) =
-            encode_record(id, seq, session, &event, &created_at).map_err(corrupt)?;
-        table
-            .insert((session.as_u128(), seq), record.as_slice())
-            .map_err(storage)?;
-        ids.insert(id.as_u128(), (session.as_u128(), seq))
-            .map_err(storage)?;
-        *next_seq += 1;
-        published.push((
-            session,
-            StoredEvent {
-                id,
-                seq,
-                json: json.into(),
-            },
-        ));
-    }
-    Ok(())
-}
-
 fn persist_sessions(
     txn: &WriteTransaction,
     sessions: &HashMap<Uuid, CachedSession>,
@@ -795,204 +500,4 @@ fn persist_sessions(
         }
     }
     Ok(())
-}
-
-fn load_session(txn: &WriteTransaction, id: Uuid) -> Result<CachedSession, StoreError> {
-    let record: SessionRecord =
-        get_json(txn, tables::SESSIONS, id)?.ok_or_else(|| StoreError::not_found("session", id))?;
-    let events = txn.open_table(tables::EVENTS).map_err(storage)?;
-    let key = id.as_u128();
-    let next_seq = match events
-        .range((key, 0)..=(key, u64::MAX))
-        .map_err(storage)?
-        .next_back()
-    {
-        Some(row) => row.map_err(storage)?.0.value().1 + 1,
-        None => 0,
-    };
-    Ok(CachedSession { record, next_seq })
-}
-
-fn get_json<T: serde::de::DeserializeOwned>(
-    txn: &WriteTransaction,
-    table: redb::TableDefinition<u128, &[u8]>,
-    id: Uuid,
-) -> Result<Option<T>, StoreError> {
-    let table = txn.open_table(table).map_err(storage)?;
-    let value = table.get(id.as_u128()).map_err(storage)?;
-    match value {
-        Some(v) => serde_json::from_slice(v.value()).map(Some).map_err(corrupt),
-        None => Ok(None),
-    }
-}
-
-fn put_api_key(txn: &WriteTransaction, record: &ApiKeyRecord) -> Result<(), StoreError> {
-    let bytes = serde_json::to_vec(record).map_err(corrupt)?;
-    let mut table = txn.open_table(tables::API_KEYS).map_err(storage)?;
-    table
-        .insert(record.id.as_str(), bytes.as_slice())
-        .map_err(storage)?;
-    Ok(())
-}
-
-fn put_json(
-    txn: &WriteTransaction,
-    table: redb::TableDefinition<u128, &[u8]>,
-    key: u128,
-    value: &impl serde::Serialize,
-) -> Result<(), StoreError> {
-    let bytes = serde_json::to_vec(value).map_err(corrupt)?;
-    let mut table = txn.open_table(table).map_err(storage)?;
-    table.insert(key, bytes.as_slice()).map_err(storage)?;
-    Ok(())
-}
-
-fn find_app(txn: &WriteTransaction, id_or_slug: &str) -> Result<Option<AppRecord>, StoreError> {
-    let id = match Uuid::parse_str(id_or_slug) {
-        Ok(id) => id,
-        Err(_) => {
-            let slugs = txn.open_table(tables::APP_SLUGS).map_err(storage)?;
-            let id = slugs.get(id_or_slug).map_err(storage)?.map(|v| v.value());
-            match id {
-                Some(id) => Uuid::from_u128(id),
-                None => return Ok(None),
-            }
-        }
-    };
-    get_json(txn, tables::APPS, id)
-}
-
-fn create_deployment(
-    txn: &WriteTransaction,
-    new: NewDeployment,
-) -> Result<DeploymentRecord, StoreError> {
-    let now = now_rfc3339();
-    let app = match find_app(txn, &new.app_slug)? {
-        Some(app) => app,
-        None => {
-            let app = AppRecord {
-                id: Uuid::now_v7(),
-                slug: new.app_slug.clone(),
-                created_at: now.clone(),
-                current_deployment: None,
-            };
-            put_json(txn, tables::APPS, app.id.as_u128(), &app)?;
-            let mut slugs = txn.open_table(tables::APP_SLUGS).map_err(storage)?;
-            slugs
-                .insert(app.slug.as_str(), app.id.as_u128())
-                .map_err(storage)?;
-            app
-        }
-    };
-    let key = app.id.as_u128();
-    let mut index = txn.open_table(tables::APP_DEPLOYMENTS).map_err(storage)?;
-    let version = match new.version {
-        Some(0) => return Err(StoreError::Rejected("version must be 1 or more".into())),
-        Some(v) => {
-            if index.get((key, v)).map_err(storage)?.is_some() {
-                return Err(StoreError::Rejected(format!(
-                    "version {v} of app `{}` already exists",
-                    app.slug
-                )));
-            }
-            v
-        }
-        None => match index
-            .range((key, 0)..=(key, u64::MAX))
-            .map_err(storage)?
-            .next_back()
-        {
-            Some(row) => row.map_err(storage)?.0.value().1 + 1,
-            None => 1,
-        },
-    };
-    let record = DeploymentRecord {
-        id: Uuid::now_v7(),
-        app_id: app.id,
-        version,
-        status: DeploymentStatus::Building,
-        created_at: now,
-        finished_at: None,
-        error: None,
-        manifest: new.manifest,
-        entry: new.entry,
-        description: None,
-        artifact: None,
-    };
-    index
-        .insert((key, version), record.id.as_u128())
-        .map_err(storage)?;
-    drop(index);
-    put_json(txn, tables::DEPLOYMENTS, record.id.as_u128(), &record)?;
-    Ok(record)
-}
-
-fn update_deployment(
-    txn: &WriteTransaction,
-    id: Uuid,
-    change: impl FnOnce(&mut DeploymentRecord) -> Result<(), StoreError>,
-) -> Result<DeploymentRecord, StoreError> {
-    let mut record: DeploymentRecord = get_json(txn, tables::DEPLOYMENTS, id)?
-        .ok_or_else(|| StoreError::not_found("deployment", id))?;
-    change(&mut record)?;
-    put_json(txn, tables::DEPLOYMENTS, id.as_u128(), &record)?;
-    Ok(record)
-}
-
-fn finish_build(
-    txn: &WriteTransaction,
-    id: Uuid,
-    outcome: BuildOutcome,
-) -> Result<DeploymentRecord, StoreError> {
-    let record: DeploymentRecord = get_json(txn, tables::DEPLOYMENTS, id)?
-        .ok_or_else(|| StoreError::not_found("deployment", id))?;
-    if record.status != DeploymentStatus::Building {
-        return Err(StoreError::Conflict(format!(
-            "deployment {id} is not building"
-        )));
-    }
-    let now = now_rfc3339();
-    match outcome {
-        BuildOutcome::Failed(error) => update_deployment(txn, id, |d| {
-            d.status = DeploymentStatus::Failed;
-            d.error = Some(error);
-            d.finished_at = Some(now);
-            Ok(())
-        }),
-        BuildOutcome::Succeeded {
-            description,
-            artifact,
-        } => {
-            let mut app: AppRecord = get_json(txn, tables::APPS, record.app_id)?
-                .ok_or_else(|| corrupt(format!("app {} is missing", record.app_id)))?;
-            let current = match app.current_deployment {
-                Some(current) => get_json::<DeploymentRecord>(txn, tables::DEPLOYMENTS, current)?,
-                None => None,
-            };
-            // The newest successful deployment is current: a slow older build
-            // finishing after a newer one never goes live.
-            let becomes_current = current.as_ref().is_none_or(|c| c.version < record.version);
-            if becomes_current {
-                if let Some(previous) = current {
-                    update_deployment(txn, previous.id, |d| {
-                        d.status = DeploymentStatus::Retired;
-                        Ok(())
-                    })?;
-                }
-                app.current_deployment = Some(id);
-                put_json(txn, tables::APPS, app.id.as_u128(), &app)?;
-            }
-            update_deployment(txn, id, |d| {
-                d.status = if becomes_current {
-                    DeploymentStatus::Active
-                } else {
-                    DeploymentStatus::Retired
-                };
-                d.description = Some(description);
-                d.artifact = Some(artifact);
-                d.finished_at = Some(now);
-                Ok(())
-            })
-        }
-    }
 }

@@ -1,0 +1,316 @@
+//! The writer's session commands: create, input (the 409 rules), a turn's
+//! appends and its final commit, and closing turns a previous process left.
+
+use redb::{ReadableTable, WriteTransaction};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use super::error::{corrupt, storage};
+use super::records::{DeploymentRecord, SessionRecord, SessionStatus};
+use super::txn::{find_app, get_json};
+use super::writer::{Batch, CachedSession, TurnOutcome, TurnReason, TurnTicket, Writer};
+use super::{StoreError, now_rfc3339, recovery, tables};
+use crate::journal::{EventType, NewEvent, StoredEvent, encode_record};
+
+impl Writer {
+    pub(super) fn create_session(
+        &mut self,
+        batch: &mut Batch,
+        app: &str,
+        route: String,
+        input: Value,
+        boot: Uuid,
+    ) -> Result<(SessionRecord, TurnTicket), StoreError> {
+        let app = find_app(&batch.txn, app)?.ok_or_else(|| StoreError::not_found("app", app))?;
+        let deployment_id = app.current_deployment.ok_or_else(|| {
+            StoreError::Conflict(format!(
+                "app `{}` has no active deployment yet: deploy it first",
+                app.slug
+            ))
+        })?;
+        let deployment =
+            get_json::<DeploymentRecord>(&batch.txn, tables::DEPLOYMENTS, deployment_id)?
+                .ok_or_else(|| corrupt(format!("current deployment {deployment_id} is missing")))?;
+        let routes = deployment
+            .description
+            .as_ref()
+            .map(|d| d.routes.as_slice())
+            .unwrap_or_default();
+        if !routes.contains(&route) {
+            return Err(StoreError::NotFound {
+                what: "route",
+                key: format!(
+                    "{route}` (app `{}` serves: {})",
+                    app.slug,
+                    routes.join(", ")
+                ),
+            });
+        }
+        let now = now_rfc3339();
+        let id = Uuid::now_v7();
+        let record = SessionRecord {
+            id,
+            app_id: app.id,
+            app_slug: app.slug.clone(),
+            route: route.clone(),
+            deployment_id,
+            deployment_version: deployment.version,
+            status: SessionStatus::Running,
+            turn: 1,
+            created_at: now.clone(),
+            updated_at: now,
+            boot_id: Some(boot),
+        };
+        let mut events = vec![NewEvent::new(
+            EventType::SessionCreated,
+            json!({
+                "app_id": app.id,
+                "app": app.slug,
+                "route": route,
+                "deployment_id": deployment_id,
+                "deployment_version": deployment.version,
+                "input": input,
+            }),
+        )];
+        events.extend(turn_start_events(1, &input));
+        let mut next_seq = 0;
+        write_events(&batch.txn, &mut batch.published, id, &mut next_seq, events)?;
+        batch.sessions.insert(
+            id,
+            CachedSession {
+                record: record.clone(),
+                next_seq,
+            },
+        );
+        batch.dirty.insert(id);
+        let ticket = TurnTicket {
+            session_id: id,
+            turn: 1,
+            deployment_id,
+            app_slug: app.slug,
+            route,
+            input,
+            reason: TurnReason::Input,
+        };
+        Ok((record, ticket))
+    }
+
+    pub(super) fn post_input(
+        &mut self,
+        batch: &mut Batch,
+        id: Uuid,
+        input: Value,
+        boot: Uuid,
+    ) -> Result<TurnTicket, StoreError> {
+        let session = self.session(batch, id)?;
+        match session.record.status {
+            SessionStatus::Idle | SessionStatus::Errored => {}
+            SessionStatus::Running => {
+                return Err(StoreError::Conflict(
+                    "a turn is in progress: send the input after its TURN_ENDED or TURN_ERROR"
+                        .into(),
+                ));
+            }
+            SessionStatus::AwaitingApproval => {
+                return Err(StoreError::Conflict(
+                    "the session is awaiting an approval decision: decide it first".into(),
+                ));
+            }
+            SessionStatus::Ended => {
+                return Err(StoreError::Conflict(
+                    "the session has ended and accepts no more input".into(),
+                ));
+            }
+        }
+        let turn = session.record.turn + 1;
+        let mut next_seq = session.next_seq;
+        write_events(
+            &batch.txn,
+            &mut batch.published,
+            id,
+            &mut next_seq,
+            turn_start_events(turn, &input),
+        )?;
+        let session = self.session(batch, id)?;
+        session.next_seq = next_seq;
+        session.record.turn = turn;
+        session.record.status = SessionStatus::Running;
+        session.record.boot_id = Some(boot);
+        session.record.updated_at = now_rfc3339();
+        let ticket = TurnTicket {
+            session_id: id,
+            turn,
+            deployment_id: session.record.deployment_id,
+            app_slug: session.record.app_slug.clone(),
+            route: session.record.route.clone(),
+            input,
+            reason: TurnReason::Input,
+        };
+        batch.dirty.insert(id);
+        Ok(ticket)
+    }
+
+    /// Checks that `turn` is the session's running turn.
+    pub(super) fn running_turn(
+        &self,
+        batch: &mut Batch,
+        id: Uuid,
+        turn: u32,
+    ) -> Result<u64, StoreError> {
+        let session = self.session(batch, id)?;
+        if session.record.status != SessionStatus::Running || session.record.turn != turn {
+            return Err(StoreError::Conflict(format!(
+                "turn {turn} of session {id} is not running"
+            )));
+        }
+        Ok(session.next_seq)
+    }
+
+    pub(super) fn append(
+        &mut self,
+        batch: &mut Batch,
+        id: Uuid,
+        turn: u32,
+        events: Vec<NewEvent>,
+    ) -> Result<(), StoreError> {
+        let mut next_seq = self.running_turn(batch, id, turn)?;
+        if self.broken.contains(&id) {
+            return Err(StoreError::Storage(
+                "an earlier write of this turn failed; the turn cannot go on".into(),
+            ));
+        }
+        write_events(&batch.txn, &mut batch.published, id, &mut next_seq, events)?;
+        self.session(batch, id)?.next_seq = next_seq;
+        Ok(())
+    }
+
+    pub(super) fn finish_turn(
+        &mut self,
+        batch: &mut Batch,
+        id: Uuid,
+        turn: u32,
+        mut events: Vec<NewEvent>,
+        mut outcome: TurnOutcome,
+    ) -> Result<(), StoreError> {
+        let mut next_seq = self.running_turn(batch, id, turn)?;
+        if self.broken.contains(&id) {
+            // Some of this turn's events were never committed: say so instead.
+            events = recovery::closing_events(
+                &batch.txn,
+                id,
+                turn,
+                "storage",
+                "the host could not record part of this turn",
+            )?;
+            outcome = TurnOutcome::Errored;
+        }
+        write_events(&batch.txn, &mut batch.published, id, &mut next_seq, events)?;
+        let session = self.session(batch, id)?;
+        session.next_seq = next_seq;
+        session.record.status = match outcome {
+            TurnOutcome::Ended => SessionStatus::Idle,
+            TurnOutcome::Errored => SessionStatus::Errored,
+            TurnOutcome::SessionEnded => SessionStatus::Ended,
+        };
+        session.record.boot_id = None;
+        session.record.updated_at = now_rfc3339();
+        batch.dirty.insert(id);
+        self.broken.remove(&id);
+        Ok(())
+    }
+
+    pub(super) fn close_interrupted(
+        &mut self,
+        batch: &mut Batch,
+        boot: Uuid,
+    ) -> Result<Vec<Uuid>, StoreError> {
+        let mut stale = Vec::new();
+        {
+            let table = batch.txn.open_table(tables::SESSIONS).map_err(storage)?;
+            for row in table.iter().map_err(storage)? {
+                let (_, v) = row.map_err(storage)?;
+                let record: SessionRecord = serde_json::from_slice(v.value()).map_err(corrupt)?;
+                if record.status == SessionStatus::Running && record.boot_id != Some(boot) {
+                    stale.push((record.id, record.turn));
+                }
+            }
+        }
+        for (id, turn) in &stale {
+            let events = recovery::closing_events(
+                &batch.txn,
+                *id,
+                *turn,
+                "host_restarted",
+                "the host stopped while this turn was running; send a new input to continue",
+            )?;
+            self.finish_turn(batch, *id, *turn, events, TurnOutcome::Errored)?;
+        }
+        Ok(stale.into_iter().map(|(id, _)| id).collect())
+    }
+}
+
+/// TURN_STARTED, then the input as a user message when it is text.
+pub(super) fn turn_start_events(turn: u32, input: &Value) -> Vec<NewEvent> {
+    let mut events = vec![NewEvent::new(
+        EventType::TurnStarted,
+        json!({"turn": turn, "reason": {"kind": "input"}, "input": input}),
+    )];
+    if let Some(text) = input_text(input) {
+        let message_id = format!("msg_{}", Uuid::now_v7().simple());
+        events.push(NewEvent::new(
+            EventType::MessageStart,
+            json!({"message_id": message_id, "role": "user"}),
+        ));
+        events.push(NewEvent::new(
+            EventType::MessageDelta,
+            json!({"message_id": message_id, "delta": {"type": "text", "text": text}}),
+        ));
+        events.push(NewEvent::new(
+            EventType::MessageEnd,
+            json!({"message_id": message_id, "role": "user", "text": text}),
+        ));
+    }
+    events
+}
+
+/// The text of a text input: a JSON string, or an object's string field `text`.
+pub fn input_text(input: &Value) -> Option<&str> {
+    match input {
+        Value::String(text) => Some(text),
+        Value::Object(map) => map.get("text").and_then(Value::as_str),
+        _ => None,
+    }
+}
+
+pub(super) fn write_events(
+    txn: &WriteTransaction,
+    published: &mut Vec<(Uuid, StoredEvent)>,
+    session: Uuid,
+    next_seq: &mut u64,
+    events: Vec<NewEvent>,
+) -> Result<(), StoreError> {
+    let created_at = now_rfc3339();
+    let mut table = txn.open_table(tables::EVENTS).map_err(storage)?;
+    let mut ids = txn.open_table(tables::EVENT_IDS).map_err(storage)?;
+    for event in events {
+        let seq = *next_seq;
+        let id = Uuid::now_v7();
+        let (record, json) =
+            encode_record(id, seq, session, &event, &created_at).map_err(corrupt)?;
+        table
+            .insert((session.as_u128(), seq), record.as_slice())
+            .map_err(storage)?;
+        ids.insert(id.as_u128(), (session.as_u128(), seq))
+            .map_err(storage)?;
+        *next_seq += 1;
+        published.push((
+            session,
+            StoredEvent {
+                id,
+                seq,
+                json: json.into(),
+            },
+        ));
+    }
+    Ok(())
+}
