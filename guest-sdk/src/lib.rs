@@ -36,6 +36,7 @@ mod error;
 mod export;
 mod history;
 mod message;
+mod resume;
 mod tools;
 mod turn;
 

@@ -1,5 +1,5 @@
 //! Tools: calls, results, the registry of handlers, and the step protocol
-//! (`Turn::run_tools`, `Turn::resume_pending_tool`).
+//! (`Turn::run_tools`; resuming a suspended step is in `resume`).
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -113,9 +113,12 @@ impl Turn {
     /// each), then, unless one of them needs a human decision, runs each
     /// handler in order and reports its result. An empty step does nothing.
     ///
-    /// Returns [`Error::ToolApprovalRequired`] when the host suspends the turn:
-    /// propagate it with `?` and the turn ends cleanly; the agent resumes in a
-    /// new turn where [`Turn::resume_pending_tool`] runs (or denies) the call.
+    /// Returns [`Error::ToolApprovalRequired`] when the host suspends the turn
+    /// (none of the step's calls has run, and every further effect of this
+    /// turn is refused): propagate it with `?` and the turn ends cleanly; the
+    /// agent resumes in a new turn where [`Turn::resume_step`] runs the step
+    /// (the gated call only if approved). A step with two or more gated calls
+    /// is not suspended: the host fails the turn.
     pub fn run_tools(&mut self, calls: Vec<ToolCall>) -> Result<Vec<ToolResult>, Error> {
         self.run_step(calls, None)
     }
@@ -128,35 +131,6 @@ impl Turn {
         reason: &str,
     ) -> Result<Vec<ToolResult>, Error> {
         self.run_step(calls, Some(reason))
-    }
-
-    /// On a turn resumed by an approval decision, finishes the pending call:
-    /// runs it if approved (reporting `ok` or `error`), or reports it `denied`.
-    /// Returns what happened so the agent can go on; `None` when there is no
-    /// pending call (the turn's reason is an input) or it was already resumed.
-    pub fn resume_pending_tool(&mut self) -> Result<Option<ToolResult>, Error> {
-        if self.pending_resumed {
-            return Ok(None);
-        }
-        let Some(decision) = self.decision().cloned() else {
-            return Ok(None);
-        };
-        self.pending_resumed = true;
-        let call = decision.call;
-        let id = call.id.clone().unwrap_or_default();
-        let result = if decision.approved {
-            self.invoke(id, call)
-        } else {
-            let output = Value::String(format!("denied by {}", decision.approver));
-            ToolResult {
-                id,
-                name: call.name,
-                status: ToolStatus::Denied,
-                output,
-            }
-        };
-        report(&result)?;
-        Ok(Some(result))
     }
 
     fn run_step(
@@ -194,7 +168,7 @@ impl Turn {
     }
 
     /// Runs a call's handler (without reporting it).
-    fn invoke(&mut self, id: String, call: ToolCall) -> ToolResult {
+    pub(crate) fn invoke(&mut self, id: String, call: ToolCall) -> ToolResult {
         let tools = self.tools.clone();
         let outcome = match tools.iter().find(|t| t.name == call.name) {
             Some(tool) => (tool.handler)(self, call.arguments),
@@ -219,7 +193,7 @@ impl Turn {
 }
 
 /// Reports a result to the host (TOOL_RESULT).
-fn report(result: &ToolResult) -> Result<(), Error> {
+pub(crate) fn report(result: &ToolResult) -> Result<(), Error> {
     let status = match result.status {
         ToolStatus::Ok => wit::ToolStatus::Ok,
         ToolStatus::Error => wit::ToolStatus::Error,

@@ -23,7 +23,8 @@ pub struct Turn {
     input: Value,
     pub(crate) tools: Rc<[Tool]>,
     pub(crate) calls_named: u32,
-    pub(crate) pending_resumed: bool,
+    /// Set once [`Turn::resume_step`] has run, so the step never runs twice.
+    pub(crate) step_resumed: bool,
 }
 
 /// Why a turn runs.
@@ -44,6 +45,22 @@ pub struct Decision {
     pub approver: String,
     /// The call that waited for the decision (its id is always set).
     pub call: ToolCall,
+    /// Every call of the suspended step, in the order the agent proposed
+    /// them, [`Decision::call`] included (each id is set). None of them has
+    /// run: [`Turn::resume_step`] runs them.
+    pub step: Vec<ToolCall>,
+}
+
+impl Decision {
+    /// Converts the raw record, keeping the step's order.
+    pub(crate) fn from_wit(decision: wit::Decision) -> Self {
+        Decision {
+            approved: decision.approved,
+            approver: decision.approver,
+            call: ToolCall::from_wit(decision.pending_tool_call),
+            step: decision.step.into_iter().map(ToolCall::from_wit).collect(),
+        }
+    }
 }
 
 impl Turn {
@@ -53,11 +70,7 @@ impl Turn {
             .map_err(|e| Error::BadInput(format!("the turn's input is not JSON: {e}")))?;
         let reason = match turn.reason {
             wit::Reason::Input => Reason::Input,
-            wit::Reason::ApprovalDecision(d) => Reason::ApprovalDecision(Decision {
-                approved: d.approved,
-                approver: d.approver,
-                call: ToolCall::from_wit(d.pending_tool_call),
-            }),
+            wit::Reason::ApprovalDecision(d) => Reason::ApprovalDecision(Decision::from_wit(d)),
         };
         Ok(Turn {
             session_id: turn.session_id,
@@ -67,7 +80,7 @@ impl Turn {
             input,
             tools,
             calls_named: 0,
-            pending_resumed: false,
+            step_resumed: false,
         })
     }
 
@@ -125,7 +138,7 @@ impl Turn {
             input: Value::Null,
             tools: Rc::from(Vec::new()),
             calls_named: 0,
-            pending_resumed: false,
+            step_resumed: false,
         }
     }
 }
@@ -153,6 +166,14 @@ mod tests {
         assert_eq!(input_text(&json!(["a"])), None);
     }
 
+    fn wit_call(id: &str, name: &str, arguments: &str) -> wit::ToolCall {
+        wit::ToolCall {
+            tool_call_id: id.into(),
+            name: name.into(),
+            arguments: arguments.into(),
+        }
+    }
+
     #[test]
     fn turns_parse_input_and_decisions() {
         let raw = wit::Turn {
@@ -162,11 +183,8 @@ mod tests {
             reason: wit::Reason::ApprovalDecision(wit::Decision {
                 approved: false,
                 approver: "alice".into(),
-                pending_tool_call: wit::ToolCall {
-                    tool_call_id: "call_1_1".into(),
-                    name: "rm".into(),
-                    arguments: "{\"path\":\"/\"}".into(),
-                },
+                pending_tool_call: wit_call("call_1_1", "rm", "{\"path\":\"/\"}"),
+                step: vec![wit_call("call_1_1", "rm", "{\"path\":\"/\"}")],
             }),
             input: "{\"text\":\"go\"}".into(),
         };
@@ -175,6 +193,7 @@ mod tests {
         let decision = turn.decision().unwrap();
         assert!(!decision.approved);
         assert_eq!(decision.call.arguments, json!({"path": "/"}));
+        assert_eq!(decision.step, vec![decision.call.clone()]);
 
         let bad = wit::Turn {
             session_id: "s".into(),
@@ -187,5 +206,23 @@ mod tests {
             Turn::from_wit(bad, Rc::from(Vec::new())),
             Err(Error::BadInput(_))
         ));
+    }
+
+    #[test]
+    fn decisions_keep_the_step_in_order() {
+        let decision = Decision::from_wit(wit::Decision {
+            approved: true,
+            approver: "bob".into(),
+            pending_tool_call: wit_call("c2", "delete", "{\"name\":\"b\"}"),
+            step: vec![
+                wit_call("c1", "add", "{\"name\":\"a\"}"),
+                wit_call("c2", "delete", "{\"name\":\"b\"}"),
+                wit_call("c3", "add", "{\"name\":\"c\"}"),
+            ],
+        });
+        let ids: Vec<_> = decision.step.iter().map(|c| c.id.as_deref()).collect();
+        assert_eq!(ids, vec![Some("c1"), Some("c2"), Some("c3")]);
+        assert_eq!(decision.step[1], decision.call);
+        assert_eq!(decision.step[2].arguments, json!({"name": "c"}));
     }
 }

@@ -48,6 +48,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 api_key: args.api_key,
                 timeout: Duration::from_secs(args.timeout_secs),
                 build: !args.no_build,
+                approval_policy: args.approval_policy,
             })
             .await?;
             println!(
@@ -93,6 +94,7 @@ async fn dev(args: ServeArgs, dir: std::path::PathBuf) -> anyhow::Result<()> {
         api_key: key.clone(),
         timeout: Duration::from_secs(600),
         build: true,
+        approval_policy: None,
     })
     .await?;
     let app = &deployed.app;

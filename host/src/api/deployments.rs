@@ -8,7 +8,7 @@ use tokio::io::AsyncWriteExt;
 
 use super::extract::{Json, Multipart, Path};
 use super::{ApiError, AppState, views};
-use crate::build::manifest::{MAX_MANIFEST_BYTES, Manifest};
+use crate::build::manifest::{MAX_MANIFEST_BYTES, Manifest, valid_tool_name};
 use crate::store::{BuildOutcome, NewDeployment};
 
 pub async fn create(
@@ -17,26 +17,34 @@ pub async fn create(
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let upload = state.builder.upload_path().map_err(ApiError::internal)?;
     let result = receive(&mut multipart, &upload).await;
-    let manifest_text = match result {
-        Ok(text) => text,
+    let parts = match result {
+        Ok(parts) => parts,
         Err(err) => {
             let _ = tokio::fs::remove_file(&upload).await;
             return Err(err);
         }
     };
-    let accepted = accept(&state, &manifest_text, &upload).await;
+    let accepted = accept(&state, &parts, &upload).await;
     if accepted.is_err() {
         let _ = tokio::fs::remove_file(&upload).await;
     }
     accepted
 }
 
-/// Reads the parts: the bundle streams to `upload`, the manifest is returned.
+/// The small parts of an upload (the bundle itself streams to a file).
+struct Parts {
+    manifest: String,
+    /// The operator's approval policy: a JSON array of tool names.
+    approval_policy: Option<String>,
+}
+
+/// Reads the parts: the bundle streams to `upload`, the rest is returned.
 async fn receive(
     multipart: &mut axum::extract::Multipart,
     upload: &std::path::Path,
-) -> Result<String, ApiError> {
+) -> Result<Parts, ApiError> {
     let mut manifest = None;
+    let mut approval_policy = None;
     let mut have_bundle = false;
     while let Some(mut field) = multipart.next_field().await? {
         match field.name() {
@@ -63,11 +71,21 @@ async fn receive(
                 })?;
                 manifest = Some(text);
             }
+            Some("approval_policy") => {
+                let bytes = field.bytes().await?;
+                let text = String::from_utf8(bytes.to_vec()).map_err(|_| {
+                    ApiError::unprocessable(
+                        "invalid_approval_policy",
+                        "the policy is not UTF-8 text",
+                    )
+                })?;
+                approval_policy = Some(text);
+            }
             other => {
                 return Err(ApiError::bad_request(
                     "bad_multipart",
                     format!(
-                        "unexpected part `{}`: send `tarball` and `manifest`",
+                        "unexpected part `{}`: send `tarball`, `manifest` and optionally `approval_policy`",
                         other.unwrap_or("")
                     ),
                 ));
@@ -80,23 +98,51 @@ async fn receive(
             "missing part `tarball`",
         ));
     }
-    manifest.ok_or_else(|| ApiError::bad_request("bad_multipart", "missing part `manifest`"))
+    let manifest = manifest
+        .ok_or_else(|| ApiError::bad_request("bad_multipart", "missing part `manifest`"))?;
+    Ok(Parts {
+        manifest,
+        approval_policy,
+    })
+}
+
+/// Parses `SERVICE_APPROVAL_POLICY`: a JSON array of tool names.
+fn parse_policy(text: Option<&str>) -> Result<Vec<String>, ApiError> {
+    let Some(text) = text.filter(|t| !t.trim().is_empty()) else {
+        return Ok(Vec::new());
+    };
+    let invalid = |detail: String| {
+        ApiError::unprocessable(
+            "invalid_approval_policy",
+            format!("`approval_policy` must be a JSON array of tool names: {detail}"),
+        )
+    };
+    let mut names: Vec<String> = serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?;
+    if let Some(bad) = names.iter().find(|n| !valid_tool_name(n)) {
+        return Err(invalid(format!("`{bad}` is not a tool name")));
+    }
+    names.sort();
+    names.dedup();
+    Ok(names)
 }
 
 async fn accept(
     state: &AppState,
-    manifest_text: &str,
+    parts: &Parts,
     upload: &std::path::Path,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let manifest = Manifest::parse(manifest_text)
+    let manifest = Manifest::parse(&parts.manifest)
         .map_err(|e| ApiError::unprocessable("invalid_manifest", e.to_string()))?;
+    let approval_policy = parse_policy(parts.approval_policy.as_deref())?;
     let record = state
         .writer
         .create_deployment(NewDeployment {
             app_slug: manifest.app.slug.clone(),
             version: manifest.app.version,
-            manifest: manifest_text.to_string(),
+            manifest: parts.manifest.clone(),
             entry: manifest.agent.entry.clone(),
+            manifest_gated: manifest.gated_tools(),
+            approval_policy,
         })
         .await?;
     if let Err(err) = state.builder.enqueue(&record, upload) {

@@ -3,6 +3,7 @@
 //! Only this module knows axum. Handlers translate HTTP to calls on the
 //! store, the writer, the runtime and the builder, and back.
 
+mod approvals;
 mod apps;
 mod auth;
 mod deployments;
@@ -59,6 +60,8 @@ pub fn router(state: AppState) -> Router {
         .route("/sessions/{id}", get(sessions::get))
         .route("/sessions/{id}/input", post(sessions::input))
         .route("/sessions/{id}/events", get(events::stream))
+        .route("/sessions/{id}/approval", post(approvals::decide))
+        .route("/approvals", get(approvals::list))
         .route("/apps", get(apps::list))
         .route("/apps/{id}", get(apps::get))
         .route("/apps/{id}/deployments", get(deployments::list))

@@ -16,6 +16,12 @@ pub fn session(s: &SessionRecord) -> Value {
         "turn": s.turn,
         "created_at": s.created_at,
         "updated_at": s.updated_at,
+        "pending_approval": s.pending_approval.as_ref().map(|p| json!({
+            "tool_call_id": p.call.tool_call_id,
+            "name": p.call.name,
+            "arguments": p.call.arguments,
+            "gated_by": p.gated_by,
+        })),
     })
 }
 
@@ -30,6 +36,8 @@ pub fn deployment(d: &DeploymentRecord, app: &AppRecord) -> Value {
         "created_at": d.created_at,
         "finished_at": d.finished_at,
         "entry": d.entry,
+        "manifest_gated_tools": d.manifest_gated,
+        "approval_policy": d.approval_policy,
     });
     if let Some(error) = &d.error {
         row["error"] = json!(error);

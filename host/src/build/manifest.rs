@@ -4,6 +4,8 @@
 //! component's `describe` is authoritative for routes and tools.
 //! Documented in docs/manifest.md.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 /// Largest manifest accepted, in bytes.
@@ -14,6 +16,18 @@ pub const MAX_MANIFEST_BYTES: usize = 64 * 1024;
 pub struct Manifest {
     pub app: AppSection,
     pub agent: AgentSection,
+    /// Per-tool platform settings, keyed by tool name.
+    #[serde(default)]
+    pub tools: BTreeMap<String, ToolSettings>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolSettings {
+    /// Calls of this tool wait for a human decision (in addition to the
+    /// agent's own flag and the operator's policy).
+    #[serde(default)]
+    pub needs_approval: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -67,6 +81,11 @@ impl Manifest {
                 manifest.agent.entry
             )));
         }
+        if let Some(name) = manifest.tools.keys().find(|name| !valid_tool_name(name)) {
+            return Err(ManifestError::Invalid(format!(
+                "`[tools.{name}]`: a tool name is 1 to 64 letters, digits, _ or -"
+            )));
+        }
         if manifest.app.version == Some(0) {
             return Err(ManifestError::Invalid(
                 "`app.version` must be 1 or more".into(),
@@ -74,6 +93,24 @@ impl Manifest {
         }
         Ok(manifest)
     }
+}
+
+impl Manifest {
+    /// The tools this manifest gates.
+    pub fn gated_tools(&self) -> Vec<String> {
+        (self.tools.iter())
+            .filter(|(_, settings)| settings.needs_approval)
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+}
+
+/// A tool name: 1 to 64 ASCII letters, digits, `_` or `-`.
+pub fn valid_tool_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
 pub fn valid_slug(slug: &str) -> bool {
@@ -97,6 +134,21 @@ mod tests {
         assert_eq!(m.app.slug, "hello");
         assert_eq!(m.agent.entry, "hello.wasm");
         assert_eq!(m.app.version, None);
+    }
+
+    #[test]
+    fn reads_gated_tools() {
+        let m = Manifest::parse(
+            "[app]\nslug = \"a\"\n[agent]\nentry = \"a.wasm\"\n[tools.rm]\nneeds_approval = true\n[tools.ls]\n",
+        )
+        .unwrap();
+        assert_eq!(m.gated_tools(), vec!["rm".to_string()]);
+        let err = Manifest::parse(
+            "[app]\nslug = \"a\"\n[agent]\nentry = \"a.wasm\"\n[tools.rm]\nneeds_aproval = true\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("needs_aproval"), "{err}");
     }
 
     #[test]

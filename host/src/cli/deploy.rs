@@ -16,6 +16,8 @@ pub struct DeployOptions {
     pub api_key: String,
     pub timeout: Duration,
     pub build: bool,
+    /// `SERVICE_APPROVAL_POLICY` for this deployment (a JSON array of tool names).
+    pub approval_policy: Option<String>,
 }
 
 /// The deployment row once its build resolved.
@@ -47,12 +49,15 @@ pub async fn deploy(options: &DeployOptions) -> anyhow::Result<Deployed> {
     };
     let base = options.url.trim_end_matches('/');
     let client = reqwest::Client::new();
-    let form = reqwest::multipart::Form::new()
+    let mut form = reqwest::multipart::Form::new()
         .part(
             "tarball",
             reqwest::multipart::Part::bytes(bundle).file_name("bundle.tar.gz"),
         )
         .text("manifest", manifest_text);
+    if let Some(policy) = &options.approval_policy {
+        form = form.text("approval_policy", policy.clone());
+    }
     let response = client
         .post(format!("{base}/deployments"))
         .bearer_auth(&options.api_key)

@@ -64,4 +64,8 @@ pub struct DeployArgs {
     /// Do not run cargo: package the directory as it is (the entry must exist).
     #[arg(long)]
     pub no_build: bool,
+    /// The operator's approval policy for this deployment: a JSON array of
+    /// tool names whose calls always wait for a human decision.
+    #[arg(long, value_name = "JSON")]
+    pub approval_policy: Option<String>,
 }

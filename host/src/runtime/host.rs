@@ -5,25 +5,44 @@
 //! `runtime::turn`, waits. The order rules live here: no delta outside its
 //! message, no result without its call, nothing after the session ended.
 //! A broken rule refuses the effect and fails the turn.
+//!
+//! Gated tool calls: `tool-calls` journals every call of a step, then asks the
+//! deployment's `Gates`. One gated call suspends the turn: from then on every
+//! effect is refused, and the turn's final commit journals
+//! TOOL_APPROVAL_REQUIRED. More than one fails the turn. A resumed turn may
+//! answer exactly the calls of the suspended step, once each, and a denied
+//! call only as `denied`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::bindings::{Event, HistoryPage, Host, HostError, Step, ToolCall, ToolStatus};
+use super::gates::Gates;
 use super::limits::TurnLimits;
 use super::state::State;
 use crate::journal::{EventType, NewEvent};
 use crate::store::writer::AppendAck;
-use crate::store::{Store, StoreError, WriterHandle};
+use crate::store::{Store, StoreError, ToolCallRecord, TurnReason, TurnTicket, WriterHandle};
 
 /// Why a turn must end with TURN_ERROR although the guest returned normally.
 #[derive(Debug, Clone)]
 pub struct Failure {
     pub kind: &'static str,
     pub message: String,
+}
+
+/// A gated call that suspended the turn.
+#[derive(Debug, Clone)]
+pub struct Suspension {
+    pub call: ToolCallRecord,
+    pub reason: Option<String>,
+    pub gated_by: Vec<&'static str>,
+    /// Every call of the step, in order.
+    pub step: Vec<ToolCallRecord>,
 }
 
 /// The running turn as the host imports see it.
@@ -39,6 +58,13 @@ pub struct TurnCtx {
     pub pending_calls: HashMap<String, String>,
     /// `end-session` was called.
     pub ended: bool,
+    /// The gated call this turn suspended on; every effect is refused after it.
+    pub suspension: Option<Suspension>,
+    /// In a resumed turn: the pending call a human denied (its only valid result is `denied`).
+    denied_call: Option<String>,
+    /// Every tool call id this turn has seen (proposed or resumed).
+    seen_calls: HashSet<String>,
+    gates: Arc<Gates>,
     /// The first broken rule or limit; the turn ends with TURN_ERROR.
     pub failure: Option<Failure>,
     events: u64,
@@ -49,19 +75,37 @@ impl TurnCtx {
     pub fn new(
         writer: WriterHandle,
         store: Store,
-        session: Uuid,
-        turn: u32,
+        ticket: &TurnTicket,
         limits: TurnLimits,
+        gates: Arc<Gates>,
     ) -> Self {
+        let mut pending_calls = HashMap::new();
+        let mut denied_call = None;
+        if let TurnReason::ApprovalDecision {
+            approved, pending, ..
+        } = &ticket.reason
+        {
+            // The resumed turn answers the suspended step: each call once.
+            for call in &pending.step {
+                pending_calls.insert(call.tool_call_id.clone(), call.name.clone());
+            }
+            if !approved {
+                denied_call = Some(pending.call.tool_call_id.clone());
+            }
+        }
         TurnCtx {
             writer,
             store,
-            session,
-            turn,
+            session: ticket.session_id,
+            turn: ticket.turn,
             limits,
             open_messages: Vec::new(),
-            pending_calls: HashMap::new(),
+            seen_calls: pending_calls.keys().cloned().collect(),
+            pending_calls,
             ended: false,
+            suspension: None,
+            denied_call,
+            gates,
             failure: None,
             events: 0,
             last_ack: None,
@@ -70,6 +114,12 @@ impl TurnCtx {
 
     /// Refuses further effects once the turn has failed or the session ended.
     fn check_open(&self) -> Result<(), HostError> {
+        if let Some(suspension) = &self.suspension {
+            return Err(HostError::Closed(format!(
+                "the turn is suspended until a human decides on tool call `{}`: return from handle",
+                suspension.call.tool_call_id
+            )));
+        }
         if let Some(failure) = &self.failure {
             return Err(HostError::Closed(format!(
                 "the turn has failed: {}",
@@ -232,22 +282,20 @@ impl Host for State {
     async fn tool_calls(
         &mut self,
         calls: Vec<ToolCall>,
-        _reason: Option<String>,
+        reason: Option<String>,
     ) -> wasmtime::Result<Result<Step, HostError>> {
         let turn = ctx(self)?;
         if let Err(e) = turn.check_open() {
             return Ok(Err(e));
         }
-        let mut events = Vec::with_capacity(calls.len());
+        let mut step = Vec::with_capacity(calls.len());
         for (i, call) in calls.iter().enumerate() {
             let id = &call.tool_call_id;
             if id.is_empty() || id.len() > 128 {
                 let message = format!("tool call #{i} has an empty or over-long id");
                 return Ok(Err(turn.fail("invalid_order", message)));
             }
-            if turn.pending_calls.contains_key(id)
-                || calls[..i].iter().any(|c| c.tool_call_id == *id)
-            {
+            if turn.seen_calls.contains(id) || calls[..i].iter().any(|c| c.tool_call_id == *id) {
                 let message = format!("tool call id `{id}` is used twice");
                 return Ok(Err(turn.fail("invalid_order", message)));
             }
@@ -255,16 +303,64 @@ impl Host for State {
                 Ok(v) => v,
                 Err(e) => return Ok(Err(e)),
             };
-            events.push(NewEvent::new(
-                EventType::ToolCall,
-                json!({"tool_call_id": id, "name": call.name, "arguments": arguments}),
-            ));
+            step.push(ToolCallRecord {
+                tool_call_id: id.clone(),
+                name: call.name.clone(),
+                arguments,
+            });
         }
-        for call in &calls {
-            turn.pending_calls
-                .insert(call.tool_call_id.clone(), call.name.clone());
+        let events = (step.iter())
+            .map(|c| {
+                NewEvent::new(
+                    EventType::ToolCall,
+                    json!({"tool_call_id": c.tool_call_id, "name": c.name, "arguments": c.arguments}),
+                )
+            })
+            .collect();
+        turn.seen_calls
+            .extend(step.iter().map(|c| c.tool_call_id.clone()));
+        if let Err(e) = turn.emit(events).await {
+            return Ok(Err(e));
         }
-        Ok(turn.emit(events).await.map(|()| Step::Run))
+        let gates = turn.gates.clone();
+        let gated: Vec<&ToolCallRecord> = (step.iter())
+            .filter(|c| !gates.gated_by(&c.name).is_empty())
+            .collect();
+        match gated.as_slice() {
+            [] => {
+                for call in &step {
+                    turn.pending_calls
+                        .insert(call.tool_call_id.clone(), call.name.clone());
+                }
+                Ok(Ok(Step::Run))
+            }
+            [call] => {
+                let call = (*call).clone();
+                let wire = ToolCall {
+                    tool_call_id: call.tool_call_id.clone(),
+                    name: call.name.clone(),
+                    arguments: call.arguments.to_string(),
+                };
+                turn.suspension = Some(Suspension {
+                    gated_by: gates.gated_by(&call.name).to_vec(),
+                    call,
+                    reason,
+                    step,
+                });
+                Ok(Ok(Step::Suspend(wire)))
+            }
+            several => {
+                let names: Vec<String> = (several.iter())
+                    .map(|c| format!("`{}` ({})", c.tool_call_id, c.name))
+                    .collect();
+                let message = format!(
+                    "one step proposed {} gated tool calls: {}; one decision per resume: propose each gated call in its own step",
+                    several.len(),
+                    names.join(", ")
+                );
+                Ok(Err(turn.fail("multiple_gated_calls", message)))
+            }
+        }
     }
 
     async fn tool_result(
@@ -282,6 +378,19 @@ impl Host for State {
                 format!("TOOL_RESULT for tool call `{tool_call_id}`, which is not waiting for one");
             return Ok(Err(turn.fail("invalid_order", message)));
         };
+        let denied = turn.denied_call.as_deref() == Some(tool_call_id.as_str());
+        if denied != matches!(status, ToolStatus::Denied) {
+            let message = if denied {
+                format!(
+                    "tool call `{tool_call_id}` was denied by a human: its result must be `denied`"
+                )
+            } else {
+                format!(
+                    "tool call `{tool_call_id}` was not denied: only a denied call has a `denied` result"
+                )
+            };
+            return Ok(Err(turn.fail("invalid_order", message)));
+        }
         let output = match turn.parse_json("tool output", &output) {
             Ok(v) => v,
             Err(e) => return Ok(Err(e)),
@@ -305,6 +414,12 @@ impl Host for State {
         limit: u32,
     ) -> wasmtime::Result<Result<HistoryPage, HostError>> {
         let turn = ctx(self)?;
+        if turn.suspension.is_some() {
+            return Ok(turn.check_open().map(|()| HistoryPage {
+                events: Vec::new(),
+                next: None,
+            }));
+        }
         // The agent reads its own turn's effects too: wait for their commit.
         if let Err(err) = turn.flush().await {
             return Ok(Err(turn.storage_failed(err)));

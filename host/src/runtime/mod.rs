@@ -9,6 +9,7 @@ mod artifacts;
 pub mod bindings;
 mod engine;
 mod error;
+mod gates;
 mod host;
 pub mod limits;
 mod output;
@@ -30,6 +31,7 @@ pub use error::RuntimeError;
 pub use prepare::{PrepareError, Prepared};
 
 use bindings::AgentPre;
+use gates::Gates;
 use limits::TurnLimits;
 use state::State;
 
@@ -38,13 +40,20 @@ use crate::store::{Store, TurnTicket, WriterHandle};
 /// Turns running at once; the rest wait for a slot.
 const MAX_CONCURRENT_TURNS: usize = 256;
 
+/// A deployment ready to run turns.
+#[derive(Clone)]
+struct Deployed {
+    pre: AgentPre<State>,
+    gates: Arc<Gates>,
+}
+
 pub struct Runtime {
     engine: Engine,
     linker: Linker<State>,
     data_dir: PathBuf,
     store: Store,
     writer: WriterHandle,
-    instances: Mutex<HashMap<Uuid, AgentPre<State>>>,
+    deployments: Mutex<HashMap<Uuid, Deployed>>,
     slots: Arc<Semaphore>,
     limits: TurnLimits,
 }
@@ -71,7 +80,7 @@ impl Runtime {
             data_dir,
             store,
             writer,
-            instances: Mutex::new(HashMap::new()),
+            deployments: Mutex::new(HashMap::new()),
             slots: Arc::new(Semaphore::new(MAX_CONCURRENT_TURNS)),
             limits: TurnLimits::default(),
         }))
@@ -92,16 +101,17 @@ impl Runtime {
         });
     }
 
-    /// The deployment's `InstancePre`, loaded (and cached) on first use.
-    async fn instance_pre(&self, deployment: Uuid) -> Result<AgentPre<State>, RuntimeError> {
-        if let Some(pre) = self.cached(deployment) {
-            return Ok(pre);
+    /// The deployment's `InstancePre` and gates, loaded (and cached) on first use.
+    async fn deployed(&self, deployment: Uuid) -> Result<Deployed, RuntimeError> {
+        if let Some(deployed) = self.cached(deployment) {
+            return Ok(deployed);
         }
         let record = self
             .store
             .read(move |s| s.deployment(deployment))
             .await?
             .ok_or(RuntimeError::UnknownDeployment(deployment))?;
+        let gates = Arc::new(Gates::from_record(&record));
         let engine = self.engine.clone();
         let data_dir = self.data_dir.clone();
         let loaded =
@@ -116,15 +126,16 @@ impl Runtime {
             .instantiate_pre(&loaded.component)
             .and_then(AgentPre::new)
             .map_err(|e| RuntimeError::Load(format!("{e:#}")))?;
-        self.instances
+        let deployed = Deployed { pre, gates };
+        self.deployments
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(deployment, pre.clone());
-        Ok(pre)
+            .insert(deployment, deployed.clone());
+        Ok(deployed)
     }
 
-    fn cached(&self, deployment: Uuid) -> Option<AgentPre<State>> {
-        self.instances
+    fn cached(&self, deployment: Uuid) -> Option<Deployed> {
+        self.deployments
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .get(&deployment)

@@ -12,6 +12,7 @@ use super::bindings::{AgentPre, Description, GUEST_EXPORT};
 use super::limits::{DESCRIBE_DEADLINE, DESCRIBE_MEMORY};
 use super::state::State;
 use super::{Runtime, RuntimeError, artifacts};
+use crate::build::manifest::valid_tool_name;
 use crate::store::{AgentDescription, Artifact, ToolInfo};
 
 /// Why a component cannot be deployed; each message stands on its own.
@@ -166,13 +167,6 @@ fn export_names(engine: &wasmtime::Engine, component: &Component) -> String {
     } else {
         names.join(", ")
     }
-}
-
-fn valid_tool_name(name: &str) -> bool {
-    (1..=64).contains(&name.len())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
 fn valid_route(route: &str) -> bool {

@@ -11,12 +11,12 @@ use serde_json::json;
 use wasmtime::{Store, Trap, UpdateDeadline};
 
 use super::Runtime;
-use super::bindings::{Reason, Turn};
-use super::host::{Failure, TurnCtx};
+use super::bindings::{Decision, Reason, ToolCall, Turn};
+use super::host::{Failure, Suspension, TurnCtx};
 use super::prepare::trap_message;
 use super::state::State;
 use crate::journal::{EventType, NewEvent};
-use crate::store::{TurnOutcome, TurnReason, TurnTicket};
+use crate::store::{PendingApproval, ToolCallRecord, TurnOutcome, TurnReason, TurnTicket};
 
 /// How the guest's part of a turn ended.
 enum GuestEnd {
@@ -27,34 +27,40 @@ enum GuestEnd {
 impl Runtime {
     pub(super) async fn run_turn(&self, ticket: TurnTicket) {
         let started = Instant::now();
-        let ctx = TurnCtx::new(
-            self.writer.clone(),
-            self.store.clone(),
-            ticket.session_id,
-            ticket.turn,
-            self.limits.clone(),
-        );
-        let mut state = State::new(&[], self.limits.memory_bytes, Some(ctx));
-        let end = match self.instance_pre(ticket.deployment_id).await {
-            Ok(pre) => {
+        let new_ctx = |gates| {
+            let (writer, store) = (self.writer.clone(), self.store.clone());
+            TurnCtx::new(writer, store, &ticket, self.limits.clone(), gates)
+        };
+        let (end, mut state) = match self.deployed(ticket.deployment_id).await {
+            Ok(deployed) => {
+                let ctx = new_ctx(deployed.gates.clone());
+                // The platform's environment for the agent: nothing of the host's own.
+                let env = [(
+                    "SERVICE_APPROVAL_POLICY",
+                    deployed.gates.policy_json.as_str(),
+                )];
+                let state = State::new(&env, self.limits.memory_bytes, Some(ctx));
                 let mut store = Store::new(&self.engine, state);
-                let end = self.call_handle(&mut store, &pre, &ticket, started).await;
-                state = store.into_data();
-                end
+                let end = self
+                    .call_handle(&mut store, &deployed.pre, &ticket, started)
+                    .await;
+                (end, store.into_data())
             }
             Err(err) => {
                 tracing::error!(deployment = %ticket.deployment_id, error = %err, "cannot load deployment");
-                GuestEnd::Failed(Failure {
+                let failure = GuestEnd::Failed(Failure {
                     kind: "deployment_unavailable",
                     message: "the host could not load this session's deployment".into(),
-                })
+                });
+                let ctx = new_ctx(Default::default());
+                (failure, State::new(&[], 0, Some(ctx)))
             }
         };
         let Some(ctx) = state.turn.take() else {
             return;
         };
         log_output(&ticket, &state);
-        let (events, outcome, label) = closing_events(ctx, end, ticket.turn).await;
+        let (events, outcome, label) = closing_events(ctx, end, &ticket).await;
         let result = self
             .writer
             .finish_turn(ticket.session_id, ticket.turn, events, outcome)
@@ -94,8 +100,18 @@ impl Runtime {
             session_id: ticket.session_id.to_string(),
             turn: ticket.turn,
             route: ticket.route.clone(),
-            reason: match ticket.reason {
+            reason: match &ticket.reason {
                 TurnReason::Input => Reason::Input,
+                TurnReason::ApprovalDecision {
+                    approved,
+                    approver,
+                    pending,
+                } => Reason::ApprovalDecision(Decision {
+                    approved: *approved,
+                    approver: approver.clone(),
+                    pending_tool_call: wire_call(&pending.call),
+                    step: pending.step.iter().map(wire_call).collect(),
+                }),
             },
             input: ticket.input.to_string(),
         };
@@ -151,12 +167,24 @@ impl Runtime {
     }
 }
 
+fn wire_call(call: &ToolCallRecord) -> ToolCall {
+    ToolCall {
+        tool_call_id: call.tool_call_id.clone(),
+        name: call.name.clone(),
+        arguments: call.arguments.to_string(),
+    }
+}
+
 /// The events that close the turn, and the session's next status.
 async fn closing_events(
     mut ctx: TurnCtx,
     end: GuestEnd,
-    turn: u32,
+    ticket: &TurnTicket,
 ) -> (Vec<NewEvent>, TurnOutcome, &'static str) {
+    let turn = ticket.turn;
+    if let Some(suspension) = ctx.suspension.take() {
+        return suspended(ctx, suspension, end, ticket).await;
+    }
     // A rule the host saw broken is the root cause of whatever the guest did next.
     let mut failure = match (ctx.failure.take(), end) {
         (Some(host_saw), _) => Some(host_saw),
@@ -213,6 +241,53 @@ async fn closing_events(
         return (events, TurnOutcome::SessionEnded, label);
     }
     (events, outcome, label)
+}
+
+/// A suspended turn ends with TOOL_APPROVAL_REQUIRED, committed with the
+/// session's move to `awaiting_approval`. Whatever the guest did after the
+/// suspension had no effect (every import was refused), so it cannot change that.
+async fn suspended(
+    mut ctx: TurnCtx,
+    suspension: Suspension,
+    end: GuestEnd,
+    ticket: &TurnTicket,
+) -> (Vec<NewEvent>, TurnOutcome, &'static str) {
+    if let GuestEnd::Failed(failure) = end {
+        tracing::info!(session = %ticket.session_id, turn = ticket.turn, kind = failure.kind, "the agent failed after suspending; the suspension stands");
+    }
+    let _ = ctx.flush().await;
+    let mut events: Vec<NewEvent> = (ctx.open_messages.drain(..))
+        .map(|(id, text)| {
+            NewEvent::new(
+                EventType::MessageEnd,
+                json!({"message_id": id, "role": "assistant", "text": text, "incomplete": false}),
+            )
+        })
+        .collect();
+    let call = &suspension.call;
+    events.push(NewEvent::new(
+        EventType::ToolApprovalRequired,
+        json!({
+            "tool_call_id": call.tool_call_id,
+            "name": call.name,
+            "arguments": call.arguments,
+            "reason": suspension.reason,
+            "gated_by": suspension.gated_by,
+        }),
+    ));
+    let pending = PendingApproval {
+        call: suspension.call,
+        reason: suspension.reason,
+        gated_by: suspension.gated_by.iter().map(|g| g.to_string()).collect(),
+        step: suspension.step,
+        input: ticket.input.clone(),
+        event_seq: 0,
+    };
+    (
+        events,
+        TurnOutcome::Suspended(Box::new(pending)),
+        "suspended",
+    )
 }
 
 fn log_output(ticket: &TurnTicket, state: &State) {

@@ -65,6 +65,8 @@ pub(super) fn create_deployment(
         entry: new.entry,
         description: None,
         artifact: None,
+        manifest_gated: new.manifest_gated,
+        approval_policy: new.approval_policy,
     };
     index
         .insert((key, version), record.id.as_u128())

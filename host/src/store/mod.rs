@@ -23,13 +23,14 @@ use redb::Database;
 
 pub use error::StoreError;
 pub use hub::{Hub, Subscription};
-pub use reads::{EventPosition, SessionFilter};
+pub use reads::{ApprovalItem, EventPosition, SessionFilter};
 pub use records::{
     AgentDescription, ApiKeyRecord, AppRecord, Artifact, DeploymentRecord, DeploymentStatus,
-    KeyClass, SessionRecord, SessionStatus, ToolInfo,
+    KeyClass, PendingApproval, SessionRecord, SessionStatus, ToolCallRecord, ToolInfo,
 };
 pub use writer::{
-    BuildOutcome, NewDeployment, TurnOutcome, TurnReason, TurnTicket, Writer, WriterHandle,
+    BuildOutcome, Decision, NewDeployment, TurnOutcome, TurnReason, TurnTicket, Writer,
+    WriterHandle,
 };
 
 use error::storage;
@@ -55,6 +56,7 @@ impl Store {
             txn.open_table(tables::DEPLOYMENTS).map_err(storage)?;
             txn.open_table(tables::APP_DEPLOYMENTS).map_err(storage)?;
             txn.open_table(tables::API_KEYS).map_err(storage)?;
+            txn.open_table(tables::PENDING_APPROVALS).map_err(storage)?;
         }
         txn.commit().map_err(storage)?;
         Ok(Store {

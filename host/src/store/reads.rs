@@ -198,3 +198,55 @@ impl Store {
         Ok(out)
     }
 }
+
+/// A pending approval as `GET /approvals` lists it.
+#[derive(Debug, Clone)]
+pub struct ApprovalItem {
+    pub session: SessionRecord,
+    pub event: StoredEvent,
+}
+
+impl Store {
+    /// Sessions awaiting a decision, newest session first, optionally of one app.
+    pub fn pending_approvals(
+        &self,
+        app_id: Option<Uuid>,
+        before: Option<Uuid>,
+        limit: usize,
+    ) -> Result<Vec<ApprovalItem>, StoreError> {
+        let txn = self.db.begin_read().map_err(storage)?;
+        let index = txn.open_table(tables::PENDING_APPROVALS).map_err(storage)?;
+        let sessions = txn.open_table(tables::SESSIONS).map_err(storage)?;
+        let events = txn.open_table(tables::EVENTS).map_err(storage)?;
+        let upper = before.map(|id| id.as_u128()).unwrap_or(u128::MAX);
+        let mut out = Vec::new();
+        for row in index.range(..upper).map_err(storage)?.rev() {
+            let (session, seq) = row.map_err(storage)?;
+            let (session, seq) = (session.value(), seq.value());
+            let record: SessionRecord = match sessions.get(session).map_err(storage)? {
+                Some(v) => decode(v.value())?,
+                None => {
+                    return Err(corrupt(format!(
+                        "pending approval of missing session {session}"
+                    )));
+                }
+            };
+            if app_id.is_some_and(|app| app != record.app_id) {
+                continue;
+            }
+            let event = events
+                .get((session, seq))
+                .map_err(storage)?
+                .and_then(|v| decode_record(seq, v.value()))
+                .ok_or_else(|| corrupt(format!("approval event {session}/{seq} is missing")))?;
+            out.push(ApprovalItem {
+                session: record,
+                event,
+            });
+            if out.len() >= limit {
+                break;
+            }
+        }
+        Ok(out)
+    }
+}

@@ -69,6 +69,12 @@ pub struct DeploymentRecord {
     pub description: Option<AgentDescription>,
     #[serde(default)]
     pub artifact: Option<Artifact>,
+    /// Tools the manifest gates (`[tools.<name>] needs_approval = true`).
+    #[serde(default)]
+    pub manifest_gated: Vec<String>,
+    /// The operator's `SERVICE_APPROVAL_POLICY`: tool names that always need approval.
+    #[serde(default)]
+    pub approval_policy: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -126,6 +132,35 @@ pub struct SessionRecord {
     /// The process (boot id) that scheduled the running turn.
     #[serde(default)]
     pub boot_id: Option<Uuid>,
+    /// The gated call the session waits on (status `awaiting_approval`).
+    #[serde(default)]
+    pub pending_approval: Option<PendingApproval>,
+}
+
+/// One tool call as journaled (TOOL_CALL).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCallRecord {
+    pub tool_call_id: String,
+    pub name: String,
+    pub arguments: Value,
+}
+
+/// A suspended turn's gated call, waiting for a human decision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingApproval {
+    pub call: ToolCallRecord,
+    /// The agent's explanation, if it gave one.
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// Which mechanisms gate the tool: `code`, `manifest`, `policy`.
+    pub gated_by: Vec<String>,
+    /// Every call of the suspended step, in order (the gated one included).
+    pub step: Vec<ToolCallRecord>,
+    /// The input of the suspended turn, handed again to the resumed one.
+    pub input: Value,
+    /// The seq of the TOOL_APPROVAL_REQUIRED event.
+    #[serde(default)]
+    pub event_seq: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

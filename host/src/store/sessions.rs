@@ -8,7 +8,7 @@ use uuid::Uuid;
 use super::error::{corrupt, storage};
 use super::records::{DeploymentRecord, SessionRecord, SessionStatus};
 use super::txn::{find_app, get_json};
-use super::writer::{Batch, CachedSession, TurnOutcome, TurnReason, TurnTicket, Writer};
+use super::writer::{Batch, CachedSession, Decision, TurnOutcome, TurnReason, TurnTicket, Writer};
 use super::{StoreError, now_rfc3339, recovery, tables};
 use crate::journal::{EventType, NewEvent, StoredEvent, encode_record};
 
@@ -60,6 +60,7 @@ impl Writer {
             created_at: now.clone(),
             updated_at: now,
             boot_id: Some(boot),
+            pending_approval: None,
         };
         let mut events = vec![NewEvent::new(
             EventType::SessionCreated,
@@ -205,18 +206,112 @@ impl Writer {
             outcome = TurnOutcome::Errored;
         }
         write_events(&batch.txn, &mut batch.published, id, &mut next_seq, events)?;
+        if let TurnOutcome::Suspended(pending) = &mut outcome {
+            // TOOL_APPROVAL_REQUIRED is the turn's last event.
+            pending.event_seq = next_seq - 1;
+            let mut index = batch
+                .txn
+                .open_table(tables::PENDING_APPROVALS)
+                .map_err(storage)?;
+            index
+                .insert(id.as_u128(), pending.event_seq)
+                .map_err(storage)?;
+        }
         let session = self.session(batch, id)?;
         session.next_seq = next_seq;
-        session.record.status = match outcome {
+        session.record.status = match &outcome {
             TurnOutcome::Ended => SessionStatus::Idle,
             TurnOutcome::Errored => SessionStatus::Errored,
             TurnOutcome::SessionEnded => SessionStatus::Ended,
+            TurnOutcome::Suspended(_) => SessionStatus::AwaitingApproval,
+        };
+        session.record.pending_approval = match outcome {
+            TurnOutcome::Suspended(pending) => Some(*pending),
+            _ => None,
         };
         session.record.boot_id = None;
         session.record.updated_at = now_rfc3339();
         batch.dirty.insert(id);
         self.broken.remove(&id);
         Ok(())
+    }
+
+    pub(super) fn decide(
+        &mut self,
+        batch: &mut Batch,
+        id: Uuid,
+        decision: Decision,
+        boot: Uuid,
+    ) -> Result<TurnTicket, StoreError> {
+        let session = self.session(batch, id)?;
+        let pending = match (&session.record.status, &session.record.pending_approval) {
+            (SessionStatus::AwaitingApproval, Some(pending)) => pending.clone(),
+            _ => {
+                return Err(StoreError::Conflict(
+                    "no approval is pending: it was already decided, or the turn ended".into(),
+                ));
+            }
+        };
+        let turn = session.record.turn + 1;
+        let mut next_seq = session.next_seq;
+        let call = &pending.call;
+        let kind = if decision.approved {
+            EventType::ToolApprovalGranted
+        } else {
+            EventType::ToolApprovalDenied
+        };
+        let events = vec![
+            NewEvent::new(
+                kind,
+                json!({
+                    "tool_call_id": call.tool_call_id,
+                    "name": call.name,
+                    "approver": decision.approver,
+                    "key_id": decision.key_id,
+                }),
+            ),
+            NewEvent::new(
+                EventType::TurnStarted,
+                json!({
+                    "turn": turn,
+                    "reason": {
+                        "kind": "approval_decision",
+                        "approved": decision.approved,
+                        "tool_call_id": call.tool_call_id,
+                        "approver": decision.approver,
+                    },
+                    "input": pending.input,
+                }),
+            ),
+        ];
+        write_events(&batch.txn, &mut batch.published, id, &mut next_seq, events)?;
+        let mut index = batch
+            .txn
+            .open_table(tables::PENDING_APPROVALS)
+            .map_err(storage)?;
+        index.remove(id.as_u128()).map_err(storage)?;
+        drop(index);
+        batch.dirty.insert(id);
+        let session = self.session(batch, id)?;
+        session.next_seq = next_seq;
+        session.record.turn = turn;
+        session.record.status = SessionStatus::Running;
+        session.record.boot_id = Some(boot);
+        session.record.pending_approval = None;
+        session.record.updated_at = now_rfc3339();
+        Ok(TurnTicket {
+            session_id: id,
+            turn,
+            deployment_id: session.record.deployment_id,
+            app_slug: session.record.app_slug.clone(),
+            route: session.record.route.clone(),
+            input: pending.input.clone(),
+            reason: TurnReason::ApprovalDecision {
+                approved: decision.approved,
+                approver: decision.approver,
+                pending: Box::new(pending),
+            },
+        })
     }
 
     pub(super) fn close_interrupted(

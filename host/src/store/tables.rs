@@ -20,5 +20,8 @@ pub const DEPLOYMENTS: TableDefinition<u128, &[u8]> = TableDefinition::new("depl
 /// (app id, version) → deployment id.
 pub const APP_DEPLOYMENTS: TableDefinition<(u128, u64), u128> =
     TableDefinition::new("app_deployments_v1");
+/// session id → seq of its TOOL_APPROVAL_REQUIRED, for sessions awaiting a decision.
+pub const PENDING_APPROVALS: TableDefinition<u128, u64> =
+    TableDefinition::new("pending_approvals_v1");
 /// key id → ApiKeyRecord (JSON).
 pub const API_KEYS: TableDefinition<&str, &[u8]> = TableDefinition::new("api_keys_v1");

@@ -19,6 +19,8 @@ fn new_deployment(version: Option<u64>) -> NewDeployment {
         version,
         manifest: String::new(),
         entry: "a.wasm".into(),
+        manifest_gated: Vec::new(),
+        approval_policy: Vec::new(),
     }
 }
 

@@ -19,7 +19,8 @@ use uuid::Uuid;
 use super::deployments::{create_deployment, finish_build, update_deployment};
 use super::error::storage;
 use super::records::{
-    AgentDescription, ApiKeyRecord, Artifact, DeploymentRecord, SessionRecord, SessionStatus,
+    AgentDescription, ApiKeyRecord, Artifact, DeploymentRecord, PendingApproval, SessionRecord,
+    SessionStatus,
 };
 use super::txn::{load_session, put_api_key, put_json};
 use super::{Store, StoreError, tables};
@@ -40,6 +41,10 @@ pub struct NewDeployment {
     pub version: Option<u64>,
     pub manifest: String,
     pub entry: String,
+    /// Tools the manifest gates.
+    pub manifest_gated: Vec<String>,
+    /// The operator's approval policy for this deployment.
+    pub approval_policy: Vec<String>,
 }
 
 /// How a build ended.
@@ -56,6 +61,21 @@ pub enum BuildOutcome {
 #[derive(Debug, Clone, PartialEq)]
 pub enum TurnReason {
     Input,
+    /// A decision on the gated call that suspended the previous turn.
+    ApprovalDecision {
+        approved: bool,
+        approver: String,
+        pending: Box<PendingApproval>,
+    },
+}
+
+/// A human's decision, as the API hands it to the writer.
+#[derive(Debug, Clone)]
+pub struct Decision {
+    pub approved: bool,
+    pub approver: String,
+    /// The id of the API key that decided.
+    pub key_id: String,
 }
 
 /// Everything needed to run a scheduled turn.
@@ -71,11 +91,13 @@ pub struct TurnTicket {
 }
 
 /// How a turn ended; decides the session's next status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum TurnOutcome {
     Ended,
     Errored,
     SessionEnded,
+    /// The turn suspended on a gated call; its last event is TOOL_APPROVAL_REQUIRED.
+    Suspended(Box<PendingApproval>),
 }
 
 enum Command {
@@ -107,6 +129,12 @@ enum Command {
         events: Vec<NewEvent>,
         outcome: TurnOutcome,
         reply: Reply<()>,
+    },
+    Decide {
+        session: Uuid,
+        decision: Decision,
+        boot: Uuid,
+        reply: Reply<TurnTicket>,
     },
     CloseInterrupted(Uuid, Reply<Vec<Uuid>>),
     PutApiKey(ApiKeyRecord, Reply<()>),
@@ -235,6 +263,24 @@ impl WriterHandle {
             turn,
             events,
             outcome,
+            reply,
+        })
+        .await
+    }
+
+    /// Journals a decision on the session's pending approval and schedules the
+    /// resumed turn, or refuses (409 when nothing is pending). Check and
+    /// decide are one command: of two racing decisions exactly one wins.
+    pub async fn decide(
+        &self,
+        session: Uuid,
+        decision: Decision,
+        boot: Uuid,
+    ) -> Result<TurnTicket, StoreError> {
+        self.call(|reply| Command::Decide {
+            session,
+            decision,
+            boot,
             reply,
         })
         .await
@@ -423,6 +469,15 @@ impl Writer {
                 let result = self.finish_turn(batch, session, turn, events, outcome);
                 batch.answer(reply, result);
             }
+            Command::Decide {
+                session,
+                decision,
+                boot,
+                reply,
+            } => {
+                let result = self.decide(batch, session, decision, boot);
+                batch.answer(reply, result);
+            }
             Command::CloseInterrupted(boot, reply) => {
                 let result = self.close_interrupted(batch, boot);
                 batch.answer(reply, result);
@@ -483,6 +538,7 @@ impl Command {
             Command::PostInput { reply, .. } => drop(reply.send(Err(err))),
             Command::Append { reply, .. } => drop(reply.send(Err(err))),
             Command::FinishTurn { reply, .. } => drop(reply.send(Err(err))),
+            Command::Decide { reply, .. } => drop(reply.send(Err(err))),
             Command::CloseInterrupted(_, r) => drop(r.send(Err(err))),
             Command::PutApiKey(_, r) => drop(r.send(Err(err))),
         }

@@ -34,7 +34,11 @@ pub fn guest(name: &str) -> Vec<u8> {
         let _ = Command::new("rustup")
             .args(["target", "add", "wasm32-wasip2"])
             .status();
-        for manifest in ["tests/fixtures/Cargo.toml", "examples/hello/Cargo.toml"] {
+        for manifest in [
+            "tests/fixtures/Cargo.toml",
+            "examples/hello/Cargo.toml",
+            "examples/ops/Cargo.toml",
+        ] {
             let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
                 .args(["build", "--release", "--target", "wasm32-wasip2", "--quiet"])
                 .arg("--manifest-path")
@@ -131,12 +135,25 @@ impl Server {
 
     /// Uploads a bundle with its manifest; returns the status and body.
     pub async fn upload(&self, bundle: Vec<u8>, manifest: &str) -> (u16, Value) {
-        let form = reqwest::multipart::Form::new()
+        self.upload_with_policy(bundle, manifest, None).await
+    }
+
+    /// Uploads a bundle with its manifest and an operator approval policy.
+    pub async fn upload_with_policy(
+        &self,
+        bundle: Vec<u8>,
+        manifest: &str,
+        policy: Option<&str>,
+    ) -> (u16, Value) {
+        let mut form = reqwest::multipart::Form::new()
             .part(
                 "tarball",
                 reqwest::multipart::Part::bytes(bundle).file_name("b.tar"),
             )
             .text("manifest", manifest.to_string());
+        if let Some(policy) = policy {
+            form = form.text("approval_policy", policy.to_string());
+        }
         let response = self
             .client
             .post(self.url("/deployments"))

@@ -61,6 +61,19 @@ impl EventStream {
         }
     }
 
+    /// Reads until the event with `seq` (inclusive); returns all read.
+    pub async fn until_seq(&mut self, seq: u64) -> Vec<Value> {
+        let mut out = Vec::new();
+        while let Some(event) = self.next(Duration::from_secs(60)).await {
+            let done = event["seq"].as_u64() == Some(seq);
+            out.push(event);
+            if done {
+                return out;
+            }
+        }
+        panic!("stream ended before seq {seq}: {out:?}");
+    }
+
     /// Reads until an event of one of `types` (inclusive); returns all read.
     pub async fn until(&mut self, types: &[&str]) -> Vec<Value> {
         let mut out = Vec::new();

@@ -1,0 +1,384 @@
+//! Gated tool calls: suspend, a human decides exactly once, a fresh runner resumes.
+
+use serde_json::{Value, json};
+
+use crate::support::{self, Server, bundle, types};
+
+/// Deploys the ops example as `slug`, with extra manifest text and a policy.
+async fn deploy_ops(server: &Server, slug: &str, extra: &str, policy: Option<&str>) -> Value {
+    let manifest = format!("[app]\nslug = \"{slug}\"\n[agent]\nentry = \"ops.wasm\"\n{extra}");
+    let component = support::guest("ops");
+    let (status, row) = server
+        .upload_with_policy(bundle(&[("ops.wasm", &component)]), &manifest, policy)
+        .await;
+    assert_eq!(status, 202, "{row}");
+    let row = server.wait_built(&row).await;
+    assert_eq!(row["status"], "active", "{row}");
+    row
+}
+
+async fn ops_server() -> (tempfile::TempDir, Server) {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    deploy_ops(&server, "ops", "", None).await;
+    (dir, server)
+}
+
+fn last_message(events: &[Value]) -> String {
+    events
+        .iter()
+        .rfind(|e| e["type"] == "MESSAGE_END" && e["payload"]["role"] == "assistant")
+        .map(|e| e["payload"]["text"].as_str().unwrap().to_string())
+        .unwrap_or_default()
+}
+
+async fn input(server: &Server, session: &str, text: &str) -> (u16, Value) {
+    server
+        .post(
+            &format!("/sessions/{session}/input"),
+            json!({"input": text}),
+        )
+        .await
+}
+
+async fn decide(server: &Server, session: &str, body: Value) -> (u16, Value) {
+    server
+        .post(&format!("/sessions/{session}/approval"), body)
+        .await
+}
+
+#[tokio::test]
+async fn each_mechanism_gates_alone_and_gated_by_says_which() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    deploy_ops(&server, "by-code", "", None).await;
+    let manifest_extra = "[tools.archive_record]\nneeds_approval = true\n";
+    deploy_ops(&server, "by-manifest", manifest_extra, None).await;
+    let row = deploy_ops(&server, "by-policy", "", Some(r#"["add_record"]"#)).await;
+    assert_eq!(row["approval_policy"], json!(["add_record"]));
+
+    for (app, command, tool, gated_by) in [
+        ("by-code", "delete x", "delete_record", json!(["code"])),
+        (
+            "by-manifest",
+            "archive x",
+            "archive_record",
+            json!(["manifest"]),
+        ),
+        ("by-policy", "add x", "add_record", json!(["policy"])),
+    ] {
+        let session = server.session(app, "/ops", json!(command)).await;
+        let events = server
+            .events(&session, None)
+            .await
+            .until(&["TOOL_APPROVAL_REQUIRED", "TURN_ENDED", "TURN_ERROR"])
+            .await;
+        let last = events.last().unwrap();
+        assert_eq!(last["type"], "TOOL_APPROVAL_REQUIRED", "{app}: {events:?}");
+        assert_eq!(last["payload"]["name"], tool);
+        assert_eq!(last["payload"]["gated_by"], gated_by, "{app}");
+        assert_eq!(last["payload"]["arguments"], json!({"name": "x"}));
+        assert!(
+            last["payload"]["reason"]
+                .as_str()
+                .unwrap()
+                .contains("the user asked to")
+        );
+    }
+    // None applies: the call runs at once.
+    for (app, command) in [
+        ("by-code", "add y"),
+        ("by-code", "archive y"),
+        ("by-manifest", "add y"),
+    ] {
+        let session = server.session(app, "/ops", json!(command)).await;
+        let events = server
+            .events(&session, None)
+            .await
+            .until(&["TOOL_APPROVAL_REQUIRED", "TURN_ENDED", "TURN_ERROR"])
+            .await;
+        assert_eq!(
+            events.last().unwrap()["type"],
+            "TURN_ENDED",
+            "{app} {command}: {events:?}"
+        );
+        let result = events.iter().find(|e| e["type"] == "TOOL_RESULT").unwrap();
+        assert_eq!(result["payload"]["status"], "ok");
+    }
+}
+
+#[tokio::test]
+async fn approve_round_trip_runs_the_tool_exactly_once() {
+    let (_dir, server) = ops_server().await;
+    let session = server
+        .session("ops", "/ops", json!("add apples pears"))
+        .await;
+    // One client stays connected across the whole suspension.
+    let mut watcher = server.events(&session, None).await;
+    watcher.until(&["TURN_ENDED"]).await;
+    assert_eq!(input(&server, &session, "delete apples").await.0, 202);
+    let suspended = watcher
+        .until(&["TOOL_APPROVAL_REQUIRED", "TURN_ENDED", "TURN_ERROR"])
+        .await;
+    let required = suspended.last().unwrap().clone();
+    assert_eq!(required["type"], "TOOL_APPROVAL_REQUIRED", "{suspended:?}");
+    let call_id = required["payload"]["tool_call_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // It is the turn's last event: nothing follows until a decision.
+    let (_, record) = server.get(&format!("/sessions/{session}")).await;
+    assert_eq!(record["status"], "awaiting_approval");
+    assert_eq!(record["pending_approval"]["tool_call_id"], call_id.as_str());
+    let (status, body) = input(&server, &session, "add more").await;
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("decide it first")
+    );
+    let (status, approvals) = server.get("/approvals").await;
+    assert_eq!(status, 200);
+    let item = &approvals["items"][0];
+    assert_eq!(item["session"]["session_id"], session.as_str());
+    assert_eq!(item["session"]["status"], "awaiting_approval");
+    assert_eq!(item["session"]["app"], "ops");
+    assert_eq!(item["session"]["route"], "/ops");
+    assert_eq!(item["event"], required);
+
+    let (status, body) = decide(&server, &session, json!({"approved": true})).await;
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(body["tool_call_id"], call_id.as_str());
+    let resumed = watcher.until(&["TURN_ENDED", "TURN_ERROR"]).await;
+    assert_eq!(
+        types(&resumed),
+        [
+            "TOOL_APPROVAL_GRANTED",
+            "TURN_STARTED",
+            "TOOL_RESULT",
+            "MESSAGE_START",
+            "MESSAGE_DELTA",
+            "MESSAGE_END",
+            "TURN_ENDED",
+        ]
+    );
+    // The default approver is the deciding key's principal.
+    assert_eq!(resumed[0]["payload"]["approver"], "bootstrap");
+    assert_eq!(resumed[0]["payload"]["key_id"], "bootstrap");
+    assert_eq!(resumed[1]["payload"]["reason"]["kind"], "approval_decision");
+    assert_eq!(resumed[1]["payload"]["reason"]["approved"], true);
+    assert_eq!(resumed[2]["payload"]["tool_call_id"], call_id.as_str());
+    assert_eq!(resumed[2]["payload"]["status"], "ok");
+    assert_eq!(last_message(&resumed), "Deleted apples. Records: pears.");
+
+    // Decided exactly once.
+    let (status, _) = decide(&server, &session, json!({"approved": true})).await;
+    assert_eq!(status, 409);
+    let (_, approvals) = server.get("/approvals").await;
+    assert_eq!(approvals["items"], json!([]));
+
+    // The whole journal, read fresh: every seq once, and the tool ran once.
+    let last_seq = resumed.last().unwrap()["seq"].as_u64().unwrap();
+    let all = server
+        .events(&session, None)
+        .await
+        .until_seq(last_seq)
+        .await;
+    for (i, e) in all.iter().enumerate() {
+        assert_eq!(e["seq"], i as u64);
+    }
+    let results = all
+        .iter()
+        .filter(|e| e["type"] == "TOOL_RESULT" && e["payload"]["tool_call_id"] == call_id.as_str())
+        .count();
+    assert_eq!(results, 1, "the approved tool ran exactly once");
+
+    // A client resuming from the suspension point gets exactly the rest.
+    let mut resumer = server
+        .events(&session, Some(required["id"].as_str().unwrap()))
+        .await;
+    let rest = resumer.until(&["TURN_ENDED"]).await;
+    assert_eq!(rest, resumed);
+}
+
+#[tokio::test]
+async fn deny_round_trip_tells_the_agent_and_continues() {
+    let (_dir, server) = ops_server().await;
+    let session = server
+        .session("ops", "/ops", json!("add apples pears"))
+        .await;
+    let mut stream = server.events(&session, None).await;
+    stream.until(&["TURN_ENDED"]).await;
+    input(&server, &session, "delete pears").await;
+    stream.until(&["TOOL_APPROVAL_REQUIRED"]).await;
+    let (status, body) = decide(
+        &server,
+        &session,
+        json!({"approved": false, "approver": "alice"}),
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+    let resumed = stream.until(&["TURN_ENDED", "TURN_ERROR"]).await;
+    assert_eq!(resumed[0]["type"], "TOOL_APPROVAL_DENIED");
+    assert_eq!(resumed[0]["payload"]["approver"], "alice");
+    let result = resumed.iter().find(|e| e["type"] == "TOOL_RESULT").unwrap();
+    assert_eq!(result["payload"]["status"], "denied");
+    assert_eq!(resumed.last().unwrap()["type"], "TURN_ENDED");
+    assert_eq!(
+        last_message(&resumed),
+        "The deletion of pears was denied by alice. Records: apples, pears."
+    );
+    let (_, record) = server.get(&format!("/sessions/{session}")).await;
+    assert_eq!(record["status"], "idle");
+}
+
+#[tokio::test]
+async fn decisions_race_once_and_bad_requests_are_refused() {
+    let (_dir, server) = ops_server().await;
+    let session = server.session("ops", "/ops", json!("add a")).await;
+    let mut stream = server.events(&session, None).await;
+    stream.until(&["TURN_ENDED"]).await;
+    // Nothing pending yet.
+    assert_eq!(
+        decide(&server, &session, json!({"approved": true})).await.0,
+        409
+    );
+    input(&server, &session, "delete a").await;
+    stream.until(&["TOOL_APPROVAL_REQUIRED"]).await;
+    for bad in [
+        json!({}),
+        json!({"approved": "yes"}),
+        json!({"approved": true, "extra": 1}),
+    ] {
+        let (status, body) = decide(&server, &session, bad.clone()).await;
+        assert_eq!(status, 422, "{bad}: {body}");
+    }
+    let missing = uuid::Uuid::now_v7();
+    let (status, body) = decide(&server, &missing.to_string(), json!({"approved": true})).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (404, Some("session_not_found"))
+    );
+
+    let (a, b) = tokio::join!(
+        decide(
+            &server,
+            &session,
+            json!({"approved": true, "approver": "a"})
+        ),
+        decide(
+            &server,
+            &session,
+            json!({"approved": false, "approver": "b"})
+        ),
+    );
+    let mut statuses = [a.0, b.0];
+    statuses.sort();
+    assert_eq!(statuses, [202, 409], "{a:?} {b:?}");
+    let resumed = stream.until(&["TURN_ENDED", "TURN_ERROR"]).await;
+    let decisions = resumed
+        .iter()
+        .filter(|e| e["type"] == "TOOL_APPROVAL_GRANTED" || e["type"] == "TOOL_APPROVAL_DENIED")
+        .count();
+    assert_eq!(decisions, 1);
+}
+
+#[tokio::test]
+async fn two_gated_calls_in_one_step_fail_loudly() {
+    let (_dir, server) = ops_server().await;
+    let session = server.session("ops", "/ops", json!("add a b")).await;
+    let mut stream = server.events(&session, None).await;
+    stream.until(&["TURN_ENDED"]).await;
+    input(&server, &session, "delete a b").await;
+    let events = stream
+        .until(&["TURN_ENDED", "TURN_ERROR", "TOOL_APPROVAL_REQUIRED"])
+        .await;
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "TURN_ERROR", "{events:?}");
+    assert_eq!(last["payload"]["kind"], "multiple_gated_calls");
+    let ids: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "TOOL_CALL")
+        .map(|e| e["payload"]["tool_call_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 2);
+    for id in ids {
+        assert!(
+            last["payload"]["message"].as_str().unwrap().contains(id),
+            "{last}"
+        );
+    }
+    let (status, _) = input(&server, &session, "list").await;
+    assert_eq!(status, 202, "the session accepts new input");
+    let events = stream.until(&["TURN_ENDED"]).await;
+    assert_eq!(last_message(&events), "Records: a, b.");
+}
+
+#[tokio::test]
+async fn ungated_calls_of_a_suspended_step_run_on_resume() {
+    let (_dir, server) = ops_server().await;
+    let session = server.session("ops", "/ops", json!("add apples")).await;
+    let mut stream = server.events(&session, None).await;
+    stream.until(&["TURN_ENDED"]).await;
+    input(&server, &session, "mixed kiwis apples").await;
+    let suspended = stream.until(&["TOOL_APPROVAL_REQUIRED"]).await;
+    assert_eq!(
+        suspended
+            .iter()
+            .filter(|e| e["type"] == "TOOL_CALL")
+            .count(),
+        2,
+        "both calls are journaled"
+    );
+    assert!(
+        !suspended
+            .iter()
+            .any(|e| e["type"] == "TOOL_RESULT" && e["seq"].as_u64() > Some(5))
+    );
+    decide(&server, &session, json!({"approved": true})).await;
+    let resumed = stream.until(&["TURN_ENDED", "TURN_ERROR"]).await;
+    let results: Vec<&str> = resumed
+        .iter()
+        .filter(|e| e["type"] == "TOOL_RESULT")
+        .map(|e| e["payload"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(results, ["add_record", "delete_record"]);
+    assert_eq!(
+        last_message(&resumed),
+        "Added kiwis. Deleted apples. Records: kiwis."
+    );
+}
+
+#[tokio::test]
+async fn a_pending_approval_survives_a_restart() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    deploy_ops(&server, "ops", "", None).await;
+    let session = server.session("ops", "/ops", json!("add a")).await;
+    let mut stream = server.events(&session, None).await;
+    stream.until(&["TURN_ENDED"]).await;
+    input(&server, &session, "delete a").await;
+    stream.until(&["TOOL_APPROVAL_REQUIRED"]).await;
+    drop(stream);
+    server.kill();
+    let server = Server::start(dir.path()).await;
+    let (_, record) = server.get(&format!("/sessions/{session}")).await;
+    assert_eq!(record["status"], "awaiting_approval");
+    let (_, approvals) = server.get("/approvals?app=ops").await;
+    assert_eq!(approvals["items"].as_array().unwrap().len(), 1);
+    let (status, _) = decide(&server, &session, json!({"approved": true})).await;
+    assert_eq!(status, 202);
+    // Turn 3 (the resumed one) runs on the restarted server.
+    let mut stream = server.events(&session, None).await;
+    loop {
+        let events = stream.until(&["TURN_ENDED", "TURN_ERROR"]).await;
+        let last = events.last().unwrap();
+        if last["payload"]["turn"] == 3 {
+            assert_eq!(last["type"], "TURN_ENDED", "{events:?}");
+            assert_eq!(last_message(&events), "Deleted a. Records: none.");
+            break;
+        }
+    }
+}
