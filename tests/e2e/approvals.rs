@@ -115,7 +115,7 @@ async fn approve_round_trip_runs_the_tool_exactly_once() {
         .await;
     // One client stays connected across the whole suspension.
     let mut watcher = server.events(&session, None).await;
-    watcher.until(&["TURN_ENDED"]).await;
+    let first = watcher.until(&["TURN_ENDED"]).await;
     assert_eq!(input(&server, &session, "delete apples").await.0, 202);
     let suspended = watcher
         .until(&["TOOL_APPROVAL_REQUIRED", "TURN_ENDED", "TURN_ERROR"])
@@ -189,6 +189,9 @@ async fn approve_round_trip_runs_the_tool_exactly_once() {
     for (i, e) in all.iter().enumerate() {
         assert_eq!(e["seq"], i as u64);
     }
+    // The client connected across the suspension saw exactly that, once each.
+    let watched: Vec<Value> = [first, suspended.clone(), resumed.clone()].concat();
+    assert_eq!(watched, all);
     let results = all
         .iter()
         .filter(|e| e["type"] == "TOOL_RESULT" && e["payload"]["tool_call_id"] == call_id.as_str())
@@ -381,4 +384,66 @@ async fn a_pending_approval_survives_a_restart() {
             break;
         }
     }
+}
+
+#[tokio::test]
+async fn the_host_refuses_results_without_a_grant() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    server.deploy("rogue", &support::guest("rogue")).await;
+    let rogue_results =
+        |events: &[Value]| events.iter().filter(|e| e["type"] == "TOOL_RESULT").count();
+
+    // While suspended, a forged result and a new message are both refused
+    // (the rogue checks that itself and would fail the turn otherwise).
+    let denied = server.session("rogue", "/forge", json!("go")).await;
+    let mut stream = server.events(&denied, None).await;
+    let suspended = stream
+        .until(&["TOOL_APPROVAL_REQUIRED", "TURN_ERROR", "TURN_ENDED"])
+        .await;
+    assert_eq!(
+        suspended.last().unwrap()["type"],
+        "TOOL_APPROVAL_REQUIRED",
+        "{suspended:?}"
+    );
+    assert_eq!(rogue_results(&suspended), 0);
+    assert!(
+        !suspended
+            .iter()
+            .any(|e| e["payload"]["role"] == "assistant")
+    );
+
+    // Denied, the rogue forges an `ok` result: refused, the turn fails.
+    decide(&server, &denied, json!({"approved": false})).await;
+    let resumed = stream.until(&["TURN_ERROR", "TURN_ENDED"]).await;
+    let last = resumed.last().unwrap();
+    assert_eq!(
+        (last["type"].as_str(), last["payload"]["kind"].as_str()),
+        (Some("TURN_ERROR"), Some("invalid_order"))
+    );
+    assert!(
+        last["payload"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("was denied"),
+        "{last}"
+    );
+    assert_eq!(rogue_results(&resumed), 0);
+
+    // Approved, the first result is accepted and a second one refused.
+    let approved = server.session("rogue", "/forge", json!("go")).await;
+    let mut stream = server.events(&approved, None).await;
+    stream.until(&["TOOL_APPROVAL_REQUIRED"]).await;
+    decide(&server, &approved, json!({"approved": true})).await;
+    let resumed = stream.until(&["TURN_ERROR", "TURN_ENDED"]).await;
+    assert_eq!(rogue_results(&resumed), 1, "{resumed:?}");
+    let last = resumed.last().unwrap();
+    assert_eq!(last["payload"]["kind"], "invalid_order");
+    assert!(
+        last["payload"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not waiting"),
+        "{last}"
+    );
 }
