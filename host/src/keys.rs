@@ -7,21 +7,59 @@
 //! fixed id `bootstrap`.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use rand::RngCore;
 use sha2::{Digest, Sha256};
+use tokio::sync::broadcast;
+use uuid::Uuid;
 
 use crate::store::{ApiKeyRecord, KeyClass, now_rfc3339};
 
 pub const BOOTSTRAP_ID: &str = "bootstrap";
 
-/// Who is calling: the verified key.
+/// What a verified caller may reach.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// A platform key: everything.
+    Platform,
+    /// An invocation key: the session endpoints of one app.
+    App(Uuid),
+    /// A stream token: the event stream of one session.
+    Session(Uuid),
+}
+
+/// Who is calling: the verified key (or the key behind a stream token).
 #[derive(Debug, Clone)]
 pub struct Principal {
     pub key_id: String,
     pub name: String,
-    pub class: KeyClass,
+    pub scope: Scope,
+}
+
+impl Principal {
+    pub fn is_platform(&self) -> bool {
+        self.scope == Scope::Platform
+    }
+
+    /// May this caller create sessions of `app` and talk to them?
+    pub fn may_use_app(&self, app: Uuid) -> bool {
+        match self.scope {
+            Scope::Platform => true,
+            Scope::App(own) => own == app,
+            Scope::Session(_) => false,
+        }
+    }
+
+    /// May this caller reach `session` (of `app`)?
+    pub fn may_use_session(&self, session: Uuid, app: Uuid) -> bool {
+        match self.scope {
+            Scope::Platform => true,
+            Scope::App(own) => own == app,
+            Scope::Session(own) => own == session,
+        }
+    }
 }
 
 /// A freshly minted key: the secret is shown once and never stored.
@@ -45,15 +83,16 @@ fn class_prefix(class: KeyClass) -> &'static str {
     }
 }
 
-/// Mints a new key of `class`.
-pub fn mint(class: KeyClass, name: &str) -> Minted {
+/// Mints a new key of `class` (an invocation key names its app).
+pub fn mint(class: KeyClass, name: &str, app_id: Option<Uuid>) -> Minted {
     let mut id = [0u8; 8];
     let mut secret = [0u8; 32];
     rand::rng().fill_bytes(&mut id);
     rand::rng().fill_bytes(&mut secret);
     let id = hex::encode(id);
     let key = format!("{}_{id}_{}", class_prefix(class), hex::encode(secret));
-    let record = record_for(&id, name, class, &key);
+    let mut record = record_for(&id, name, class, &key);
+    record.app_id = app_id;
     Minted {
         secret: key,
         record,
@@ -75,18 +114,42 @@ fn record_for(id: &str, name: &str, class: KeyClass, key: &str) -> ApiKeyRecord 
         sha256: hex::encode(sha256(key)),
         prefix: shown,
         created_at: now_rfc3339(),
+        last_used_at: None,
     }
 }
+
+/// How often, at most, a key's last-used time is written.
+const TOUCH_EVERY_SECS: u64 = 60;
 
 struct Entry {
     hash: [u8; 32],
     principal: Principal,
+    /// Unix seconds of the last last-used write (0: never).
+    touched: AtomicU64,
 }
 
-/// The verified-key registry: every key's hash, in memory.
-#[derive(Clone, Default)]
+/// The verified-key registry: every key's hash, in memory. Revoking a key
+/// removes it here at once and tells open streams.
+#[derive(Clone)]
 pub struct Keys {
     inner: Arc<RwLock<HashMap<String, Entry>>>,
+    revoked: broadcast::Sender<String>,
+}
+
+impl Default for Keys {
+    fn default() -> Self {
+        Keys {
+            inner: Arc::default(),
+            revoked: broadcast::channel(64).0,
+        }
+    }
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default()
 }
 
 impl Keys {
@@ -96,13 +159,22 @@ impl Keys {
             tracing::error!(key = %record.id, "stored key hash is malformed; key ignored");
             return;
         }
+        let scope = match (record.class, record.app_id) {
+            (KeyClass::Platform, _) => Scope::Platform,
+            (KeyClass::Invocation, Some(app)) => Scope::App(app),
+            (KeyClass::Invocation, None) => {
+                tracing::error!(key = %record.id, "invocation key without an app; key ignored");
+                return;
+            }
+        };
         let entry = Entry {
             hash,
             principal: Principal {
                 key_id: record.id.clone(),
                 name: record.name.clone(),
-                class: record.class,
+                scope,
             },
+            touched: AtomicU64::new(0),
         };
         self.inner
             .write()
@@ -110,23 +182,56 @@ impl Keys {
             .insert(record.id.clone(), entry);
     }
 
+    /// Forgets a key at once and ends its open streams.
+    pub fn remove(&self, id: &str) {
+        self.inner
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(id);
+        // No stream listening is fine.
+        let _ = self.revoked.send(id.to_string());
+    }
+
+    /// Key ids as they are revoked.
+    pub fn revocations(&self) -> broadcast::Receiver<String> {
+        self.revoked.subscribe()
+    }
+
+    pub fn contains(&self, id: &str) -> bool {
+        self.inner
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains_key(id)
+    }
+
     pub fn has_platform_key(&self) -> bool {
         self.inner
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .values()
-            .any(|e| e.principal.class == KeyClass::Platform)
+            .any(|e| e.principal.scope == Scope::Platform)
     }
 
     /// The principal of a presented key, or `None` for any unknown,
-    /// malformed or wrong key (all the same to the caller).
-    pub fn verify(&self, presented: &str) -> Option<Principal> {
+    /// malformed, revoked or wrong key (all the same to the caller). The
+    /// flag says the key's last-used time is due to be written.
+    pub fn verify(&self, presented: &str) -> Option<(Principal, bool)> {
         let keys = self.inner.read().unwrap_or_else(PoisonError::into_inner);
         // A bootstrap key may itself look like one of ours: fall back to it.
         let entry = parse_id(presented)
             .and_then(|id| keys.get(id))
             .or_else(|| keys.get(BOOTSTRAP_ID))?;
-        constant_time_eq(&entry.hash, &sha256(presented)).then(|| entry.principal.clone())
+        if !constant_time_eq(&entry.hash, &sha256(presented)) {
+            return None;
+        }
+        let now = unix_now();
+        let last = entry.touched.load(Ordering::Relaxed);
+        let due = now.saturating_sub(last) >= TOUCH_EVERY_SECS
+            && entry
+                .touched
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok();
+        Some((entry.principal.clone(), due))
     }
 }
 
@@ -153,10 +258,15 @@ mod tests {
     #[test]
     fn minted_keys_verify_and_others_do_not() {
         let keys = Keys::default();
-        let minted = mint(KeyClass::Platform, "ci");
+        let minted = mint(KeyClass::Platform, "ci", None);
         keys.insert(&minted.record);
         assert!(minted.secret.starts_with("ahp_"));
-        let principal = keys.verify(&minted.secret).unwrap();
+        let (principal, due) = keys.verify(&minted.secret).unwrap();
+        assert!(due, "the first use is recorded");
+        assert!(
+            !keys.verify(&minted.secret).unwrap().1,
+            "the next not within a minute"
+        );
         assert_eq!(principal.key_id, minted.record.id);
         let mut wrong = minted.secret.clone();
         wrong.pop();
@@ -168,17 +278,19 @@ mod tests {
         assert!(keys.verify(&wrong).is_none());
         assert!(keys.verify("").is_none());
         assert!(keys.verify("garbage").is_none());
+        keys.remove(&minted.record.id);
+        assert!(keys.verify(&minted.secret).is_none(), "revoked at once");
     }
 
     #[test]
     fn bootstrap_key_may_be_any_string() {
         let keys = Keys::default();
         keys.insert(&bootstrap_record("dev-secret"));
-        assert_eq!(keys.verify("dev-secret").unwrap().key_id, BOOTSTRAP_ID);
+        assert_eq!(keys.verify("dev-secret").unwrap().0.key_id, BOOTSTRAP_ID);
         assert!(keys.verify("dev-secret2").is_none());
         assert!(keys.has_platform_key());
-        let shaped = mint(KeyClass::Platform, "x").secret;
+        let shaped = mint(KeyClass::Platform, "x", None).secret;
         keys.insert(&bootstrap_record(&shaped));
-        assert_eq!(keys.verify(&shaped).unwrap().key_id, BOOTSTRAP_ID);
+        assert_eq!(keys.verify(&shaped).unwrap().0.key_id, BOOTSTRAP_ID);
     }
 }

@@ -8,6 +8,8 @@ pub mod cli;
 pub mod journal;
 pub mod keys;
 pub mod runtime;
+pub mod secrets;
 pub mod server;
 pub mod store;
+pub mod tokens;
 pub mod util;

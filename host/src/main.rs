@@ -76,6 +76,8 @@ async fn start(args: &ServeArgs, bootstrap_key: Option<String>) -> anyhow::Resul
         data_dir: args.data_dir.clone(),
         addr: args.addr,
         bootstrap_key,
+        master_key: std::env::var("AGENTHOST_MASTER_KEY").ok(),
+        cors_origins: args.cors_origins.clone(),
     })
     .await?;
     println!("agenthost listening on http://{}", server.local_addr);
@@ -119,7 +121,7 @@ fn dev_key(data_dir: &Path) -> anyhow::Result<String> {
         return Ok(saved.trim().to_string());
     }
     std::fs::create_dir_all(data_dir)?;
-    let key = agenthost::keys::mint(agenthost::store::KeyClass::Platform, "dev").secret;
+    let key = agenthost::keys::mint(agenthost::store::KeyClass::Platform, "dev", None).secret;
     write_secret_file(&path, &key)?;
     Ok(key)
 }

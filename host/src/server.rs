@@ -14,13 +14,19 @@ use crate::api::{self, Services};
 use crate::build::Builder;
 use crate::keys::{self, Keys};
 use crate::runtime::Runtime;
+use crate::secrets::{MasterKey, Vault};
 use crate::store::{KeyClass, Store, Writer};
+use crate::tokens::StreamTokens;
 
 pub struct ServeOptions {
     pub data_dir: PathBuf,
     pub addr: SocketAddr,
     /// `AGENTHOST_BOOTSTRAP_KEY`: registered as the platform key `bootstrap`.
     pub bootstrap_key: Option<String>,
+    /// `AGENTHOST_MASTER_KEY` (64 hex digits); else `<data-dir>/master.key`.
+    pub master_key: Option<String>,
+    /// Origins allowed to call the API from a browser (CORS).
+    pub cors_origins: Vec<String>,
 }
 
 /// A server that is listening; `run` serves until shutdown.
@@ -48,7 +54,18 @@ impl Server {
             );
         }
         let keys = load_keys(&store, &writer, &options).await?;
-        let runtime = Runtime::new(options.data_dir.clone(), store.clone(), writer.clone())?;
+        let master = MasterKey::load(options.master_key.as_deref(), &options.data_dir)?;
+        let vault = Arc::new(Vault::new(&master));
+        vault
+            .load(&store.read(|s| s.secrets()).await?)
+            .context("cannot open the stored secrets (is this the right master key?)")?;
+        let tokens = StreamTokens::new(&master);
+        let runtime = Runtime::new(
+            options.data_dir.clone(),
+            store.clone(),
+            writer.clone(),
+            vault.clone(),
+        )?;
         let builder = Builder::spawn(runtime.clone(), writer.clone(), options.data_dir.clone())?;
         builder.resume_interrupted(&store, &writer).await?;
         let (stop, shutdown) = watch::channel(false);
@@ -62,8 +79,11 @@ impl Server {
             runtime,
             builder,
             keys,
+            vault,
+            tokens,
             boot_id,
             shutdown,
+            cors_origins: options.cors_origins,
         });
         Ok(Server {
             listener,
@@ -122,7 +142,7 @@ async fn load_keys(
         keys.insert(&record);
     }
     if !keys.has_platform_key() {
-        let minted = keys::mint(KeyClass::Platform, "initial platform key");
+        let minted = keys::mint(KeyClass::Platform, "initial platform key", None);
         writer.put_api_key(minted.record.clone()).await?;
         keys.insert(&minted.record);
         let path = options.data_dir.join("bootstrap-key");

@@ -1,42 +1,86 @@
-//! Bearer-key authentication of every endpoint but the health checks.
+//! Authentication of every endpoint but the health checks, by the access its
+//! row in the endpoint table names.
+//!
+//! Missing, malformed, unknown and revoked keys all get the same 401; a valid
+//! invocation key on a platform endpoint gets 403. App and session scope
+//! (an invocation key only reaches its app's sessions, as 404 otherwise) is
+//! checked by the handlers, which know the session.
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::{ApiError, AppState};
+use super::{Access, ApiError, AppState};
+use crate::keys::Principal;
+use crate::store::now_rfc3339;
 
-/// Rejects requests without a valid `Authorization: Bearer <key>` (401,
-/// the same answer for missing, malformed and unknown keys) and records the
-/// caller's principal in the request's extensions.
 pub async fn require_key(
-    State(state): State<AppState>,
+    State((state, access)): State<(AppState, Access)>,
     mut request: Request,
     next: Next,
 ) -> Response {
-    let presented = request
+    let bearer = request
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim);
-    match presented.and_then(|key| state.keys.verify(key)) {
-        Some(principal) => {
-            request.extensions_mut().insert(principal);
-            next.run(request).await
-        }
-        None => {
-            let mut response = ApiError::new(
-                StatusCode::UNAUTHORIZED,
-                "unauthorized",
-                "missing or invalid API key: send `Authorization: Bearer <key>`",
-            )
-            .into_response();
-            response
-                .headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            response
-        }
+    let principal = match bearer {
+        Some(key) => state.keys.verify(key).map(|(principal, due)| {
+            if due {
+                record_use(&state, &principal);
+            }
+            principal
+        }),
+        // A browser's EventSource cannot send headers: the event stream
+        // also takes a session-scoped stream token in the query.
+        None if access == Access::SessionStream => stream_token(&state, &request),
+        None => None,
+    };
+    let Some(principal) = principal else {
+        return unauthorized();
+    };
+    if access == Access::Platform && !principal.is_platform() {
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "this endpoint needs a platform key",
+        )
+        .into_response();
     }
+    request.extensions_mut().insert(principal);
+    next.run(request).await
+}
+
+fn stream_token(state: &AppState, request: &Request) -> Option<Principal> {
+    let query = request.uri().query()?;
+    let token = query
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("token="))?;
+    state.tokens.verify(token, &state.keys)
+}
+
+/// Writes the key's last-used time in the background (at most about once a minute).
+fn record_use(state: &AppState, principal: &Principal) {
+    let writer = state.writer.clone();
+    let id = principal.key_id.clone();
+    tokio::spawn(async move {
+        if let Err(err) = writer.touch_api_key(id, now_rfc3339()).await {
+            tracing::warn!(error = %err, "cannot record a key's last use");
+        }
+    });
+}
+
+fn unauthorized() -> Response {
+    let mut response = ApiError::new(
+        StatusCode::UNAUTHORIZED,
+        "unauthorized",
+        "missing or invalid API key: send `Authorization: Bearer <key>`",
+    )
+    .into_response();
+    response
+        .headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    response
 }

@@ -106,6 +106,9 @@ async fn receive(
     })
 }
 
+/// Largest `approval_policy` part.
+const MAX_POLICY_BYTES: usize = 16 * 1024;
+
 /// Parses `SERVICE_APPROVAL_POLICY`: a JSON array of tool names.
 fn parse_policy(text: Option<&str>) -> Result<Vec<String>, ApiError> {
     let Some(text) = text.filter(|t| !t.trim().is_empty()) else {
@@ -117,6 +120,11 @@ fn parse_policy(text: Option<&str>) -> Result<Vec<String>, ApiError> {
             format!("`approval_policy` must be a JSON array of tool names: {detail}"),
         )
     };
+    if text.len() > MAX_POLICY_BYTES {
+        return Err(invalid(format!(
+            "it is larger than {MAX_POLICY_BYTES} bytes"
+        )));
+    }
     let mut names: Vec<String> = serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?;
     if let Some(bad) = names.iter().find(|n| !valid_tool_name(n)) {
         return Err(invalid(format!("`{bad}` is not a tool name")));
@@ -143,6 +151,7 @@ async fn accept(
             entry: manifest.agent.entry.clone(),
             manifest_gated: manifest.gated_tools(),
             approval_policy,
+            secrets: manifest.agent.secrets.clone(),
         })
         .await?;
     if let Err(err) = state.builder.enqueue(&record, upload) {
@@ -182,4 +191,26 @@ pub async fn list(
         .await?;
     rows.map(Json)
         .ok_or_else(|| ApiError::not_found("app_not_found", format!("app `{id}` not found")))
+}
+
+/// Makes a built deployment its app's current one (rollback or re-activation).
+pub async fn activate(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let not_found = || {
+        ApiError::not_found(
+            "deployment_not_found",
+            format!("deployment `{id}` not found"),
+        )
+    };
+    let deployment = uuid::Uuid::parse_str(&id).map_err(|_| not_found())?;
+    let record = state.writer.activate(deployment).await?;
+    let app_id = record.app_id;
+    let app = state
+        .store
+        .read(move |s| s.app(&app_id.to_string()))
+        .await?
+        .ok_or_else(|| ApiError::internal("an activated deployment's app is missing"))?;
+    Ok((StatusCode::ACCEPTED, Json(views::deployment(&record, &app))))
 }

@@ -9,6 +9,7 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
+use axum::Extension;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -18,9 +19,10 @@ use serde::Deserialize;
 use tokio::sync::broadcast::error::RecvError;
 use uuid::Uuid;
 
-use super::extract::{Path, Query, session_id};
+use super::extract::{Path, Query};
 use super::{ApiError, AppState};
 use crate::journal::StoredEvent;
+use crate::keys::Principal;
 use crate::store::SessionStatus;
 
 /// Events read from redb per read transaction.
@@ -31,30 +33,25 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 #[derive(Deserialize)]
 pub struct EventsQuery {
     last_event_id: Option<String>,
+    /// A stream token; checked by `auth`, never logged.
+    #[serde(default, rename = "token")]
+    _token: Option<String>,
 }
 
 pub async fn stream(
     State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
     Query(query): Query<EventsQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let session = session_id(&id)?;
     // The header wins over the query parameter.
     let cursor = headers
         .get("last-event-id")
         .map(|v| v.to_str().unwrap_or("\u{fffd}").trim().to_string())
         .or(query.last_event_id);
-    let record = state
-        .store
-        .read(move |s| s.session(session))
-        .await?
-        .ok_or_else(|| {
-            ApiError::not_found(
-                "session_not_found",
-                format!("session `{session}` not found"),
-            )
-        })?;
+    let record = super::sessions::visible_session(&state, &principal, &id).await?;
+    let session = record.id;
     let from = match cursor.as_deref() {
         None | Some("") => 0,
         Some(raw) => resume_point(&state, session, raw).await?,
@@ -65,7 +62,7 @@ pub async fn stream(
         // Nothing more will ever come: 204 tells an EventSource to stop reconnecting.
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
-    let events = frames(state, session, from, first, subscription);
+    let events = frames(state, session, from, first, subscription, principal.key_id);
     Ok(Sse::new(events)
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
         .into_response())
@@ -114,8 +111,10 @@ fn frames(
     from: u64,
     first: Vec<StoredEvent>,
     mut subscription: crate::store::Subscription,
+    key_id: String,
 ) -> impl Stream<Item = Result<Event, Infallible>> {
     let mut shutdown = state.shutdown.clone();
+    let mut revocations = state.keys.revocations();
     async_stream::stream! {
         let mut next = from;
         let mut chunk = first;
@@ -145,6 +144,12 @@ fn frames(
             let received = tokio::select! {
                 received = subscription.rx.recv() => received,
                 _ = shutdown.wait_for(|stop| *stop) => return,
+                // Revoking the key (or the key behind a stream token) ends its streams.
+                revoked = revocations.recv() => match revoked {
+                    Ok(id) if id == key_id => return,
+                    Err(_) if !state.keys.contains(&key_id) => return,
+                    _ => continue,
+                },
             };
             let catch_up = match received {
                 Ok(event) if event.seq < next => continue,

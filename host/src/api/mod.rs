@@ -11,6 +11,8 @@ mod error;
 mod events;
 mod extract;
 mod health;
+mod keys;
+mod secrets;
 mod sessions;
 mod views;
 
@@ -19,11 +21,12 @@ use std::time::Instant;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request};
-use axum::http::StatusCode;
+use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use axum::routing::{get, post};
+use axum::routing::{MethodRouter, delete, get, post, put};
 use tokio::sync::watch;
+use tower_http::cors::{AllowOrigin, CorsLayer};
 use uuid::Uuid;
 
 pub use error::ApiError;
@@ -31,7 +34,9 @@ pub use error::ApiError;
 use crate::build::Builder;
 use crate::keys::Keys;
 use crate::runtime::Runtime;
+use crate::secrets::Vault;
 use crate::store::{Store, WriterHandle};
+use crate::tokens::StreamTokens;
 
 /// Largest request body of the JSON endpoints.
 pub const JSON_BODY_LIMIT: usize = 1 << 20;
@@ -45,43 +50,168 @@ pub struct Services {
     pub runtime: Arc<Runtime>,
     pub builder: Builder,
     pub keys: Keys,
+    pub vault: Arc<Vault>,
+    pub tokens: StreamTokens,
     /// This process's id, recorded on the turns it schedules.
     pub boot_id: Uuid,
     /// Becomes `true` when the server shuts down: open streams end.
     pub shutdown: watch::Receiver<bool>,
+    /// Origins allowed to call the API from a browser.
+    pub cors_origins: Vec<String>,
 }
 
 pub type AppState = Arc<Services>;
 
-/// Every route of the API, in one place.
-pub fn router(state: AppState) -> Router {
-    let protected = Router::new()
-        .route("/sessions", post(sessions::create).get(sessions::list))
-        .route("/sessions/{id}", get(sessions::get))
-        .route("/sessions/{id}/input", post(sessions::input))
-        .route("/sessions/{id}/events", get(events::stream))
-        .route("/sessions/{id}/approval", post(approvals::decide))
-        .route("/approvals", get(approvals::list))
-        .route("/apps", get(apps::list))
-        .route("/apps/{id}", get(apps::get))
-        .route("/apps/{id}/deployments", get(deployments::list))
-        .route(
-            "/deployments",
-            post(deployments::create).layer(DefaultBodyLimit::max(BUNDLE_BODY_LIMIT)),
+/// Who may call an endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// No key (health checks).
+    Public,
+    /// A platform key.
+    Platform,
+    /// A platform key, or an invocation key of the session's app.
+    Session,
+    /// As `Session`, or a stream token of the session (`?token=`): the event stream.
+    SessionStream,
+}
+
+/// One endpoint: its method, path and access.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Endpoint {
+    pub method: &'static str,
+    pub path: &'static str,
+    pub access: Access,
+}
+
+/// Every endpoint of the API, in one table: the router is built from it and
+/// the auth-matrix test runs every row, so no endpoint exists without its row.
+fn table() -> Vec<(Endpoint, MethodRouter<AppState>)> {
+    use Access::*;
+    let row = |method, path, access, handler| {
+        (
+            Endpoint {
+                method,
+                path,
+                access,
+            },
+            handler,
         )
-        .route_layer(middleware::from_fn_with_state(
-            state.clone(),
-            auth::require_key,
-        ));
-    Router::new()
-        .route("/healthz", get(health::healthz))
-        .route("/readyz", get(health::readyz))
-        .merge(protected)
+    };
+    vec![
+        row("GET", "/healthz", Public, get(health::healthz)),
+        row("GET", "/readyz", Public, get(health::readyz)),
+        row("POST", "/sessions", Session, post(sessions::create)),
+        row("GET", "/sessions", Platform, get(sessions::list)),
+        row("GET", "/sessions/{id}", Session, get(sessions::get)),
+        row(
+            "POST",
+            "/sessions/{id}/input",
+            Session,
+            post(sessions::input),
+        ),
+        row(
+            "GET",
+            "/sessions/{id}/events",
+            SessionStream,
+            get(events::stream),
+        ),
+        row(
+            "POST",
+            "/sessions/{id}/approval",
+            Platform,
+            post(approvals::decide),
+        ),
+        row("GET", "/approvals", Platform, get(approvals::list)),
+        row("GET", "/apps", Platform, get(apps::list)),
+        row("GET", "/apps/{id}", Platform, get(apps::get)),
+        row(
+            "GET",
+            "/apps/{id}/deployments",
+            Platform,
+            get(deployments::list),
+        ),
+        row(
+            "POST",
+            "/deployments",
+            Platform,
+            post(deployments::create).layer(DefaultBodyLimit::max(BUNDLE_BODY_LIMIT)),
+        ),
+        row(
+            "POST",
+            "/deployments/{id}/activate",
+            Platform,
+            post(deployments::activate),
+        ),
+        row("GET", "/api-keys", Platform, get(keys::list)),
+        row("POST", "/api-keys", Platform, post(keys::create)),
+        row("DELETE", "/api-keys/{id}", Platform, delete(keys::revoke)),
+        row("GET", "/secrets", Platform, get(secrets::list)),
+        row("PUT", "/secrets/{key}", Platform, put(secrets::put)),
+        row(
+            "DELETE",
+            "/secrets/{key}",
+            Platform,
+            delete(secrets::delete),
+        ),
+        row(
+            "POST",
+            "/sessions/{id}/stream-token",
+            Session,
+            post(sessions::stream_token),
+        ),
+    ]
+}
+
+/// The endpoint table (without handlers), for documentation and tests.
+pub fn endpoints() -> Vec<Endpoint> {
+    table().into_iter().map(|(endpoint, _)| endpoint).collect()
+}
+
+/// The router: every endpoint of `table`, each behind its access check.
+pub fn router(state: AppState) -> Router {
+    let mut router = Router::new();
+    for (endpoint, handler) in table() {
+        let handler = match endpoint.access {
+            Access::Public => handler,
+            access => handler.route_layer(middleware::from_fn_with_state(
+                (state.clone(), access),
+                auth::require_key,
+            )),
+        };
+        router = router.route(endpoint.path, handler);
+    }
+    let cors = cors(&state.cors_origins);
+    router
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(JSON_BODY_LIMIT))
         .layer(middleware::from_fn(log_request))
+        .layer(cors)
         .with_state(state)
+}
+
+/// CORS for browser clients on other origins: preflights allow
+/// `Authorization`, `Content-Type` and `Last-Event-ID`. No origin is allowed
+/// unless configured (`--cors-origin`); `*` allows any.
+fn cors(origins: &[String]) -> CorsLayer {
+    let allow_origin = if origins.iter().any(|o| o == "*") {
+        AllowOrigin::any()
+    } else {
+        AllowOrigin::list(
+            origins
+                .iter()
+                .filter_map(|o| HeaderValue::from_str(o.trim()).ok()),
+        )
+    };
+    CorsLayer::new()
+        .allow_origin(allow_origin)
+        .allow_methods([Method::GET, Method::POST, Method::PUT, Method::DELETE])
+        .allow_headers([
+            header::AUTHORIZATION,
+            header::CONTENT_TYPE,
+            HeaderName::from_static("last-event-id"),
+        ])
+        .max_age(std::time::Duration::from_secs(600))
 }
 
 async fn not_found() -> ApiError {

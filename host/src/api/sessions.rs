@@ -1,5 +1,6 @@
 //! `POST /sessions`, `GET /sessions`, `GET /sessions/{id}`, `POST /sessions/{id}/input`.
 
+use axum::Extension;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Deserialize;
@@ -8,7 +9,8 @@ use uuid::Uuid;
 
 use super::extract::{Json, Path, Query, session_id};
 use super::{ApiError, AppState, views};
-use crate::store::{SessionFilter, SessionStatus};
+use crate::keys::Principal;
+use crate::store::{SessionFilter, SessionRecord, SessionStatus};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -21,29 +23,75 @@ pub struct CreateSession {
 
 pub async fn create(
     State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
     Json(body): Json<CreateSession>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
+    if !principal.is_platform() {
+        // An invocation key reaches only its own app; others do not exist for it.
+        let key = body.app.clone();
+        let app = state.store.read(move |s| s.app(&key)).await?;
+        if !app.is_some_and(|app| principal.may_use_app(app.id)) {
+            return Err(ApiError::not_found(
+                "app_not_found",
+                format!("app `{}` not found", body.app),
+            ));
+        }
+    }
     let (record, ticket) = state
         .writer
         .create_session(body.app, body.route, body.input, state.boot_id)
         .await?;
     state.runtime.schedule(ticket);
-    Ok((StatusCode::CREATED, Json(views::session(&record))))
+    let mut out = views::session(&record);
+    let (token, expires) = state.tokens.mint(record.id, &principal.key_id);
+    out["stream_token"] = json!(token);
+    out["stream_token_expires_at"] = json!(expires);
+    Ok((StatusCode::CREATED, Json(out)))
 }
 
-pub async fn get(
-    State(state): State<AppState>,
-    Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
-    let id = session_id(&id)?;
+/// The session, if this caller may reach it; 404 otherwise (an invocation
+/// key never learns that another app's session exists).
+pub async fn visible_session(
+    state: &AppState,
+    principal: &Principal,
+    raw_id: &str,
+) -> Result<SessionRecord, ApiError> {
+    let id = session_id(raw_id)?;
+    let not_found =
+        || ApiError::not_found("session_not_found", format!("session `{id}` not found"));
     let record = state
         .store
         .read(move |s| s.session(id))
         .await?
-        .ok_or_else(|| {
-            ApiError::not_found("session_not_found", format!("session `{id}` not found"))
-        })?;
+        .ok_or_else(not_found)?;
+    if !principal.may_use_session(record.id, record.app_id) {
+        return Err(not_found());
+    }
+    Ok(record)
+}
+
+pub async fn get(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let record = visible_session(&state, &principal, &id).await?;
     Ok(Json(views::session(&record)))
+}
+
+/// Mints a stream token for the session's event stream (`?token=`), for
+/// browsers whose EventSource cannot send an Authorization header.
+pub async fn stream_token(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let record = visible_session(&state, &principal, &id).await?;
+    let (token, expires) = state.tokens.mint(record.id, &principal.key_id);
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({"session_id": record.id, "stream_token": token, "expires_at": expires})),
+    ))
 }
 
 #[derive(Deserialize)]
@@ -118,10 +166,15 @@ pub struct PostInput {
 
 pub async fn input(
     State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
     Json(body): Json<PostInput>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let id = session_id(&id)?;
+    let id = if principal.is_platform() {
+        session_id(&id)?
+    } else {
+        visible_session(&state, &principal, &id).await?.id
+    };
     let ticket = state
         .writer
         .post_input(id, body.input, state.boot_id)

@@ -45,6 +45,9 @@ pub struct AppSection {
 pub struct AgentSection {
     /// Path of the component inside the bundle.
     pub entry: String,
+    /// Secrets injected into the agent's environment at each turn.
+    #[serde(default)]
+    pub secrets: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -84,6 +87,16 @@ impl Manifest {
         if let Some(name) = manifest.tools.keys().find(|name| !valid_tool_name(name)) {
             return Err(ManifestError::Invalid(format!(
                 "`[tools.{name}]`: a tool name is 1 to 64 letters, digits, _ or -"
+            )));
+        }
+        if let Some(name) = manifest
+            .agent
+            .secrets
+            .iter()
+            .find(|n| !crate::secrets::valid_name(n))
+        {
+            return Err(ManifestError::Invalid(format!(
+                "`agent.secrets`: `{name}` is not a secret name (letters, digits and _, not starting with a digit, SERVICE_ or AGENTHOST_)"
             )));
         }
         if manifest.app.version == Some(0) {

@@ -45,6 +45,14 @@ pub struct ServeArgs {
     /// The address to listen on (port 0 picks a free port).
     #[arg(long, default_value = "127.0.0.1:8080", env = "AGENTHOST_ADDR")]
     pub addr: SocketAddr,
+    /// An origin allowed to call the API from a browser (CORS); repeat it,
+    /// or give a comma-separated list in the environment variable.
+    #[arg(
+        long = "cors-origin",
+        env = "AGENTHOST_CORS_ORIGINS",
+        value_delimiter = ','
+    )]
+    pub cors_origins: Vec<String>,
 }
 
 #[derive(clap::Args)]

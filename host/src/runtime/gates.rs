@@ -77,6 +77,7 @@ mod tests {
             artifact: None,
             manifest_gated: vec!["cp".into(), "mv".into()],
             approval_policy: vec!["launch".into(), "mv".into()],
+            secrets: vec![],
         };
         let gates = Gates::from_record(&record);
         assert_eq!(gates.gated_by("rm"), ["code"]);

@@ -23,6 +23,7 @@ use uuid::Uuid;
 use super::bindings::{Event, HistoryPage, Host, HostError, Step, ToolCall, ToolStatus};
 use super::gates::Gates;
 use super::limits::TurnLimits;
+use super::redact::Redactor;
 use super::state::State;
 use crate::journal::{EventType, NewEvent};
 use crate::store::writer::AppendAck;
@@ -65,6 +66,8 @@ pub struct TurnCtx {
     /// Every tool call id this turn has seen (proposed or resumed).
     seen_calls: HashSet<String>,
     gates: Arc<Gates>,
+    /// Replaces the turn's secret values in what the guest emits.
+    pub redactor: Redactor,
     /// The first broken rule or limit; the turn ends with TURN_ERROR.
     pub failure: Option<Failure>,
     events: u64,
@@ -78,6 +81,7 @@ impl TurnCtx {
         ticket: &TurnTicket,
         limits: TurnLimits,
         gates: Arc<Gates>,
+        redactor: Redactor,
     ) -> Self {
         let mut pending_calls = HashMap::new();
         let mut denied_call = None;
@@ -106,6 +110,7 @@ impl TurnCtx {
             suspension: None,
             denied_call,
             gates,
+            redactor,
             failure: None,
             events: 0,
             last_ack: None,
@@ -190,8 +195,9 @@ impl TurnCtx {
 
     fn parse_json(&mut self, what: &str, text: &str) -> Result<Value, HostError> {
         self.check_text(what, text)?;
-        serde_json::from_str(text)
-            .map_err(|e| self.fail("invalid_order", format!("{what} is not valid JSON: {e}")))
+        let value = serde_json::from_str(text)
+            .map_err(|e| self.fail("invalid_order", format!("{what} is not valid JSON: {e}")))?;
+        Ok(self.redactor.redact_value(value))
     }
 }
 
@@ -237,6 +243,7 @@ impl Host for State {
         if let Err(e) = turn.check_open() {
             return Ok(Err(e));
         }
+        let text = turn.redactor.redact(&text).into_owned();
         let max = turn.limits.max_message_bytes;
         let Some(open) = turn
             .open_messages
@@ -288,6 +295,13 @@ impl Host for State {
         if let Err(e) = turn.check_open() {
             return Ok(Err(e));
         }
+        let reason = match reason {
+            Some(reason) => match turn.check_text("the step's reason", &reason) {
+                Ok(()) => Some(turn.redactor.redact(&reason).into_owned()),
+                Err(e) => return Ok(Err(e)),
+            },
+            None => None,
+        };
         let mut step = Vec::with_capacity(calls.len());
         for (i, call) in calls.iter().enumerate() {
             let id = &call.tool_call_id;

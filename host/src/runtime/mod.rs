@@ -14,6 +14,7 @@ mod host;
 pub mod limits;
 mod output;
 mod prepare;
+mod redact;
 mod state;
 mod turn;
 
@@ -35,6 +36,7 @@ use gates::Gates;
 use limits::TurnLimits;
 use state::State;
 
+use crate::secrets::Vault;
 use crate::store::{Store, TurnTicket, WriterHandle};
 
 /// Turns running at once; the rest wait for a slot.
@@ -45,6 +47,8 @@ const MAX_CONCURRENT_TURNS: usize = 256;
 struct Deployed {
     pre: AgentPre<State>,
     gates: Arc<Gates>,
+    /// The secrets the manifest declares.
+    secrets: Arc<[String]>,
 }
 
 pub struct Runtime {
@@ -56,6 +60,7 @@ pub struct Runtime {
     deployments: Mutex<HashMap<Uuid, Deployed>>,
     slots: Arc<Semaphore>,
     limits: TurnLimits,
+    vault: Arc<Vault>,
 }
 
 impl Runtime {
@@ -63,6 +68,7 @@ impl Runtime {
         data_dir: PathBuf,
         store: Store,
         writer: WriterHandle,
+        vault: Arc<Vault>,
     ) -> anyhow::Result<Arc<Runtime>> {
         let wasm = |e: wasmtime::Error| anyhow::anyhow!("{e:#}");
         let engine = engine::new_engine().map_err(wasm)?;
@@ -82,6 +88,7 @@ impl Runtime {
             writer,
             deployments: Mutex::new(HashMap::new()),
             slots: Arc::new(Semaphore::new(MAX_CONCURRENT_TURNS)),
+            vault,
             limits: TurnLimits::default(),
         }))
     }
@@ -112,6 +119,7 @@ impl Runtime {
             .await?
             .ok_or(RuntimeError::UnknownDeployment(deployment))?;
         let gates = Arc::new(Gates::from_record(&record));
+        let secrets: Arc<[String]> = record.secrets.clone().into();
         let engine = self.engine.clone();
         let data_dir = self.data_dir.clone();
         let loaded =
@@ -126,7 +134,11 @@ impl Runtime {
             .instantiate_pre(&loaded.component)
             .and_then(AgentPre::new)
             .map_err(|e| RuntimeError::Load(format!("{e:#}")))?;
-        let deployed = Deployed { pre, gates };
+        let deployed = Deployed {
+            pre,
+            gates,
+            secrets,
+        };
         self.deployments
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

@@ -5,6 +5,7 @@
 //! terminal event (TURN_ENDED or TURN_ERROR) committed together with the
 //! release of the session's running state.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::json;
@@ -14,6 +15,7 @@ use super::Runtime;
 use super::bindings::{Decision, Reason, ToolCall, Turn};
 use super::host::{Failure, Suspension, TurnCtx};
 use super::prepare::trap_message;
+use super::redact::Redactor;
 use super::state::State;
 use crate::journal::{EventType, NewEvent};
 use crate::store::{PendingApproval, ToolCallRecord, TurnOutcome, TurnReason, TurnTicket};
@@ -27,39 +29,49 @@ enum GuestEnd {
 impl Runtime {
     pub(super) async fn run_turn(&self, ticket: TurnTicket) {
         let started = Instant::now();
-        let new_ctx = |gates| {
+        let new_ctx = |gates, redactor| {
             let (writer, store) = (self.writer.clone(), self.store.clone());
-            TurnCtx::new(writer, store, &ticket, self.limits.clone(), gates)
+            TurnCtx::new(writer, store, &ticket, self.limits.clone(), gates, redactor)
         };
         let (end, mut state) = match self.deployed(ticket.deployment_id).await {
-            Ok(deployed) => {
-                let ctx = new_ctx(deployed.gates.clone());
-                // The platform's environment for the agent: nothing of the host's own.
-                let env = [(
-                    "SERVICE_APPROVAL_POLICY",
-                    deployed.gates.policy_json.as_str(),
-                )];
-                let state = State::new(&env, self.limits.memory_bytes, Some(ctx));
-                let mut store = Store::new(&self.engine, state);
-                let end = self
-                    .call_handle(&mut store, &deployed.pre, &ticket, started)
-                    .await;
-                (end, store.into_data())
-            }
+            Ok(deployed) => match self.secrets_of(&deployed) {
+                Ok(secrets) => {
+                    // The platform's environment for the agent: nothing of the host's own.
+                    let policy = deployed.gates.policy_json.as_str();
+                    let mut env = vec![("SERVICE_APPROVAL_POLICY", policy)];
+                    env.extend(
+                        secrets
+                            .iter()
+                            .map(|(name, value)| (name.as_str(), &**value)),
+                    );
+                    let redactor = Redactor::new(secrets.clone());
+                    let ctx = new_ctx(deployed.gates.clone(), redactor);
+                    let state = State::new(&env, self.limits.memory_bytes, Some(ctx));
+                    let mut store = Store::new(&self.engine, state);
+                    let end = self
+                        .call_handle(&mut store, &deployed.pre, &ticket, started)
+                        .await;
+                    (end, store.into_data())
+                }
+                Err(failure) => {
+                    let ctx = new_ctx(deployed.gates.clone(), Redactor::default());
+                    (GuestEnd::Failed(failure), State::new(&[], 0, Some(ctx)))
+                }
+            },
             Err(err) => {
                 tracing::error!(deployment = %ticket.deployment_id, error = %err, "cannot load deployment");
                 let failure = GuestEnd::Failed(Failure {
                     kind: "deployment_unavailable",
                     message: "the host could not load this session's deployment".into(),
                 });
-                let ctx = new_ctx(Default::default());
+                let ctx = new_ctx(Default::default(), Redactor::default());
                 (failure, State::new(&[], 0, Some(ctx)))
             }
         };
         let Some(ctx) = state.turn.take() else {
             return;
         };
-        log_output(&ticket, &state);
+        log_output(&ticket, &state, &ctx.redactor);
         let (events, outcome, label) = closing_events(ctx, end, &ticket).await;
         let result = self
             .writer
@@ -77,6 +89,21 @@ impl Runtime {
             duration_ms = started.elapsed().as_secs_f64() * 1000.0,
             "turn"
         );
+    }
+
+    /// The values of the secrets a deployment declares; a missing one fails the turn.
+    fn secrets_of(&self, deployed: &super::Deployed) -> Result<Vec<(String, Arc<str>)>, Failure> {
+        let mut secrets = Vec::with_capacity(deployed.secrets.len());
+        for name in deployed.secrets.iter() {
+            let value = self.vault.get(name).ok_or_else(|| Failure {
+                kind: "missing_secret",
+                message: format!(
+                    "the deployment declares secret `{name}`, which does not exist: set it with PUT /secrets/{name}"
+                ),
+            })?;
+            secrets.push((name.clone(), value));
+        }
+        Ok(secrets)
     }
 
     async fn call_handle(
@@ -227,7 +254,8 @@ async fn closing_events(
             events.push(NewEvent::new(EventType::TurnEnded, json!({"turn": turn})));
             (TurnOutcome::Ended, "ended")
         }
-        Some(Failure { kind, mut message }) => {
+        Some(Failure { kind, message }) => {
+            let mut message = ctx.redactor.redact(&message).into_owned();
             crate::util::truncate_utf8(&mut message, 4096);
             events.push(NewEvent::new(
                 EventType::TurnError,
@@ -290,9 +318,10 @@ async fn suspended(
     )
 }
 
-fn log_output(ticket: &TurnTicket, state: &State) {
+fn log_output(ticket: &TurnTicket, state: &State, redactor: &Redactor) {
     for (stream, output) in [("stdout", &state.stdout), ("stderr", &state.stderr)] {
         let (text, dropped) = output.contents();
+        let text = redactor.redact(&text);
         if !text.is_empty() {
             tracing::info!(
                 target: "agenthost::guest",

@@ -67,6 +67,7 @@ pub(super) fn create_deployment(
         artifact: None,
         manifest_gated: new.manifest_gated,
         approval_policy: new.approval_policy,
+        secrets: new.secrets,
     };
     index
         .insert((key, version), record.id.as_u128())
@@ -144,4 +145,38 @@ pub(super) fn finish_build(
             })
         }
     }
+}
+
+/// Makes a built deployment current: rollback to an older one or
+/// re-activation of a retired one. The one it replaces is retired.
+pub(super) fn activate(txn: &WriteTransaction, id: Uuid) -> Result<DeploymentRecord, StoreError> {
+    let record: DeploymentRecord = get_json(txn, tables::DEPLOYMENTS, id)?
+        .ok_or_else(|| StoreError::not_found("deployment", id))?;
+    let state = match record.status {
+        DeploymentStatus::Building => Some("still building"),
+        DeploymentStatus::Failed => Some("a failed build"),
+        DeploymentStatus::Active | DeploymentStatus::Retired => None,
+    };
+    if let Some(state) = state {
+        return Err(StoreError::Conflict(format!(
+            "deployment {id} is {state}: only a deployment that built successfully can be activated"
+        )));
+    }
+    let mut app: AppRecord = get_json(txn, tables::APPS, record.app_id)?
+        .ok_or_else(|| corrupt(format!("app {} is missing", record.app_id)))?;
+    if app.current_deployment == Some(id) {
+        return Ok(record);
+    }
+    if let Some(previous) = app.current_deployment {
+        update_deployment(txn, previous, |d| {
+            d.status = DeploymentStatus::Retired;
+            Ok(())
+        })?;
+    }
+    app.current_deployment = Some(id);
+    put_json(txn, tables::APPS, app.id.as_u128(), &app)?;
+    update_deployment(txn, id, |d| {
+        d.status = DeploymentStatus::Active;
+        Ok(())
+    })
 }

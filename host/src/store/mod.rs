@@ -5,12 +5,14 @@
 //! which checks it against committed and pending state, commits a batch with
 //! `Durability::Immediate`, then acknowledges and publishes to the `hub`.
 
+mod apikeys;
 mod deployments;
 mod error;
 mod hub;
 mod reads;
 mod records;
 mod recovery;
+mod secrets;
 mod sessions;
 mod tables;
 mod txn;
@@ -26,7 +28,8 @@ pub use hub::{Hub, Subscription};
 pub use reads::{ApprovalItem, EventPosition, SessionFilter};
 pub use records::{
     AgentDescription, ApiKeyRecord, AppRecord, Artifact, DeploymentRecord, DeploymentStatus,
-    KeyClass, PendingApproval, SessionRecord, SessionStatus, ToolCallRecord, ToolInfo,
+    KeyClass, PendingApproval, SecretRecord, SessionRecord, SessionStatus, ToolCallRecord,
+    ToolInfo,
 };
 pub use writer::{
     BuildOutcome, Decision, NewDeployment, TurnOutcome, TurnReason, TurnTicket, Writer,
@@ -57,6 +60,7 @@ impl Store {
             txn.open_table(tables::APP_DEPLOYMENTS).map_err(storage)?;
             txn.open_table(tables::API_KEYS).map_err(storage)?;
             txn.open_table(tables::PENDING_APPROVALS).map_err(storage)?;
+            txn.open_table(tables::SECRETS).map_err(storage)?;
         }
         txn.commit().map_err(storage)?;
         Ok(Store {

@@ -4,7 +4,9 @@ use redb::{ReadableDatabase, ReadableTable};
 use uuid::Uuid;
 
 use super::error::{corrupt, storage};
-use super::records::{ApiKeyRecord, AppRecord, DeploymentRecord, SessionRecord, SessionStatus};
+use super::records::{
+    ApiKeyRecord, AppRecord, DeploymentRecord, SecretRecord, SessionRecord, SessionStatus,
+};
 use super::{Store, StoreError, tables};
 use crate::journal::{StoredEvent, decode_record};
 
@@ -246,6 +248,20 @@ impl Store {
             if out.len() >= limit {
                 break;
             }
+        }
+        Ok(out)
+    }
+}
+
+impl Store {
+    /// Every secret, sealed, by name.
+    pub fn secrets(&self) -> Result<Vec<SecretRecord>, StoreError> {
+        let txn = self.db.begin_read().map_err(storage)?;
+        let table = txn.open_table(tables::SECRETS).map_err(storage)?;
+        let mut out = Vec::new();
+        for row in table.iter().map_err(storage)? {
+            let (_, v) = row.map_err(storage)?;
+            out.push(decode(v.value())?);
         }
         Ok(out)
     }

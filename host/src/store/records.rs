@@ -75,6 +75,9 @@ pub struct DeploymentRecord {
     /// The operator's `SERVICE_APPROVAL_POLICY`: tool names that always need approval.
     #[serde(default)]
     pub approval_policy: Vec<String>,
+    /// The secrets the manifest declares, injected into the agent's environment.
+    #[serde(default)]
+    pub secrets: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -170,6 +173,18 @@ pub enum KeyClass {
     Invocation,
 }
 
+/// A secret, sealed (see `secrets`): never stored in the clear.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SecretRecord {
+    pub name: String,
+    /// Hex of the 24-byte XChaCha20 nonce.
+    pub nonce: String,
+    /// Hex of the sealed value (ciphertext and tag).
+    pub ciphertext: String,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ApiKeyRecord {
     pub id: String,
@@ -182,4 +197,7 @@ pub struct ApiKeyRecord {
     /// A short, non-secret prefix of the key, for people to recognise it.
     pub prefix: String,
     pub created_at: String,
+    /// Written at most about once a minute.
+    #[serde(default)]
+    pub last_used_at: Option<String>,
 }

@@ -23,5 +23,7 @@ pub const APP_DEPLOYMENTS: TableDefinition<(u128, u64), u128> =
 /// session id → seq of its TOOL_APPROVAL_REQUIRED, for sessions awaiting a decision.
 pub const PENDING_APPROVALS: TableDefinition<u128, u64> =
     TableDefinition::new("pending_approvals_v1");
+/// secret name → SecretRecord (JSON, sealed).
+pub const SECRETS: TableDefinition<&str, &[u8]> = TableDefinition::new("secrets_v1");
 /// key id → ApiKeyRecord (JSON).
 pub const API_KEYS: TableDefinition<&str, &[u8]> = TableDefinition::new("api_keys_v1");

@@ -21,6 +21,7 @@ fn new_deployment(version: Option<u64>) -> NewDeployment {
         entry: "a.wasm".into(),
         manifest_gated: Vec::new(),
         approval_policy: Vec::new(),
+        secrets: Vec::new(),
     }
 }
 

@@ -16,14 +16,15 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
-use super::deployments::{create_deployment, finish_build, update_deployment};
+use super::deployments::{activate, create_deployment, finish_build, update_deployment};
 use super::error::storage;
 use super::records::{
-    AgentDescription, ApiKeyRecord, Artifact, DeploymentRecord, PendingApproval, SessionRecord,
-    SessionStatus,
+    AgentDescription, ApiKeyRecord, Artifact, DeploymentRecord, PendingApproval, SecretRecord,
+    SessionRecord, SessionStatus,
 };
 use super::txn::{load_session, put_api_key, put_json};
 use super::{Store, StoreError, tables};
+use super::{apikeys, secrets};
 use crate::journal::{NewEvent, StoredEvent};
 
 /// At most this many commands go into one transaction.
@@ -45,6 +46,8 @@ pub struct NewDeployment {
     pub manifest_gated: Vec<String>,
     /// The operator's approval policy for this deployment.
     pub approval_policy: Vec<String>,
+    /// The secrets the manifest declares.
+    pub secrets: Vec<String>,
 }
 
 /// How a build ended.
@@ -138,6 +141,11 @@ enum Command {
     },
     CloseInterrupted(Uuid, Reply<Vec<Uuid>>),
     PutApiKey(ApiKeyRecord, Reply<()>),
+    DeleteApiKey(String, Reply<ApiKeyRecord>),
+    PutSecret(SecretRecord, Reply<(SecretRecord, bool)>),
+    DeleteSecret(String, Reply<()>),
+    Activate(Uuid, Reply<DeploymentRecord>),
+    TouchApiKey(String, String, Reply<()>),
 }
 
 /// Sends commands to the writer thread. Cheap to clone.
@@ -293,6 +301,33 @@ impl WriterHandle {
 
     pub async fn put_api_key(&self, record: ApiKeyRecord) -> Result<(), StoreError> {
         self.call(|r| Command::PutApiKey(record, r)).await
+    }
+
+    /// Revokes a key; refuses (409) to revoke the last platform key.
+    pub async fn delete_api_key(&self, id: String) -> Result<ApiKeyRecord, StoreError> {
+        self.call(|r| Command::DeleteApiKey(id, r)).await
+    }
+
+    /// Stores a sealed secret (create or rotate); returns it and whether it is new.
+    pub async fn put_secret(
+        &self,
+        record: SecretRecord,
+    ) -> Result<(SecretRecord, bool), StoreError> {
+        self.call(|r| Command::PutSecret(record, r)).await
+    }
+
+    pub async fn delete_secret(&self, name: String) -> Result<(), StoreError> {
+        self.call(|r| Command::DeleteSecret(name, r)).await
+    }
+
+    /// Makes a built deployment its app's current one (rollback or re-activation).
+    pub async fn activate(&self, id: Uuid) -> Result<DeploymentRecord, StoreError> {
+        self.call(|r| Command::Activate(id, r)).await
+    }
+
+    /// Records a key's last use (the caller rate-limits).
+    pub async fn touch_api_key(&self, id: String, at: String) -> Result<(), StoreError> {
+        self.call(|r| Command::TouchApiKey(id, at, r)).await
     }
 }
 
@@ -482,6 +517,31 @@ impl Writer {
                 let result = self.close_interrupted(batch, boot);
                 batch.answer(reply, result);
             }
+            Command::DeleteApiKey(id, reply) => {
+                let result = apikeys::delete_api_key(&batch.txn, &id);
+                batch.answer(reply, result);
+            }
+            Command::PutSecret(mut record, reply) => {
+                let result = secrets::created_at(&batch.txn, &record.name).and_then(|created| {
+                    if let Some(created) = created {
+                        record.created_at = created;
+                    }
+                    secrets::put_secret(&batch.txn, &record).map(|new| (record, new))
+                });
+                batch.answer(reply, result);
+            }
+            Command::DeleteSecret(name, reply) => {
+                let result = secrets::delete_secret(&batch.txn, &name);
+                batch.answer(reply, result);
+            }
+            Command::Activate(id, reply) => {
+                let result = activate(&batch.txn, id);
+                batch.answer(reply, result);
+            }
+            Command::TouchApiKey(id, at, reply) => {
+                let result = apikeys::touch_api_key(&batch.txn, &id, at);
+                batch.answer(reply, result);
+            }
             Command::PutApiKey(record, reply) => {
                 let result = put_api_key(&batch.txn, &record);
                 batch.answer(reply, result);
@@ -541,6 +601,11 @@ impl Command {
             Command::Decide { reply, .. } => drop(reply.send(Err(err))),
             Command::CloseInterrupted(_, r) => drop(r.send(Err(err))),
             Command::PutApiKey(_, r) => drop(r.send(Err(err))),
+            Command::DeleteApiKey(_, r) => drop(r.send(Err(err))),
+            Command::PutSecret(_, r) => drop(r.send(Err(err))),
+            Command::DeleteSecret(_, r) => drop(r.send(Err(err))),
+            Command::Activate(_, r) => drop(r.send(Err(err))),
+            Command::TouchApiKey(_, _, r) => drop(r.send(Err(err))),
         }
     }
 }

@@ -1,0 +1,100 @@
+//! Stream tokens: short-lived, session-scoped credentials for the event
+//! stream only, for browsers whose `EventSource` cannot send headers.
+//!
+//! A token is `st1.<session>.<expiry unix seconds>.<key id>.<HMAC-SHA256>`,
+//! signed with a key derived from the master key (so tokens survive a
+//! restart). It carries the id of the key that minted it: revoking that key
+//! revokes its tokens.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+use uuid::Uuid;
+
+use crate::keys::{Keys, Principal, Scope};
+use crate::secrets::MasterKey;
+
+/// How long a stream token is valid (for connecting; an open stream stays open).
+pub const TOKEN_TTL: Duration = Duration::from_secs(15 * 60);
+
+pub struct StreamTokens {
+    key: [u8; 32],
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default()
+}
+
+impl StreamTokens {
+    pub fn new(master: &MasterKey) -> StreamTokens {
+        StreamTokens {
+            key: master.derive("agenthost stream tokens v1"),
+        }
+    }
+
+    fn mac(&self, body: &str) -> Hmac<Sha256> {
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.key)
+            .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
+        mac.update(body.as_bytes());
+        mac
+    }
+
+    /// A token for `session`, minted by key `key_id`; returns it and its expiry (unix seconds).
+    pub fn mint(&self, session: Uuid, key_id: &str) -> (String, u64) {
+        let expires = unix_now() + TOKEN_TTL.as_secs();
+        let body = format!("st1.{}.{expires}.{key_id}", session.simple());
+        let tag = hex::encode(self.mac(&body).finalize().into_bytes());
+        (format!("{body}.{tag}"), expires)
+    }
+
+    /// The principal of a valid, unexpired token whose minting key still exists.
+    pub fn verify(&self, token: &str, keys: &Keys) -> Option<Principal> {
+        let (body, tag) = token.rsplit_once('.')?;
+        let mut parts = body.split('.');
+        let (version, session, expires, key_id) =
+            (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+        if version != "st1" || parts.next().is_some() {
+            return None;
+        }
+        let tag = hex::decode(tag).ok()?;
+        self.mac(body).verify_slice(&tag).ok()?;
+        if expires.parse::<u64>().ok()? <= unix_now() || !keys.contains(key_id) {
+            return None;
+        }
+        Some(Principal {
+            key_id: key_id.to_string(),
+            name: "stream token".into(),
+            scope: Scope::Session(Uuid::parse_str(session).ok()?),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keys::mint;
+    use crate::store::KeyClass;
+
+    #[test]
+    fn tokens_verify_for_their_session_until_their_key_is_revoked() {
+        let dir = tempfile::tempdir().unwrap();
+        let tokens = StreamTokens::new(&MasterKey::load(None, dir.path()).unwrap());
+        let keys = Keys::default();
+        let key = mint(KeyClass::Platform, "k", None);
+        keys.insert(&key.record);
+        let session = Uuid::now_v7();
+        let (token, _) = tokens.mint(session, &key.record.id);
+        let principal = tokens.verify(&token, &keys).unwrap();
+        assert_eq!(principal.scope, Scope::Session(session));
+        let mut forged = token.clone();
+        forged.replace_range(4..5, if &token[4..5] == "0" { "1" } else { "0" });
+        assert!(tokens.verify(&forged, &keys).is_none());
+        assert!(tokens.verify("st1.x.y.z.00", &keys).is_none());
+        keys.remove(&key.record.id);
+        assert!(tokens.verify(&token, &keys).is_none());
+    }
+}
