@@ -3,9 +3,13 @@
 //! and `tests/fixtures/`.
 
 mod approvals;
+mod auth;
+mod browser;
 mod deploy;
 mod dev;
 mod keys;
+mod rollback;
+mod secrets;
 mod sessions;
 mod stream;
 mod support;

@@ -66,11 +66,17 @@ pub struct Server {
 
 impl Server {
     pub async fn start(data_dir: &Path) -> Server {
+        Server::start_with(data_dir, &[]).await
+    }
+
+    /// Starts the server with extra `serve` flags.
+    pub async fn start_with(data_dir: &Path, flags: &[&str]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_agenthost"))
             .arg("serve")
             .arg("--data-dir")
             .arg(data_dir)
             .args(["--addr", "127.0.0.1:0"])
+            .args(flags)
             .env("AGENTHOST_BOOTSTRAP_KEY", KEY)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
@@ -111,14 +117,57 @@ impl Server {
     }
 
     pub async fn get(&self, path: &str) -> (u16, Value) {
+        self.get_as(KEY, path).await
+    }
+
+    /// GET with a given key.
+    pub async fn get_as(&self, key: &str, path: &str) -> (u16, Value) {
         let response = self
             .client
             .get(self.url(path))
-            .bearer_auth(KEY)
+            .bearer_auth(key)
             .send()
             .await
             .expect("GET");
         status_and_json(response).await
+    }
+
+    /// POST JSON with a given key.
+    pub async fn post_as(&self, key: &str, path: &str, body: Value) -> (u16, Value) {
+        let response = self
+            .client
+            .post(self.url(path))
+            .bearer_auth(key)
+            .json(&body)
+            .send()
+            .await
+            .expect("POST");
+        status_and_json(response).await
+    }
+
+    /// Mints a key through the API; returns (id, secret).
+    pub async fn mint_key(&self, class: &str, name: &str, app: Option<&str>) -> (String, String) {
+        let mut body = json!({"class": class, "name": name});
+        if let Some(app) = app {
+            body["app"] = json!(app);
+        }
+        let (status, key) = self.post("/api-keys", body).await;
+        assert_eq!(status, 201, "{key}");
+        (
+            key["id"].as_str().unwrap().to_string(),
+            key["key"].as_str().unwrap().to_string(),
+        )
+    }
+
+    pub async fn delete(&self, path: &str) -> u16 {
+        let response = self
+            .client
+            .delete(self.url(path))
+            .bearer_auth(KEY)
+            .send()
+            .await
+            .expect("DELETE");
+        response.status().as_u16()
     }
 
     pub async fn post(&self, path: &str, body: Value) -> (u16, Value) {

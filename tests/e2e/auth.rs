@@ -1,0 +1,298 @@
+//! Who may do what: the endpoint-to-key matrix over every row of the API's
+//! one endpoint table, key lifecycle, rotation and revocation.
+
+use std::time::Duration;
+
+use agenthost::api::{Access, endpoints};
+use serde_json::{Value, json};
+
+use crate::support::{self, KEY, Server};
+
+/// The keys of the matrix: (label, key or none).
+struct Keys {
+    platform: String,
+    own: String,
+    other: String,
+    revoked: String,
+}
+
+async fn setup() -> (tempfile::TempDir, Server, Keys, String, String) {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    let hello = support::guest("hello");
+    let mine = server.deploy("mine", &hello).await;
+    server.deploy("theirs", &hello).await;
+    let (_, own) = server
+        .mint_key("invocation", "frontend", Some("mine"))
+        .await;
+    let (_, other) = server
+        .mint_key("invocation", "other frontend", Some("theirs"))
+        .await;
+    let (doomed, revoked) = server.mint_key("platform", "doomed", None).await;
+    assert_eq!(server.delete(&format!("/api-keys/{doomed}")).await, 204);
+    let session = server.session("mine", "/chat", json!("hi")).await;
+    server
+        .events(&session, None)
+        .await
+        .until(&["TURN_ENDED"])
+        .await;
+    let keys = Keys {
+        platform: KEY.to_string(),
+        own,
+        other,
+        revoked,
+    };
+    let deployment = mine["id"].as_str().unwrap().to_string();
+    (dir, server, keys, session, deployment)
+}
+
+/// A request for `method path`, its `{id}` filled in and a plausible body.
+fn request(
+    server: &Server,
+    method: &str,
+    path: &str,
+    session: &str,
+    deployment: &str,
+) -> reqwest::RequestBuilder {
+    let filled = if path.starts_with("/sessions/") {
+        path.replace("{id}", session)
+    } else if path.starts_with("/apps/") {
+        path.replace("{id}", "mine")
+    } else if path.starts_with("/deployments/") {
+        path.replace("{id}", deployment)
+    } else if path.starts_with("/api-keys/") {
+        path.replace("{id}", "0000000000000000")
+    } else {
+        path.replace("{key}", "MATRIX_SECRET")
+    };
+    let body = match (method, path) {
+        ("POST", "/sessions") => json!({"app": "mine", "route": "/chat", "input": "hi"}),
+        ("POST", "/sessions/{id}/input") => json!({"input": "again"}),
+        ("POST", "/sessions/{id}/approval") => json!({"approved": true}),
+        ("POST", "/api-keys") => json!({"class": "platform", "name": "matrix"}),
+        ("PUT", _) => json!({"value": "matrix value"}),
+        _ => json!({}),
+    };
+    let url = server.url(&filled);
+    let builder = match method {
+        "GET" => server.client.get(url),
+        "POST" => server.client.post(url),
+        "PUT" => server.client.put(url),
+        "DELETE" => server.client.delete(url),
+        other => panic!("no test for method {other}"),
+    };
+    if method == "GET" || method == "DELETE" {
+        builder
+    } else {
+        builder.json(&body)
+    }
+}
+
+#[tokio::test]
+async fn every_endpoint_answers_every_kind_of_key_as_the_matrix_says() {
+    let (_dir, server, keys, session, deployment) = setup().await;
+    let malformed = format!("ahp_{}_{}", "0".repeat(16), "0".repeat(64));
+    let mut unauthorized_bodies: Vec<Value> = Vec::new();
+    for endpoint in endpoints() {
+        let cases: [(&str, Option<&str>); 7] = [
+            ("no key", None),
+            ("bad key", Some("not-a-key")),
+            ("malformed key", Some(&malformed)),
+            ("revoked key", Some(&keys.revoked)),
+            ("platform key", Some(&keys.platform)),
+            ("own-app invocation key", Some(&keys.own)),
+            ("other-app invocation key", Some(&keys.other)),
+        ];
+        for (label, key) in cases {
+            let mut builder = request(
+                &server,
+                endpoint.method,
+                endpoint.path,
+                &session,
+                &deployment,
+            );
+            if let Some(key) = key {
+                builder = builder.bearer_auth(key);
+            }
+            let response = builder
+                .timeout(Duration::from_secs(30))
+                .send()
+                .await
+                .unwrap();
+            let status = response.status().as_u16();
+            // Event streams stay open: the status is all we need.
+            let body: Value = if response
+                .headers()
+                .get("content-type")
+                .is_some_and(|v| v.to_str().unwrap_or("").starts_with("application/json"))
+            {
+                response.json().await.unwrap()
+            } else {
+                Value::Null
+            };
+            let what = format!(
+                "{} {} with {label}: {status} {body}",
+                endpoint.method, endpoint.path
+            );
+            let session_scoped = matches!(endpoint.access, Access::Session | Access::SessionStream);
+            match (endpoint.access, label) {
+                (Access::Public, _) => assert!(status < 400, "{what}"),
+                (_, "no key" | "bad key" | "malformed key" | "revoked key") => {
+                    assert_eq!(status, 401, "{what}");
+                    unauthorized_bodies.push(body);
+                }
+                (_, "platform key") => assert!(![401, 403].contains(&status), "{what}"),
+                (Access::Platform, _) => {
+                    assert_eq!(status, 403, "{what}");
+                    assert_eq!(body["error"]["code"], "forbidden", "{what}");
+                }
+                (_, "own-app invocation key") if session_scoped => {
+                    assert!(![401, 403, 404].contains(&status), "{what}")
+                }
+                (_, "other-app invocation key") if session_scoped => {
+                    assert_eq!(
+                        status, 404,
+                        "{what}: another app's session does not exist for it"
+                    )
+                }
+                _ => unreachable!("{what}"),
+            }
+        }
+    }
+    // Unknown, malformed and revoked keys are indistinguishable.
+    assert!(
+        unauthorized_bodies.windows(2).all(|w| w[0] == w[1]),
+        "{unauthorized_bodies:?}"
+    );
+}
+
+#[tokio::test]
+async fn keys_are_minted_listed_without_secrets_and_revoked_at_once() {
+    let (_dir, server, keys, session, _) = setup().await;
+    let (status, body) = server
+        .post("/api-keys", json!({"class": "invocation", "name": "x"}))
+        .await;
+    assert_eq!(status, 422, "{body}");
+    let (status, _) = server
+        .post(
+            "/api-keys",
+            json!({"class": "platform", "name": "x", "app": "mine"}),
+        )
+        .await;
+    assert_eq!(status, 422);
+    let (status, _) = server
+        .post(
+            "/api-keys",
+            json!({"class": "invocation", "name": "x", "app": "nope"}),
+        )
+        .await;
+    assert_eq!(status, 404);
+    assert!(keys.own.starts_with("ahi_") && keys.revoked.starts_with("ahp_"));
+
+    // Listed with their prefix and last use, never the secret.
+    let (status, list) = server.get("/api-keys").await;
+    assert_eq!(status, 200);
+    let text = list.to_string();
+    assert!(!text.contains(&keys.own) && !text.contains(&keys.other));
+    let own = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["name"] == "frontend")
+        .unwrap()
+        .clone();
+    assert_eq!(own["class"], "invocation");
+    assert!(keys.own.starts_with(own["prefix"].as_str().unwrap()));
+    assert!(own["last_used_at"].is_null(), "never used yet");
+    let (status, _) = server
+        .get_as(&keys.own, &format!("/sessions/{session}"))
+        .await;
+    assert_eq!(status, 200);
+    let mut used = false;
+    for _ in 0..100 {
+        let (_, list) = server.get("/api-keys").await;
+        let frontend = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|k| k["name"] == "frontend")
+            .cloned();
+        if frontend.is_some_and(|k| k["last_used_at"].is_string()) {
+            used = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(used, "the key's use was recorded");
+
+    // Rotation: a new key for the app, the old one revoked; the session stays reachable.
+    let (new_id, new_key) = server
+        .mint_key("invocation", "frontend v2", Some("mine"))
+        .await;
+    let mut stream = {
+        let response = server
+            .client
+            .get(server.url(&format!("/sessions/{session}/events")))
+            .bearer_auth(&new_key)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        support::EventStream::new(response)
+    };
+    stream.until(&["TURN_ENDED"]).await;
+    let own_id = own["id"].as_str().unwrap();
+    assert_eq!(server.delete(&format!("/api-keys/{own_id}")).await, 204);
+    let (status, _) = server
+        .get_as(&keys.own, &format!("/sessions/{session}"))
+        .await;
+    assert_eq!(status, 401, "revoked at once");
+    let (status, _) = server
+        .get_as(&new_key, &format!("/sessions/{session}"))
+        .await;
+    assert_eq!(status, 200);
+    let (status, _) = server
+        .post_as(
+            &new_key,
+            "/sessions",
+            json!({"app": "mine", "route": "/chat", "input": "hi"}),
+        )
+        .await;
+    assert_eq!(status, 201);
+    // Revoking a key ends its open streams.
+    assert_eq!(server.delete(&format!("/api-keys/{new_id}")).await, 204);
+    assert!(
+        stream.next(Duration::from_secs(10)).await.is_none(),
+        "the stream ended"
+    );
+
+    // The last platform key cannot be revoked.
+    assert_eq!(server.delete("/api-keys/bootstrap").await, 409);
+    assert_eq!(server.delete("/api-keys/0000000000000000").await, 404);
+}
+
+#[tokio::test]
+async fn the_default_approver_is_the_deciding_key() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    let ops = support::guest("ops");
+    server.deploy("ops", &ops).await;
+    let (id, key) = server.mint_key("platform", "on-call", None).await;
+    let session = server.session("ops", "/ops", json!("delete x")).await;
+    let mut stream = server.events(&session, None).await;
+    stream.until(&["TOOL_APPROVAL_REQUIRED"]).await;
+    let (status, _) = server
+        .post_as(
+            &key,
+            &format!("/sessions/{session}/approval"),
+            json!({"approved": false}),
+        )
+        .await;
+    assert_eq!(status, 202);
+    let denied = stream.until(&["TOOL_APPROVAL_DENIED"]).await;
+    let payload = &denied.last().unwrap()["payload"];
+    assert_eq!(
+        (payload["approver"].as_str(), payload["key_id"].as_str()),
+        (Some("on-call"), Some(id.as_str()))
+    );
+}

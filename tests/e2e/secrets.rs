@@ -1,0 +1,123 @@
+//! Secrets: sealed at rest, listed without values, injected at each turn,
+//! rotated without a redeploy, redacted from what the agent emits.
+
+use serde_json::{Value, json};
+
+use crate::support::{self, Server, bundle};
+
+async fn put(server: &Server, name: &str, value: &str) -> (u16, Value) {
+    let response = server
+        .client
+        .put(server.url(&format!("/secrets/{name}")))
+        .bearer_auth(support::KEY)
+        .json(&json!({"value": value}))
+        .send()
+        .await
+        .unwrap();
+    support::status_and_json(response).await
+}
+
+async fn say_env(server: &Server, session: &str) -> Vec<Value> {
+    let (status, body) = server
+        .post(
+            &format!("/sessions/{session}/input"),
+            json!({"input": "GREETING"}),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let mut stream = server.events(session, None).await;
+    loop {
+        let events = stream.until(&["TURN_ENDED", "TURN_ERROR"]).await;
+        let (_, record) = server.get(&format!("/sessions/{session}")).await;
+        if events.last().unwrap()["payload"]["turn"] == record["turn"] {
+            return events;
+        }
+    }
+}
+
+fn said(events: &[Value]) -> String {
+    events
+        .iter()
+        .rfind(|e| e["type"] == "MESSAGE_END" && e["payload"]["role"] == "assistant")
+        .map(|e| e["payload"]["text"].as_str().unwrap().to_string())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn secrets_are_sealed_injected_rotated_redacted_and_deleted() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    let (status, body) = put(&server, "bad-name", "x").await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (422, Some("invalid_secret_name"))
+    );
+    let (status, created) = put(&server, "GREETING", "hello-secret-1").await;
+    assert_eq!(status, 201, "{created}");
+    let (status, listed) = server.get("/secrets").await;
+    assert_eq!(status, 200);
+    assert_eq!(listed[0]["name"], "GREETING");
+    assert!(listed[0]["updated_at"].is_string());
+    assert!(
+        !listed.to_string().contains("hello-secret"),
+        "never the value"
+    );
+
+    let manifest =
+        "[app]\nslug = \"env\"\n[agent]\nentry = \"agent.wasm\"\nsecrets = [\"GREETING\"]\n";
+    let rogue = support::guest("rogue");
+    let (status, row) = server
+        .upload(bundle(&[("agent.wasm", &rogue)]), manifest)
+        .await;
+    assert_eq!(status, 202, "{row}");
+    assert_eq!(server.wait_built(&row).await["status"], "active");
+
+    // The agent sees the value; the journal sees it only where redaction cannot know it.
+    let session = server.session("env", "/env", json!("GREETING")).await;
+    let first = server
+        .events(&session, None)
+        .await
+        .until(&["TURN_ENDED", "TURN_ERROR"])
+        .await;
+    assert_eq!(
+        said(&first),
+        "len=14 reversed=1-terces-olleh raw=[REDACTED:GREETING]"
+    );
+
+    // Rotated: the next turn sees the new value, no redeploy.
+    let (status, rotated) = put(&server, "GREETING", "hello-secret-2").await;
+    assert_eq!(status, 200);
+    assert_eq!(rotated["created_at"], created["created_at"]);
+    let events = say_env(&server, &session).await;
+    assert_eq!(
+        said(&events),
+        "len=14 reversed=2-terces-olleh raw=[REDACTED:GREETING]"
+    );
+
+    // The database file holds no value in the clear.
+    let db = std::fs::read(dir.path().join("agenthost.redb")).unwrap();
+    for value in ["hello-secret-1", "hello-secret-2"] {
+        assert!(
+            !db.windows(value.len()).any(|w| w == value.as_bytes()),
+            "{value} in the redb file"
+        );
+    }
+
+    // Deleted: a turn of an agent that declares it fails clearly.
+    assert_eq!(server.delete("/secrets/GREETING").await, 204);
+    assert_eq!(server.delete("/secrets/GREETING").await, 404);
+    let events = say_env(&server, &session).await;
+    let last = &events.last().unwrap()["payload"];
+    assert_eq!(last["kind"], "missing_secret", "{last}");
+    assert!(last["message"].as_str().unwrap().contains("GREETING"));
+
+    // Secrets survive a restart (sealed with the master key in the data dir).
+    put(&server, "GREETING", "hello-secret-3").await;
+    server.kill();
+    let server = Server::start(dir.path()).await;
+    let events = say_env(&server, &session).await;
+    assert_eq!(
+        said(&events),
+        "len=14 reversed=3-terces-olleh raw=[REDACTED:GREETING]"
+    );
+}
