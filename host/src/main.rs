@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 
-use agenthost::cli::{Cli, Command, DeployOptions, ServeArgs, deploy};
+use agenthost::cli::{Cli, Command, DeployOptions, ServeArgs, deploy, keys};
 use agenthost::server::{ServeOptions, Server, write_secret_file};
 
 fn main() {
@@ -44,8 +44,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Deploy(args) => {
             let deployed = deploy(&DeployOptions {
                 dir: args.dir,
-                url: args.url,
-                api_key: args.api_key,
+                url: args.remote.url,
+                api_key: args.remote.api_key,
                 timeout: Duration::from_secs(args.timeout_secs),
                 build: !args.no_build,
                 approval_policy: args.approval_policy,
@@ -62,6 +62,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Dev { serve, dir } => dev(serve, dir).await,
+        Command::Keys(args) => keys(&args.remote, args.action).await,
     }
 }
 

@@ -45,7 +45,10 @@ impl StreamTokens {
 
     /// A token for `session`, minted by key `key_id`; returns it and its expiry (unix seconds).
     pub fn mint(&self, session: Uuid, key_id: &str) -> (String, u64) {
-        let expires = unix_now() + TOKEN_TTL.as_secs();
+        self.mint_until(session, key_id, unix_now() + TOKEN_TTL.as_secs())
+    }
+
+    fn mint_until(&self, session: Uuid, key_id: &str, expires: u64) -> (String, u64) {
         let body = format!("st1.{}.{expires}.{key_id}", session.simple());
         let tag = hex::encode(self.mac(&body).finalize().into_bytes());
         (format!("{body}.{tag}"), expires)
@@ -94,6 +97,8 @@ mod tests {
         forged.replace_range(4..5, if &token[4..5] == "0" { "1" } else { "0" });
         assert!(tokens.verify(&forged, &keys).is_none());
         assert!(tokens.verify("st1.x.y.z.00", &keys).is_none());
+        let (expired, _) = tokens.mint_until(session, &key.record.id, unix_now() - 1);
+        assert!(tokens.verify(&expired, &keys).is_none(), "expired");
         keys.remove(&key.record.id);
         assert!(tokens.verify(&token, &keys).is_none());
     }

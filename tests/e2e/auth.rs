@@ -296,3 +296,61 @@ async fn the_default_approver_is_the_deciding_key() {
         (Some("on-call"), Some(id.as_str()))
     );
 }
+
+#[tokio::test]
+async fn the_keys_command_mints_lists_and_revokes() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    server.deploy("mine", &support::guest("hello")).await;
+    let run = |args: &[&str]| {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_agenthost"))
+            .arg("keys")
+            .args(args)
+            .env("AGENTHOST_URL", &server.url)
+            .env("AGENTHOST_API_KEY", KEY)
+            .output()
+            .unwrap();
+        (
+            output.status.success(),
+            String::from_utf8_lossy(&output.stdout).to_string(),
+        )
+    };
+    let (ok, out) = run(&[
+        "create",
+        "--class",
+        "invocation",
+        "--name",
+        "cli key",
+        "--app",
+        "mine",
+    ]);
+    assert!(ok, "{out}");
+    let line = |prefix: &str| {
+        out.lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    let (id, key) = (line("id:"), line("key:"));
+    assert!(key.starts_with("ahi_"));
+    let (status, _) = server
+        .post_as(
+            &key,
+            "/sessions",
+            json!({"app": "mine", "route": "/chat", "input": "hi"}),
+        )
+        .await;
+    assert_eq!(status, 201);
+    let (ok, listed) = run(&["list"]);
+    assert!(
+        ok && listed.contains(&id) && listed.contains("cli key") && !listed.contains(&key),
+        "{listed}"
+    );
+    let (ok, _) = run(&["revoke", &id]);
+    assert!(ok);
+    let (status, _) = server.get_as(&key, "/apps").await;
+    assert_eq!(status, 401);
+    let (ok, _) = run(&["revoke", "bootstrap"]);
+    assert!(!ok, "the last platform key stays");
+}

@@ -1,6 +1,7 @@
 //! The command line: `agenthost serve`, `agenthost deploy`, `agenthost dev`.
 
 mod deploy;
+mod keys;
 mod package;
 
 use std::net::SocketAddr;
@@ -9,6 +10,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 pub use deploy::{DeployOptions, deploy};
+pub use keys::{KeysAction, keys};
 
 #[derive(Parser)]
 #[command(
@@ -35,6 +37,27 @@ pub enum Command {
         #[arg(default_value = ".")]
         dir: PathBuf,
     },
+    /// Mint, list and revoke API keys of a running server.
+    Keys(KeysArgs),
+}
+
+/// Which server to talk to, and as whom.
+#[derive(clap::Args)]
+pub struct Remote {
+    /// The server's base URL.
+    #[arg(long, env = "AGENTHOST_URL", default_value = "http://127.0.0.1:8080")]
+    pub url: String,
+    /// A platform API key.
+    #[arg(long, env = "AGENTHOST_API_KEY", hide_env_values = true)]
+    pub api_key: String,
+}
+
+#[derive(clap::Args)]
+pub struct KeysArgs {
+    #[command(flatten)]
+    pub remote: Remote,
+    #[command(subcommand)]
+    pub action: KeysAction,
 }
 
 #[derive(clap::Args)]
@@ -60,12 +83,8 @@ pub struct DeployArgs {
     /// The agent project: a directory with `agenthost.toml` (and usually `Cargo.toml`).
     #[arg(default_value = ".")]
     pub dir: PathBuf,
-    /// The server's base URL.
-    #[arg(long, env = "AGENTHOST_URL", default_value = "http://127.0.0.1:8080")]
-    pub url: String,
-    /// A platform API key.
-    #[arg(long, env = "AGENTHOST_API_KEY", hide_env_values = true)]
-    pub api_key: String,
+    #[command(flatten)]
+    pub remote: Remote,
     /// Seconds to wait for the build before giving up.
     #[arg(long, default_value_t = 600)]
     pub timeout_secs: u64,
