@@ -8,6 +8,7 @@ mod browser;
 mod deploy;
 mod dev;
 mod keys;
+mod limits;
 mod rollback;
 mod secrets;
 mod sessions;

@@ -8,6 +8,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::runtime::limits::{BOUNDS, CPU_FUEL, MAX_EVENTS, MEMORY_MB, WALL_CLOCK_SECS};
+use crate::store::LimitsRecord;
+
 /// Largest manifest accepted, in bytes.
 pub const MAX_MANIFEST_BYTES: usize = 64 * 1024;
 
@@ -19,6 +22,9 @@ pub struct Manifest {
     /// Per-tool platform settings, keyed by tool name.
     #[serde(default)]
     pub tools: BTreeMap<String, ToolSettings>,
+    /// Per-turn limits (within the server's maxima; see docs/limits.md).
+    #[serde(default)]
+    pub limits: LimitsRecord,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -99,6 +105,24 @@ impl Manifest {
                 "`agent.secrets`: `{name}` is not a secret name (letters, digits and _, not starting with a digit, SERVICE_ or AGENTHOST_)"
             )));
         }
+        let limits = &manifest.limits;
+        let set = [
+            (limits.wall_clock_secs, &WALL_CLOCK_SECS),
+            (limits.cpu_fuel, &CPU_FUEL),
+            (limits.memory_mb, &MEMORY_MB),
+            (limits.max_events, &MAX_EVENTS),
+        ];
+        debug_assert_eq!(set.len(), BOUNDS.len());
+        for (value, bound) in set {
+            if let Some(value) = value
+                && (value == 0 || value > bound.max)
+            {
+                return Err(ManifestError::Invalid(format!(
+                    "`limits.{}` = {value}: use 1 to {} (the server's maximum)",
+                    bound.key, bound.max
+                )));
+            }
+        }
         if manifest.app.version == Some(0) {
             return Err(ManifestError::Invalid(
                 "`app.version` must be 1 or more".into(),
@@ -162,6 +186,24 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("needs_aproval"), "{err}");
+    }
+
+    #[test]
+    fn limits_stay_within_the_servers_maxima() {
+        let base = "[app]\nslug = \"a\"\n[agent]\nentry = \"a.wasm\"\n[limits]\n";
+        let m = Manifest::parse(&format!("{base}wall_clock_secs = 2\nmemory_mb = 32\n")).unwrap();
+        assert_eq!(m.limits.wall_clock_secs, Some(2));
+        let err = Manifest::parse(&format!("{base}memory_mb = 999999\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("limits.memory_mb") && err.contains("2048"),
+            "{err}"
+        );
+        let err = Manifest::parse(&format!("{base}gpus = 1\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("gpus"), "{err}");
     }
 
     #[test]

@@ -17,6 +17,8 @@ pub fn new_engine() -> wasmtime::Result<Engine> {
     // Deadlines and fair scheduling: guests yield every epoch tick and are
     // interrupted past their deadline (see runtime::turn).
     config.epoch_interruption(true);
+    // CPU limits count fuel (about one unit per instruction), not seconds.
+    config.consume_fuel(true);
     config.max_wasm_stack(1 << 20);
     Engine::new(&config)
 }

@@ -78,6 +78,7 @@ mod tests {
             manifest_gated: vec!["cp".into(), "mv".into()],
             approval_policy: vec!["launch".into(), "mv".into()],
             secrets: vec![],
+            limits: Default::default(),
         };
         let gates = Gates::from_record(&record);
         assert_eq!(gates.gated_by("rm"), ["code"]);

@@ -1,30 +1,78 @@
-//! Per-turn limits applied by the runtime (defaults; the limits issue makes them configurable).
+//! Per-turn limits: safe defaults, the manifest's `[limits]` (within the
+//! server's maxima), and the fixed bounds on what one call may carry.
+//! Documented in docs/limits.md.
 
 use std::time::Duration;
+
+use crate::store::LimitsRecord;
 
 /// What one turn may use.
 #[derive(Debug, Clone)]
 pub struct TurnLimits {
-    /// Wall clock over the whole turn, host I/O included.
+    /// Wall clock over the whole turn, host I/O (and waiting on a model) included.
     pub deadline: Duration,
+    /// CPU, as wasm fuel (about one unit per instruction): independent of machine load.
+    pub fuel: u64,
     /// Bytes of each linear memory.
     pub memory_bytes: usize,
     /// Events one turn may journal.
     pub max_events: u64,
     /// Bytes of one message's text.
     pub max_message_bytes: usize,
-    /// Bytes of one JSON payload (tool arguments, tool output).
+    /// Bytes of one JSON payload (tool arguments, tool output, a step's reason).
     pub max_payload_bytes: usize,
     /// Events in one `read-history` page.
     pub max_history_page: usize,
 }
 
+/// A limit the manifest may set: its default and the server's maximum.
+pub struct Bound {
+    pub key: &'static str,
+    pub default: u64,
+    pub max: u64,
+}
+
+pub const WALL_CLOCK_SECS: Bound = Bound {
+    key: "wall_clock_secs",
+    default: 300,
+    max: 3600,
+};
+pub const CPU_FUEL: Bound = Bound {
+    key: "cpu_fuel",
+    default: 20_000_000_000,
+    max: 200_000_000_000,
+};
+pub const MEMORY_MB: Bound = Bound {
+    key: "memory_mb",
+    default: 256,
+    max: 2048,
+};
+pub const MAX_EVENTS: Bound = Bound {
+    key: "max_events",
+    default: 100_000,
+    max: 1_000_000,
+};
+
+/// Every limit the manifest may set.
+pub const BOUNDS: [&Bound; 4] = [&WALL_CLOCK_SECS, &CPU_FUEL, &MEMORY_MB, &MAX_EVENTS];
+
 impl Default for TurnLimits {
     fn default() -> Self {
+        TurnLimits::from_record(&LimitsRecord::default())
+    }
+}
+
+impl TurnLimits {
+    /// The defaults, overridden by what a deployment's manifest set (already
+    /// checked against the maxima at deploy time; clamped again here).
+    pub fn from_record(record: &LimitsRecord) -> TurnLimits {
+        let pick =
+            |value: Option<u64>, bound: &Bound| value.unwrap_or(bound.default).min(bound.max);
         TurnLimits {
-            deadline: Duration::from_secs(300),
-            memory_bytes: 256 << 20,
-            max_events: 100_000,
+            deadline: Duration::from_secs(pick(record.wall_clock_secs, &WALL_CLOCK_SECS)),
+            fuel: pick(record.cpu_fuel, &CPU_FUEL),
+            memory_bytes: (pick(record.memory_mb, &MEMORY_MB) as usize) << 20,
+            max_events: pick(record.max_events, &MAX_EVENTS),
             max_message_bytes: 1 << 20,
             max_payload_bytes: 256 << 10,
             max_history_page: 1000,
@@ -35,3 +83,4 @@ impl Default for TurnLimits {
 /// The limits `describe` runs under at deploy time.
 pub const DESCRIBE_DEADLINE: Duration = Duration::from_secs(5);
 pub const DESCRIBE_MEMORY: usize = 64 << 20;
+pub const DESCRIBE_FUEL: u64 = 2_000_000_000;

@@ -49,6 +49,7 @@ struct Deployed {
     gates: Arc<Gates>,
     /// The secrets the manifest declares.
     secrets: Arc<[String]>,
+    limits: TurnLimits,
 }
 
 pub struct Runtime {
@@ -59,7 +60,6 @@ pub struct Runtime {
     writer: WriterHandle,
     deployments: Mutex<HashMap<Uuid, Deployed>>,
     slots: Arc<Semaphore>,
-    limits: TurnLimits,
     vault: Arc<Vault>,
 }
 
@@ -89,7 +89,6 @@ impl Runtime {
             deployments: Mutex::new(HashMap::new()),
             slots: Arc::new(Semaphore::new(MAX_CONCURRENT_TURNS)),
             vault,
-            limits: TurnLimits::default(),
         }))
     }
 
@@ -120,6 +119,7 @@ impl Runtime {
             .ok_or(RuntimeError::UnknownDeployment(deployment))?;
         let gates = Arc::new(Gates::from_record(&record));
         let secrets: Arc<[String]> = record.secrets.clone().into();
+        let limits = TurnLimits::from_record(&record.limits);
         let engine = self.engine.clone();
         let data_dir = self.data_dir.clone();
         let loaded =
@@ -138,6 +138,7 @@ impl Runtime {
             pre,
             gates,
             secrets,
+            limits,
         };
         self.deployments
             .lock()

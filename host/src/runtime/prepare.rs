@@ -9,7 +9,7 @@ use wasmtime::component::Component;
 use wasmtime::{Store, Trap, UpdateDeadline};
 
 use super::bindings::{AgentPre, Description, GUEST_EXPORT};
-use super::limits::{DESCRIBE_DEADLINE, DESCRIBE_MEMORY};
+use super::limits::{DESCRIBE_DEADLINE, DESCRIBE_FUEL, DESCRIBE_MEMORY};
 use super::state::State;
 use super::{Runtime, RuntimeError, artifacts};
 use crate::build::manifest::valid_tool_name;
@@ -98,6 +98,9 @@ impl Runtime {
             State::new(&[("SERVICE_MANIFEST", "1")], DESCRIBE_MEMORY, None),
         );
         store.limiter(|s| &mut s.limiter);
+        store
+            .set_fuel(DESCRIBE_FUEL)
+            .map_err(|e| PrepareError::Describe(format!("{e:#}")))?;
         let started = Instant::now();
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(move |_| {
@@ -130,6 +133,8 @@ impl Runtime {
                     format!("it panicked: {panic}")
                 } else if err.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
                     format!("it did not return within {} s", DESCRIBE_DEADLINE.as_secs())
+                } else if err.downcast_ref::<Trap>() == Some(&Trap::OutOfFuel) {
+                    format!("it did not return within its CPU budget ({DESCRIBE_FUEL} fuel)")
                 } else if state.limiter.denied {
                     format!("it used more than {} MiB of memory", DESCRIBE_MEMORY >> 20)
                 } else {

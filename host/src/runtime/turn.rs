@@ -14,6 +14,7 @@ use wasmtime::{Store, Trap, UpdateDeadline};
 use super::Runtime;
 use super::bindings::{Decision, Reason, ToolCall, Turn};
 use super::host::{Failure, Suspension, TurnCtx};
+use super::limits::TurnLimits;
 use super::prepare::trap_message;
 use super::redact::Redactor;
 use super::state::State;
@@ -29,9 +30,9 @@ enum GuestEnd {
 impl Runtime {
     pub(super) async fn run_turn(&self, ticket: TurnTicket) {
         let started = Instant::now();
-        let new_ctx = |gates, redactor| {
+        let new_ctx = |gates, redactor, limits| {
             let (writer, store) = (self.writer.clone(), self.store.clone());
-            TurnCtx::new(writer, store, &ticket, self.limits.clone(), gates, redactor)
+            TurnCtx::new(writer, store, &ticket, limits, gates, redactor)
         };
         let (end, mut state) = match self.deployed(ticket.deployment_id).await {
             Ok(deployed) => match self.secrets_of(&deployed) {
@@ -45,16 +46,21 @@ impl Runtime {
                             .map(|(name, value)| (name.as_str(), &**value)),
                     );
                     let redactor = Redactor::new(secrets.clone());
-                    let ctx = new_ctx(deployed.gates.clone(), redactor);
-                    let state = State::new(&env, self.limits.memory_bytes, Some(ctx));
+                    let limits = &deployed.limits;
+                    let ctx = new_ctx(deployed.gates.clone(), redactor, limits.clone());
+                    let state = State::new(&env, limits.memory_bytes, Some(ctx));
                     let mut store = Store::new(&self.engine, state);
                     let end = self
-                        .call_handle(&mut store, &deployed.pre, &ticket, started)
+                        .call_handle(&mut store, &deployed.pre, &ticket, started, limits)
                         .await;
                     (end, store.into_data())
                 }
                 Err(failure) => {
-                    let ctx = new_ctx(deployed.gates.clone(), Redactor::default());
+                    let ctx = new_ctx(
+                        deployed.gates.clone(),
+                        Redactor::default(),
+                        deployed.limits.clone(),
+                    );
                     (GuestEnd::Failed(failure), State::new(&[], 0, Some(ctx)))
                 }
             },
@@ -64,7 +70,11 @@ impl Runtime {
                     kind: "deployment_unavailable",
                     message: "the host could not load this session's deployment".into(),
                 });
-                let ctx = new_ctx(Default::default(), Redactor::default());
+                let ctx = new_ctx(
+                    Default::default(),
+                    Redactor::default(),
+                    TurnLimits::default(),
+                );
                 (failure, State::new(&[], 0, Some(ctx)))
             }
         };
@@ -112,9 +122,13 @@ impl Runtime {
         pre: &super::bindings::AgentPre<State>,
         ticket: &TurnTicket,
         started: Instant,
+        limits: &TurnLimits,
     ) -> GuestEnd {
         store.limiter(|s| &mut s.limiter);
-        let deadline = self.limits.deadline;
+        if let Err(err) = store.set_fuel(limits.fuel) {
+            tracing::error!(error = %err, "cannot set the turn's fuel");
+        }
+        let deadline = limits.deadline;
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(move |_| {
             if started.elapsed() > deadline {
@@ -173,12 +187,20 @@ impl Runtime {
                         kind: "deadline",
                         message: format!("the turn did not finish within its {secs} s deadline"),
                     }
+                } else if err.downcast_ref::<Trap>() == Some(&Trap::OutOfFuel) {
+                    Failure {
+                        kind: "cpu_limit",
+                        message: format!(
+                            "the agent used its CPU budget ({} fuel, limits.cpu_fuel)",
+                            limits.fuel
+                        ),
+                    }
                 } else if state.limiter.denied {
                     Failure {
                         kind: "memory_limit",
                         message: format!(
                             "the agent needed more than {} MiB of memory",
-                            self.limits.memory_bytes >> 20
+                            limits.memory_bytes >> 20
                         ),
                     }
                 } else {

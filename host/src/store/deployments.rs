@@ -68,6 +68,7 @@ pub(super) fn create_deployment(
         manifest_gated: new.manifest_gated,
         approval_policy: new.approval_policy,
         secrets: new.secrets,
+        limits: new.limits,
     };
     index
         .insert((key, version), record.id.as_u128())

@@ -28,8 +28,8 @@ pub use hub::{Hub, Subscription};
 pub use reads::{ApprovalItem, EventPosition, SessionFilter};
 pub use records::{
     AgentDescription, ApiKeyRecord, AppRecord, Artifact, DeploymentRecord, DeploymentStatus,
-    KeyClass, PendingApproval, SecretRecord, SessionRecord, SessionStatus, ToolCallRecord,
-    ToolInfo,
+    KeyClass, LimitsRecord, PendingApproval, SecretRecord, SessionRecord, SessionStatus,
+    ToolCallRecord, ToolInfo,
 };
 pub use writer::{
     BuildOutcome, Decision, NewDeployment, TurnOutcome, TurnReason, TurnTicket, Writer,

@@ -78,6 +78,23 @@ pub struct DeploymentRecord {
     /// The secrets the manifest declares, injected into the agent's environment.
     #[serde(default)]
     pub secrets: Vec<String>,
+    /// The manifest's `[limits]` (unset: the defaults).
+    #[serde(default)]
+    pub limits: LimitsRecord,
+}
+
+/// Per-turn limits a manifest set; `None` keeps the default.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsRecord {
+    #[serde(default)]
+    pub wall_clock_secs: Option<u64>,
+    #[serde(default)]
+    pub cpu_fuel: Option<u64>,
+    #[serde(default)]
+    pub memory_mb: Option<u64>,
+    #[serde(default)]
+    pub max_events: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -22,6 +22,7 @@ fn new_deployment(version: Option<u64>) -> NewDeployment {
         manifest_gated: Vec::new(),
         approval_policy: Vec::new(),
         secrets: Vec::new(),
+        limits: Default::default(),
     }
 }
 

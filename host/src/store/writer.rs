@@ -19,8 +19,8 @@ use uuid::Uuid;
 use super::deployments::{activate, create_deployment, finish_build, update_deployment};
 use super::error::storage;
 use super::records::{
-    AgentDescription, ApiKeyRecord, Artifact, DeploymentRecord, PendingApproval, SecretRecord,
-    SessionRecord, SessionStatus,
+    AgentDescription, ApiKeyRecord, Artifact, DeploymentRecord, LimitsRecord, PendingApproval,
+    SecretRecord, SessionRecord, SessionStatus,
 };
 use super::txn::{load_session, put_api_key, put_json};
 use super::{Store, StoreError, tables};
@@ -48,6 +48,8 @@ pub struct NewDeployment {
     pub approval_policy: Vec<String>,
     /// The secrets the manifest declares.
     pub secrets: Vec<String>,
+    /// The manifest's per-turn limits.
+    pub limits: LimitsRecord,
 }
 
 /// How a build ended.
