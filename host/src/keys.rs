@@ -101,7 +101,11 @@ pub fn mint(class: KeyClass, name: &str, app_id: Option<Uuid>) -> Minted {
 
 /// The record of a key whose secret the operator chose (the bootstrap key).
 pub fn bootstrap_record(key: &str) -> ApiKeyRecord {
-    record_for(BOOTSTRAP_ID, "bootstrap", KeyClass::Platform, key)
+    // Any string may be a bootstrap key: none of it is shown.
+    ApiKeyRecord {
+        prefix: "(bootstrap)".into(),
+        ..record_for(BOOTSTRAP_ID, "bootstrap", KeyClass::Platform, key)
+    }
 }
 
 fn record_for(id: &str, name: &str, class: KeyClass, key: &str) -> ApiKeyRecord {

@@ -46,10 +46,10 @@ impl Server {
             .context("cannot open the database")?;
         let writer = Writer::spawn(store.clone())?;
         let boot_id = Uuid::now_v7();
-        let closed = writer.close_interrupted(boot_id).await?;
-        if !closed.is_empty() {
+        let recovery = writer.recover(boot_id).await?;
+        if !recovery.closed.is_empty() {
             tracing::warn!(
-                count = closed.len(),
+                count = recovery.closed.len(),
                 "closed turns interrupted by the previous shutdown"
             );
         }
@@ -68,6 +68,15 @@ impl Server {
         )?;
         let builder = Builder::spawn(runtime.clone(), writer.clone(), options.data_dir.clone())?;
         builder.resume_interrupted(&store, &writer).await?;
+        if !recovery.restarted.is_empty() {
+            tracing::info!(
+                count = recovery.restarted.len(),
+                "restarting accepted turns that never ran"
+            );
+        }
+        for ticket in recovery.restarted {
+            runtime.schedule(ticket);
+        }
         let (stop, shutdown) = watch::channel(false);
         let listener = tokio::net::TcpListener::bind(options.addr)
             .await

@@ -43,9 +43,13 @@ impl StreamTokens {
         mac
     }
 
-    /// A token for `session`, minted by key `key_id`; returns it and its expiry (unix seconds).
-    pub fn mint(&self, session: Uuid, key_id: &str) -> (String, u64) {
-        self.mint_until(session, key_id, unix_now() + TOKEN_TTL.as_secs())
+    /// A token for `session`, minted by key `key_id`; returns it and its
+    /// expiry as an RFC 3339 timestamp.
+    pub fn mint(&self, session: Uuid, key_id: &str) -> (String, String) {
+        let expires = unix_now() + TOKEN_TTL.as_secs();
+        let (token, _) = self.mint_until(session, key_id, expires);
+        let at = UNIX_EPOCH + Duration::from_secs(expires);
+        (token, humantime::format_rfc3339_seconds(at).to_string())
     }
 
     fn mint_until(&self, session: Uuid, key_id: &str, expires: u64) -> (String, u64) {

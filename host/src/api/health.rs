@@ -12,6 +12,12 @@ pub async fn healthz() -> Json<Value> {
 }
 
 pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
+    if state.store.is_degraded() {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"status": "not_ready", "reason": "storage failed; writes are stopped"})),
+        );
+    }
     match state.store.read(|s| s.apps().map(|_| ())).await {
         Ok(()) => (StatusCode::OK, Json(json!({"status": "ready"}))),
         Err(err) => {

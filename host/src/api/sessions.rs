@@ -90,7 +90,11 @@ pub async fn stream_token(
     let (token, expires) = state.tokens.mint(record.id, &principal.key_id);
     Ok((
         StatusCode::CREATED,
-        Json(json!({"session_id": record.id, "stream_token": token, "expires_at": expires})),
+        Json(json!({
+            "session_id": record.id,
+            "stream_token": token,
+            "stream_token_expires_at": expires,
+        })),
     ))
 }
 

@@ -38,6 +38,8 @@ pub fn deployment(d: &DeploymentRecord, app: &AppRecord) -> Value {
         "entry": d.entry,
         "manifest_gated_tools": d.manifest_gated,
         "approval_policy": d.approval_policy,
+        "secrets": d.secrets,
+        "limits": d.limits,
     });
     if let Some(error) = &d.error {
         row["error"] = json!(error);

@@ -279,6 +279,8 @@ impl Host for State {
             return Ok(Err(turn.fail("invalid_order", message)));
         };
         let (id, text) = turn.open_messages.remove(index);
+        // A secret split across deltas is whole here: redact the full text too.
+        let text = turn.redactor.redact(&text).into_owned();
         let event = NewEvent::new(
             EventType::MessageEnd,
             json!({"message_id": id, "role": "assistant", "text": text}),

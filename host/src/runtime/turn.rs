@@ -265,7 +265,7 @@ async fn closing_events(
                 json!({
                     "message_id": id,
                     "role": "assistant",
-                    "text": text,
+                    "text": ctx.redactor.redact(&text),
                     "incomplete": failure.is_some(),
                 }),
             )

@@ -13,13 +13,14 @@ mod reads;
 mod records;
 mod recovery;
 mod secrets;
-mod sessions;
+pub mod sessions;
 mod tables;
 mod txn;
 pub mod writer;
 
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use redb::Database;
 
@@ -28,8 +29,8 @@ pub use hub::{Hub, Subscription};
 pub use reads::{ApprovalItem, EventPosition, SessionFilter};
 pub use records::{
     AgentDescription, ApiKeyRecord, AppRecord, Artifact, DeploymentRecord, DeploymentStatus,
-    KeyClass, LimitsRecord, PendingApproval, SecretRecord, SessionRecord, SessionStatus,
-    ToolCallRecord, ToolInfo,
+    KeyClass, LimitsRecord, PendingApproval, ResumeRecord, SecretRecord, SessionRecord,
+    SessionStatus, ToolCallRecord, ToolInfo,
 };
 pub use writer::{
     BuildOutcome, Decision, NewDeployment, TurnOutcome, TurnReason, TurnTicket, Writer,
@@ -43,12 +44,26 @@ use error::storage;
 pub struct Store {
     db: Arc<Database>,
     hub: Arc<Hub>,
+    /// Set when a commit failed (disk full, I/O error): writes stop, not ready.
+    degraded: Arc<AtomicBool>,
 }
 
 impl Store {
     /// Opens (or creates) the database file and makes sure every table exists.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
-        let db = Database::builder().create(path).map_err(storage)?;
+        Store::init(Database::builder().create(path).map_err(storage)?)
+    }
+
+    /// Opens a database on a given storage backend (tests inject failures with it).
+    pub fn open_with_backend(backend: impl redb::StorageBackend) -> Result<Store, StoreError> {
+        Store::init(
+            Database::builder()
+                .create_with_backend(backend)
+                .map_err(storage)?,
+        )
+    }
+
+    fn init(db: Database) -> Result<Store, StoreError> {
         let txn = db.begin_write().map_err(storage)?;
         {
             txn.open_table(tables::EVENTS).map_err(storage)?;
@@ -66,7 +81,17 @@ impl Store {
         Ok(Store {
             db: Arc::new(db),
             hub: Arc::new(Hub::default()),
+            degraded: Arc::default(),
         })
+    }
+
+    /// Whether writes have stopped after a storage failure.
+    pub fn is_degraded(&self) -> bool {
+        self.degraded.load(Ordering::Relaxed)
+    }
+
+    fn set_degraded(&self) {
+        self.degraded.store(true, Ordering::Relaxed);
     }
 
     pub fn hub(&self) -> &Arc<Hub> {

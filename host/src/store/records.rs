@@ -155,6 +155,18 @@ pub struct SessionRecord {
     /// The gated call the session waits on (status `awaiting_approval`).
     #[serde(default)]
     pub pending_approval: Option<PendingApproval>,
+    /// While a resumed turn runs: the decision it resumes from.
+    #[serde(default)]
+    pub resume: Option<ResumeRecord>,
+}
+
+/// The decision a resumed turn runs with (kept until the turn ends, so a
+/// restart can schedule it again, or say what may have happened).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResumeRecord {
+    pub approved: bool,
+    pub approver: String,
+    pub pending: PendingApproval,
 }
 
 /// One tool call as journaled (TOOL_CALL).

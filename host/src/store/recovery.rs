@@ -89,3 +89,51 @@ fn open_messages(
     open.reverse();
     Ok(open)
 }
+
+/// The input of the session's last turn if that turn left no trace: after
+/// its TURN_STARTED only the host's own user message was journaled. Such a
+/// turn had no effect (a guest's only effects are journaled host calls), so
+/// it can run again. `None` when the turn did something.
+pub fn untouched_turn_input(
+    txn: &WriteTransaction,
+    session: Uuid,
+) -> Result<Option<Value>, StoreError> {
+    let table = txn.open_table(tables::EVENTS).map_err(storage)?;
+    let key = session.as_u128();
+    let mut user_message: Option<String> = None;
+    let mut after_start: Vec<Value> = Vec::new();
+    for row in table
+        .range((key, 0)..=(key, u64::MAX))
+        .map_err(storage)?
+        .rev()
+    {
+        let (k, v) = row.map_err(storage)?;
+        let event = decode_record(k.value().1, v.value()).ok_or_else(|| {
+            super::error::corrupt(format!("event {session}/{} is unreadable", k.value().1))
+        })?;
+        let envelope: Value = serde_json::from_str(&event.json).map_err(super::error::corrupt)?;
+        if event.event_type() == "TURN_STARTED" {
+            let untouched = after_start.iter().all(|e| {
+                let payload = &e["payload"];
+                match e["type"].as_str() {
+                    Some("MESSAGE_START") if payload["role"] == "user" => {
+                        user_message = payload["message_id"].as_str().map(String::from);
+                        true
+                    }
+                    Some("MESSAGE_DELTA" | "MESSAGE_END") => {
+                        user_message.is_some()
+                            && payload["message_id"].as_str() == user_message.as_deref()
+                    }
+                    _ => false,
+                }
+            });
+            return Ok(untouched.then(|| envelope["payload"]["input"].clone()));
+        }
+        // Collected newest first; checked oldest first.
+        after_start.insert(0, envelope);
+        if after_start.len() > 3 {
+            return Ok(None);
+        }
+    }
+    Ok(None)
+}

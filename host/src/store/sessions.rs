@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::error::{corrupt, storage};
-use super::records::{DeploymentRecord, SessionRecord, SessionStatus};
+use super::records::{DeploymentRecord, ResumeRecord, SessionRecord, SessionStatus};
 use super::txn::{find_app, get_json};
 use super::writer::{Batch, CachedSession, Decision, TurnOutcome, TurnReason, TurnTicket, Writer};
 use super::{StoreError, now_rfc3339, recovery, tables};
@@ -61,6 +61,7 @@ impl Writer {
             updated_at: now,
             boot_id: Some(boot),
             pending_approval: None,
+            resume: None,
         };
         let mut events = vec![NewEvent::new(
             EventType::SessionCreated,
@@ -229,6 +230,7 @@ impl Writer {
             TurnOutcome::Suspended(pending) => Some(*pending),
             _ => None,
         };
+        session.record.resume = None;
         session.record.boot_id = None;
         session.record.updated_at = now_rfc3339();
         batch.dirty.insert(id);
@@ -298,6 +300,11 @@ impl Writer {
         session.record.status = SessionStatus::Running;
         session.record.boot_id = Some(boot);
         session.record.pending_approval = None;
+        session.record.resume = Some(ResumeRecord {
+            approved: decision.approved,
+            approver: decision.approver.clone(),
+            pending: pending.clone(),
+        });
         session.record.updated_at = now_rfc3339();
         Ok(TurnTicket {
             session_id: id,
@@ -314,11 +321,15 @@ impl Writer {
         })
     }
 
-    pub(super) fn close_interrupted(
+    /// Settles the turns an earlier process left running: a turn that left
+    /// no trace in the journal (it never started, or died before its first
+    /// effect) is scheduled again; any other is closed with TURN_ERROR. A
+    /// resumed turn that did start is never run again behind the user's back.
+    pub(super) fn recover(
         &mut self,
         batch: &mut Batch,
         boot: Uuid,
-    ) -> Result<Vec<Uuid>, StoreError> {
+    ) -> Result<Recovery, StoreError> {
         let mut stale = Vec::new();
         {
             let table = batch.txn.open_table(tables::SESSIONS).map_err(storage)?;
@@ -326,22 +337,60 @@ impl Writer {
                 let (_, v) = row.map_err(storage)?;
                 let record: SessionRecord = serde_json::from_slice(v.value()).map_err(corrupt)?;
                 if record.status == SessionStatus::Running && record.boot_id != Some(boot) {
-                    stale.push((record.id, record.turn));
+                    stale.push(record);
                 }
             }
         }
-        for (id, turn) in &stale {
-            let events = recovery::closing_events(
-                &batch.txn,
-                *id,
-                *turn,
-                "host_restarted",
-                "the host stopped while this turn was running; send a new input to continue",
-            )?;
-            self.finish_turn(batch, *id, *turn, events, TurnOutcome::Errored)?;
+        let mut recovery = Recovery::default();
+        for record in stale {
+            let (id, turn) = (record.id, record.turn);
+            if let Some(input) = recovery::untouched_turn_input(&batch.txn, id)? {
+                let session = self.session(batch, id)?;
+                session.record.boot_id = Some(boot);
+                batch.dirty.insert(id);
+                let reason = match record.resume {
+                    Some(resume) => TurnReason::ApprovalDecision {
+                        approved: resume.approved,
+                        approver: resume.approver,
+                        pending: Box::new(resume.pending),
+                    },
+                    None => TurnReason::Input,
+                };
+                recovery.restarted.push(TurnTicket {
+                    session_id: id,
+                    turn,
+                    deployment_id: record.deployment_id,
+                    app_slug: record.app_slug,
+                    route: record.route,
+                    input,
+                    reason,
+                });
+                continue;
+            }
+            let message = match &record.resume {
+                Some(resume) if resume.approved => format!(
+                    "the host stopped while this resumed turn was running: the approved tool call `{}` ({}) may or may not have run, and is not run again; send a new input to continue",
+                    resume.pending.call.tool_call_id, resume.pending.call.name
+                ),
+                _ => "the host stopped while this turn was running; send a new input to continue"
+                    .to_string(),
+            };
+            let events =
+                recovery::closing_events(&batch.txn, id, turn, "host_restarted", &message)?;
+            self.finish_turn(batch, id, turn, events, TurnOutcome::Errored)?;
+            recovery.closed.push(id);
         }
-        Ok(stale.into_iter().map(|(id, _)| id).collect())
+        Ok(recovery)
     }
+}
+
+/// What `recover` did.
+#[derive(Debug, Default)]
+pub struct Recovery {
+    /// Accepted turns that never left a trace: to be scheduled again.
+    pub restarted: Vec<TurnTicket>,
+    /// Turns closed with TURN_ERROR `host_restarted`.
+    pub closed: Vec<Uuid>,
 }
 
 /// TURN_STARTED, then the input as a user message when it is text.

@@ -120,13 +120,143 @@ async fn the_writer_decides_turn_states_and_seq() {
         .await
         .unwrap();
     assert_eq!(next.turn, 2);
-    // A later process closes the turn this one left running.
-    let closed = writer.close_interrupted(Uuid::now_v7()).await.unwrap();
-    assert_eq!(closed, vec![session.id]);
+    // A later process runs again the accepted turn that left no trace...
+    let second_boot = Uuid::now_v7();
+    let recovery = writer.recover(second_boot).await.unwrap();
+    assert!(recovery.closed.is_empty());
+    assert_eq!(recovery.restarted.len(), 1);
+    let restarted = &recovery.restarted[0];
+    assert_eq!((restarted.session_id, restarted.turn), (session.id, 2));
+    assert_eq!(restarted.input, json!("again"));
+    assert_eq!(
+        store.session(session.id).unwrap().unwrap().boot_id,
+        Some(second_boot)
+    );
+    // ... and closes one that did something.
+    let delta = crate::journal::NewEvent::new(
+        crate::journal::EventType::MessageStart,
+        json!({"message_id": "m", "role": "assistant"}),
+    );
+    writer
+        .append(session.id, 2, vec![delta])
+        .await
+        .unwrap()
+        .await
+        .unwrap()
+        .unwrap();
+    let recovery = writer.recover(Uuid::now_v7()).await.unwrap();
+    assert_eq!(recovery.closed, vec![session.id]);
     let record = store.session(session.id).unwrap().unwrap();
     assert_eq!(record.status, SessionStatus::Errored);
     let last = store.events(session.id, 0, 100).unwrap().pop().unwrap();
     assert!(last.json.contains("host_restarted"));
     let position = store.event_position(last.id).unwrap().unwrap();
     assert_eq!((position.session, position.seq), (session.id, last.seq));
+}
+
+/// A file backend whose writes and syncs fail once `fail` is set (disk full).
+#[derive(Debug)]
+struct FailingBackend {
+    inner: redb::backends::FileBackend,
+    fail: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl FailingBackend {
+    fn check(&self) -> Result<(), std::io::Error> {
+        if self.fail.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(std::io::Error::other("no space left on device (injected)"));
+        }
+        Ok(())
+    }
+}
+
+impl redb::StorageBackend for FailingBackend {
+    fn len(&self) -> Result<u64, std::io::Error> {
+        self.inner.len()
+    }
+    fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), std::io::Error> {
+        self.inner.read(offset, out)
+    }
+    fn set_len(&self, len: u64) -> Result<(), std::io::Error> {
+        self.check()?;
+        self.inner.set_len(len)
+    }
+    fn sync_data(&self) -> Result<(), std::io::Error> {
+        self.check()?;
+        self.inner.sync_data()
+    }
+    fn write(&self, offset: u64, data: &[u8]) -> Result<(), std::io::Error> {
+        self.check()?;
+        self.inner.write(offset, data)
+    }
+}
+
+#[tokio::test]
+async fn a_failing_disk_stops_writes_and_nothing_half_written_is_streamed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db.redb");
+    let fail = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .unwrap();
+    let backend = FailingBackend {
+        inner: redb::backends::FileBackend::new(file).unwrap(),
+        fail: fail.clone(),
+    };
+    let store = Store::open_with_backend(backend).unwrap();
+    let writer = Writer::spawn(store.clone()).unwrap();
+    let d = writer
+        .create_deployment(new_deployment(None))
+        .await
+        .unwrap();
+    writer.finish_build(d.id, success()).await.unwrap();
+    let boot = Uuid::now_v7();
+    let (session, ticket) = writer
+        .create_session("app".into(), "/chat".into(), json!("hi"), boot)
+        .await
+        .unwrap();
+    let committed = store.events(session.id, 0, 100).unwrap();
+    let mut subscription = store.hub().subscribe(session.id);
+
+    fail.store(true, std::sync::atomic::Ordering::Relaxed);
+    let delta = crate::journal::NewEvent::new(crate::journal::EventType::TurnEnded, json!({}));
+    let ack = writer
+        .append(session.id, ticket.turn, vec![delta])
+        .await
+        .unwrap();
+    assert!(matches!(ack.await.unwrap(), Err(StoreError::Storage(_))));
+    assert!(store.is_degraded());
+    // Writes stay stopped, even once the disk would accept them again.
+    fail.store(false, std::sync::atomic::Ordering::Relaxed);
+    let again = writer
+        .create_session("app".into(), "/chat".into(), json!("x"), boot)
+        .await;
+    assert!(matches!(again, Err(StoreError::Storage(_))));
+    assert!(subscription.rx.try_recv().is_err(), "nothing was published");
+    assert_eq!(
+        store.events(session.id, 0, 100).unwrap().len(),
+        committed.len()
+    );
+
+    // After a restart the journal holds exactly what was acknowledged.
+    drop((writer, subscription, store));
+    // The writer thread lets go of the file once it sees its queue closed.
+    let mut reopened = Store::open(&path);
+    for _ in 0..500 {
+        if reopened.is_ok() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        reopened = Store::open(&path);
+    }
+    let reopened = reopened.unwrap();
+    let events = reopened.events(session.id, 0, 100).unwrap();
+    assert_eq!(
+        events.iter().map(|e| (e.id, e.seq)).collect::<Vec<_>>(),
+        committed.iter().map(|e| (e.id, e.seq)).collect::<Vec<_>>()
+    );
 }

@@ -22,6 +22,7 @@ use super::records::{
     AgentDescription, ApiKeyRecord, Artifact, DeploymentRecord, LimitsRecord, PendingApproval,
     SecretRecord, SessionRecord, SessionStatus,
 };
+use super::sessions::Recovery;
 use super::txn::{load_session, put_api_key, put_json};
 use super::{Store, StoreError, tables};
 use super::{apikeys, secrets};
@@ -141,7 +142,7 @@ enum Command {
         boot: Uuid,
         reply: Reply<TurnTicket>,
     },
-    CloseInterrupted(Uuid, Reply<Vec<Uuid>>),
+    Recover(Uuid, Reply<Recovery>),
     PutApiKey(ApiKeyRecord, Reply<()>),
     DeleteApiKey(String, Reply<ApiKeyRecord>),
     PutSecret(SecretRecord, Reply<(SecretRecord, bool)>),
@@ -296,9 +297,9 @@ impl WriterHandle {
         .await
     }
 
-    /// Closes with TURN_ERROR every turn left running by an earlier process.
-    pub async fn close_interrupted(&self, boot: Uuid) -> Result<Vec<Uuid>, StoreError> {
-        self.call(|r| Command::CloseInterrupted(boot, r)).await
+    /// Settles every turn an earlier process left running (see `Recovery`).
+    pub async fn recover(&self, boot: Uuid) -> Result<Recovery, StoreError> {
+        self.call(|r| Command::Recover(boot, r)).await
     }
 
     pub async fn put_api_key(&self, record: ApiKeyRecord) -> Result<(), StoreError> {
@@ -390,11 +391,27 @@ impl Writer {
     }
 
     fn apply_batch(&mut self, commands: Vec<Command>) {
+        if self.store.is_degraded() {
+            // After a failed commit, writes stop until a restart: nothing
+            // half-written is ever acknowledged or streamed.
+            let err = StoreError::Storage(
+                "storage failed earlier; writes are stopped until the server restarts".into(),
+            );
+            for command in commands {
+                command.fail(&err);
+            }
+            return;
+        }
         let txn = match self.store.db.begin_write() {
-            Ok(txn) => txn,
+            Ok(mut txn) => {
+                // Commits also save the allocator state: restart after a crash is fast.
+                txn.set_quick_repair(true);
+                txn
+            }
             Err(err) => {
                 let err = storage(err);
                 tracing::error!(error = %err, "cannot begin a write transaction");
+                self.store.set_degraded();
                 for command in commands {
                     command.fail(&err);
                 }
@@ -432,6 +449,9 @@ impl Writer {
             }
             Some(err) => {
                 tracing::error!(error = %err, "journal batch failed; nothing of it was committed");
+                if matches!(err, StoreError::Storage(_)) {
+                    self.store.set_degraded();
+                }
                 // Running turns that lost events must not go on as if they had not.
                 self.broken.extend(
                     sessions
@@ -515,8 +535,8 @@ impl Writer {
                 let result = self.decide(batch, session, decision, boot);
                 batch.answer(reply, result);
             }
-            Command::CloseInterrupted(boot, reply) => {
-                let result = self.close_interrupted(batch, boot);
+            Command::Recover(boot, reply) => {
+                let result = self.recover(batch, boot);
                 batch.answer(reply, result);
             }
             Command::DeleteApiKey(id, reply) => {
@@ -601,7 +621,7 @@ impl Command {
             Command::Append { reply, .. } => drop(reply.send(Err(err))),
             Command::FinishTurn { reply, .. } => drop(reply.send(Err(err))),
             Command::Decide { reply, .. } => drop(reply.send(Err(err))),
-            Command::CloseInterrupted(_, r) => drop(r.send(Err(err))),
+            Command::Recover(_, r) => drop(r.send(Err(err))),
             Command::PutApiKey(_, r) => drop(r.send(Err(err))),
             Command::DeleteApiKey(_, r) => drop(r.send(Err(err))),
             Command::PutSecret(_, r) => drop(r.send(Err(err))),
