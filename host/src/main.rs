@@ -79,6 +79,7 @@ async fn start(args: &ServeArgs, bootstrap_key: Option<String>) -> anyhow::Resul
         bootstrap_key,
         master_key: std::env::var("AGENTHOST_MASTER_KEY").ok(),
         cors_origins: args.cors_origins.clone(),
+        shutdown_grace: Duration::from_secs(args.shutdown_grace_secs),
     })
     .await?;
     println!("agenthost listening on http://{}", server.local_addr);

@@ -5,6 +5,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use tokio::sync::watch;
@@ -27,6 +28,8 @@ pub struct ServeOptions {
     pub master_key: Option<String>,
     /// Origins allowed to call the API from a browser (CORS).
     pub cors_origins: Vec<String>,
+    /// On SIGTERM, how long running turns may take to finish.
+    pub shutdown_grace: Duration,
 }
 
 /// A server that is listening; `run` serves until shutdown.
@@ -34,6 +37,7 @@ pub struct Server {
     listener: tokio::net::TcpListener,
     services: Arc<Services>,
     stop: watch::Sender<bool>,
+    grace: Duration,
     pub local_addr: SocketAddr,
 }
 
@@ -98,19 +102,34 @@ impl Server {
             listener,
             services,
             stop,
+            grace: options.shutdown_grace,
             local_addr,
         })
     }
 
     /// Serves until SIGTERM or Ctrl-C; open event streams end at once.
+    /// On SIGTERM or Ctrl-C: no new turn starts (new work gets 503), every
+    /// open stream ends (clients resume after the restart with Last-Event-ID),
+    /// in-flight requests finish, and running turns get the grace period.
     pub async fn run(self) -> anyhow::Result<()> {
         let stop = self.stop;
+        let runtime = self.services.runtime.clone();
+        let accepting = runtime.clone();
         let signal = async move {
             shutdown_signal().await;
             tracing::info!("shutting down");
+            accepting.stop_accepting();
             let _ = stop.send(true);
         };
         api::serve(self.listener, self.services, signal).await?;
+        let left = runtime.drain(self.grace).await;
+        if left > 0 {
+            tracing::warn!(
+                count = left,
+                "turns still running after the grace period: they are settled at the next start"
+            );
+        }
+        tracing::info!("stopped");
         Ok(())
     }
 }

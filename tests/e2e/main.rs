@@ -12,5 +12,6 @@ mod limits;
 mod rollback;
 mod secrets;
 mod sessions;
+mod shutdown;
 mod stream;
 mod support;

@@ -30,6 +30,7 @@ pub async fn decide(
     Path(id): Path<String>,
     Json(body): Json<DecideBody>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
+    state.refuse_if_shutting_down()?;
     let session = session_id(&id)?;
     let approver = match body.approver.map(|a| a.trim().to_string()) {
         None => principal.name.clone(),

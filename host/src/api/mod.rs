@@ -214,6 +214,20 @@ fn cors(origins: &[String]) -> CorsLayer {
         .max_age(std::time::Duration::from_secs(600))
 }
 
+impl Services {
+    /// New turns are refused once shutdown began (they would not start).
+    pub fn refuse_if_shutting_down(&self) -> Result<(), ApiError> {
+        if *self.shutdown.borrow() {
+            return Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "shutting_down",
+                "the server is shutting down; retry in a moment",
+            ));
+        }
+        Ok(())
+    }
+}
+
 async fn not_found() -> ApiError {
     ApiError::not_found("not_found", "no such endpoint; see docs/api.md")
 }

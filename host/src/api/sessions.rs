@@ -26,6 +26,7 @@ pub async fn create(
     Extension(principal): Extension<Principal>,
     Json(body): Json<CreateSession>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
+    state.refuse_if_shutting_down()?;
     if !principal.is_platform() {
         // An invocation key reaches only its own app; others do not exist for it.
         let key = body.app.clone();
@@ -174,6 +175,7 @@ pub async fn input(
     Path(id): Path<String>,
     Json(body): Json<PostInput>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
+    state.refuse_if_shutting_down()?;
     let id = if principal.is_platform() {
         session_id(&id)?
     } else {

@@ -76,6 +76,9 @@ pub struct ServeArgs {
         value_delimiter = ','
     )]
     pub cors_origins: Vec<String>,
+    /// On SIGTERM, seconds running turns get to finish before the process exits.
+    #[arg(long, default_value_t = 10, env = "AGENTHOST_SHUTDOWN_GRACE_SECS")]
+    pub shutdown_grace_secs: u64,
 }
 
 #[derive(clap::Args)]

@@ -20,6 +20,7 @@ mod turn;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::Semaphore;
@@ -52,6 +53,22 @@ struct Deployed {
     limits: TurnLimits,
 }
 
+/// Counts a scheduled turn until it ends (or its task is dropped).
+struct Active(Arc<AtomicUsize>);
+
+impl Active {
+    fn new(count: &Arc<AtomicUsize>) -> Active {
+        count.fetch_add(1, Ordering::Relaxed);
+        Active(count.clone())
+    }
+}
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 pub struct Runtime {
     engine: Engine,
     linker: Linker<State>,
@@ -61,6 +78,10 @@ pub struct Runtime {
     deployments: Mutex<HashMap<Uuid, Deployed>>,
     slots: Arc<Semaphore>,
     vault: Arc<Vault>,
+    /// Turns scheduled and not yet finished.
+    active: Arc<AtomicUsize>,
+    /// False once shutdown began: no new turn starts.
+    accepting: AtomicBool,
 }
 
 impl Runtime {
@@ -89,6 +110,8 @@ impl Runtime {
             deployments: Mutex::new(HashMap::new()),
             slots: Arc::new(Semaphore::new(MAX_CONCURRENT_TURNS)),
             vault,
+            active: Arc::default(),
+            accepting: AtomicBool::new(true),
         }))
     }
 
@@ -98,13 +121,38 @@ impl Runtime {
 
     /// Schedules a turn: it runs as soon as a slot is free.
     pub fn schedule(self: &Arc<Self>, ticket: TurnTicket) {
+        if !self.accepting.load(Ordering::Relaxed) {
+            // Shutting down: the turn stays accepted in the journal and runs
+            // at the next start (see store::sessions::recover).
+            tracing::info!(session = %ticket.session_id, "not starting a turn during shutdown");
+            return;
+        }
         let runtime = self.clone();
+        let active = Active::new(&self.active);
         tokio::spawn(async move {
+            let _active = active;
             let Ok(_slot) = runtime.slots.clone().acquire_owned().await else {
                 return;
             };
             runtime.run_turn(ticket).await;
         });
+    }
+
+    /// Stops starting turns (shutdown); running ones go on.
+    pub fn stop_accepting(&self) {
+        self.accepting.store(false, Ordering::Relaxed);
+    }
+
+    /// Waits up to `grace` for running turns to finish; returns how many are left.
+    pub async fn drain(&self, grace: std::time::Duration) -> usize {
+        let deadline = tokio::time::Instant::now() + grace;
+        loop {
+            let left = self.active.load(Ordering::Relaxed);
+            if left == 0 || tokio::time::Instant::now() >= deadline {
+                return left;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
     }
 
     /// The deployment's `InstancePre` and gates, loaded (and cached) on first use.

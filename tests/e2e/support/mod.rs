@@ -106,6 +106,30 @@ impl Server {
         }
     }
 
+    /// Sends SIGTERM (graceful shutdown).
+    pub fn terminate(&self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success());
+    }
+
+    /// Waits for the process to exit by itself (panics after `timeout`: a hang).
+    pub async fn wait_exit(&mut self, timeout: Duration) -> std::process::ExitStatus {
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return status;
+            }
+            assert!(
+                started.elapsed() < timeout,
+                "the server did not exit within {timeout:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Kills the process (SIGKILL) and waits for it.
     pub fn kill(mut self) {
         let _ = self.child.kill();
