@@ -5,6 +5,7 @@
 mod approvals;
 mod auth;
 mod browser;
+mod crash;
 mod deploy;
 mod dev;
 mod keys;

@@ -61,6 +61,32 @@ impl EventStream {
         }
     }
 
+    /// The next event, or `None` when the stream ends, breaks (the server
+    /// died) or stays silent for `timeout`. Never panics: for crash tests.
+    pub async fn try_next(&mut self, timeout: Duration) -> Option<Value> {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let frame: String = self.buffer.drain(..end + 2).collect();
+                let data: String = frame
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("data:"))
+                    .map(|v| v.strip_prefix(' ').unwrap_or(v))
+                    .collect();
+                if data.is_empty() {
+                    continue;
+                }
+                return serde_json::from_str(&data).ok();
+            }
+            match tokio::time::timeout(timeout, self.body.next()).await {
+                Ok(Some(Ok(chunk))) => self.buffer.push_str(&String::from_utf8_lossy(&chunk)),
+                _ => {
+                    self.ended = true;
+                    return None;
+                }
+            }
+        }
+    }
+
     /// Reads until the event with `seq` (inclusive); returns all read.
     pub async fn until_seq(&mut self, seq: u64) -> Vec<Value> {
         let mut out = Vec::new();
