@@ -144,7 +144,7 @@ async fn kill_9_at_random_points_loses_nothing_a_client_saw() {
     }
 
     let server = Server::start(dir.path()).await;
-    let seen = seen.lock().unwrap();
+    let seen = std::mem::take(&mut *seen.lock().unwrap());
     assert!(
         !seen.events.is_empty() && !seen.accepted.is_empty(),
         "the workload ran"
