@@ -199,5 +199,6 @@ pub fn write_secret_file(path: &Path, secret: &str) -> anyhow::Result<()> {
         .with_context(|| format!("cannot write {}", path.display()))?;
     file.write_all(secret.as_bytes())?;
     file.write_all(b"\n")?;
+    file.sync_all()?;
     Ok(())
 }

@@ -152,7 +152,7 @@ async fn accept(
             manifest_gated: manifest.gated_tools(),
             approval_policy,
             secrets: manifest.agent.secrets.clone(),
-            limits: manifest.limits.clone(),
+            limits: (&manifest.limits).into(),
         })
         .await?;
     if let Err(err) = state.builder.enqueue(&record, upload) {

@@ -24,7 +24,28 @@ pub struct Manifest {
     pub tools: BTreeMap<String, ToolSettings>,
     /// Per-turn limits (within the server's maxima; see docs/limits.md).
     #[serde(default)]
-    pub limits: LimitsRecord,
+    pub limits: LimitsSection,
+}
+
+/// `[limits]`: unknown keys are refused here, where a person can fix them.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsSection {
+    pub wall_clock_secs: Option<u64>,
+    pub cpu_fuel: Option<u64>,
+    pub memory_mb: Option<u64>,
+    pub max_events: Option<u64>,
+}
+
+impl From<&LimitsSection> for LimitsRecord {
+    fn from(s: &LimitsSection) -> Self {
+        LimitsRecord {
+            wall_clock_secs: s.wall_clock_secs,
+            cpu_fuel: s.cpu_fuel,
+            memory_mb: s.memory_mb,
+            max_events: s.max_events,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -315,6 +315,12 @@ impl Host for State {
                 let message = format!("tool call id `{id}` is used twice");
                 return Ok(Err(turn.fail("invalid_order", message)));
             }
+            if !crate::build::manifest::valid_tool_name(&call.name) {
+                let message = format!(
+                    "tool call `{id}` names no valid tool (1 to 64 letters, digits, _ or -)"
+                );
+                return Ok(Err(turn.fail("invalid_order", message)));
+            }
             let arguments = match turn.parse_json("tool call arguments", &call.arguments) {
                 Ok(v) => v,
                 Err(e) => return Ok(Err(e)),

@@ -310,7 +310,12 @@ async fn suspended(
         .map(|(id, text)| {
             NewEvent::new(
                 EventType::MessageEnd,
-                json!({"message_id": id, "role": "assistant", "text": text, "incomplete": false}),
+                json!({
+                    "message_id": id,
+                    "role": "assistant",
+                    "text": ctx.redactor.redact(&text),
+                    "incomplete": false,
+                }),
             )
         })
         .collect();

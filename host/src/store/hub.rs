@@ -17,7 +17,9 @@ const CHANNEL_CAPACITY: usize = 1024;
 
 #[derive(Default)]
 pub struct Hub {
-    channels: Mutex<HashMap<Uuid, broadcast::Sender<StoredEvent>>>,
+    /// Per watched session: its channel and how many subscriptions hold it
+    /// (counted under the lock, so the last one out always frees it).
+    channels: Mutex<HashMap<Uuid, (broadcast::Sender<StoredEvent>, usize)>>,
 }
 
 /// A subscription; unsubscribes (and frees the channel when it was the last) on drop.
@@ -30,10 +32,11 @@ pub struct Subscription {
 impl Hub {
     pub fn subscribe(self: &Arc<Self>, session: Uuid) -> Subscription {
         let mut channels = self.channels.lock().unwrap_or_else(PoisonError::into_inner);
-        let rx = channels
+        let (tx, count) = channels
             .entry(session)
-            .or_insert_with(|| broadcast::channel(CHANNEL_CAPACITY).0)
-            .subscribe();
+            .or_insert_with(|| (broadcast::channel(CHANNEL_CAPACITY).0, 0));
+        *count += 1;
+        let rx = tx.subscribe();
         Subscription {
             hub: self.clone(),
             session,
@@ -48,7 +51,7 @@ impl Hub {
             return;
         }
         for (session, event) in events {
-            if let Some(tx) = channels.get(session) {
+            if let Some((tx, _)) = channels.get(session) {
                 // No receiver left is fine: the channel is about to be dropped.
                 let _ = tx.send(event.clone());
             }
@@ -71,9 +74,9 @@ impl Drop for Subscription {
             .channels
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if let Some(tx) = channels.get(&self.session) {
-            // Our own receiver is still alive here, hence `<= 1`.
-            if tx.receiver_count() <= 1 {
+        if let Some((_, count)) = channels.get_mut(&self.session) {
+            *count -= 1;
+            if *count == 0 {
                 channels.remove(&self.session);
             }
         }

@@ -105,4 +105,6 @@ pub fn now_rfc3339() -> String {
 }
 
 #[cfg(test)]
+mod model_tests;
+#[cfg(test)]
 mod tests;

@@ -82,6 +82,9 @@ impl Store {
         from: u64,
         limit: usize,
     ) -> Result<Vec<StoredEvent>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
         let txn = self.db.begin_read().map_err(storage)?;
         let table = txn.open_table(tables::EVENTS).map_err(storage)?;
         let key = session.as_u128();

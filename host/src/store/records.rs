@@ -83,9 +83,9 @@ pub struct DeploymentRecord {
     pub limits: LimitsRecord,
 }
 
-/// Per-turn limits a manifest set; `None` keeps the default.
+/// Per-turn limits a manifest set; `None` keeps the default. Lenient on
+/// read (a newer version may add limits); the manifest parser is strict.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct LimitsRecord {
     #[serde(default)]
     pub wall_clock_secs: Option<u64>,

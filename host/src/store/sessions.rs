@@ -177,7 +177,8 @@ impl Writer {
     ) -> Result<(), StoreError> {
         let mut next_seq = self.running_turn(batch, id, turn)?;
         if self.broken.contains(&id) {
-            return Err(StoreError::Storage(
+            // A rejection, not a storage failure: the rest of the batch goes on.
+            return Err(StoreError::Conflict(
                 "an earlier write of this turn failed; the turn cannot go on".into(),
             ));
         }

@@ -3,8 +3,8 @@
 //! The thread takes the first command, drains whatever else is queued (up to
 //! `MAX_BATCH`), applies the batch in one write transaction against committed
 //! state plus the batch's own pending changes, commits with
-//! `Durability::Immediate`, and only then acknowledges each command and
-//! publishes the batch's events to the hub. A storage failure fails the whole
+//! `Durability::Immediate`, and only then publishes the batch's events to the
+//! hub and acknowledges each command. A storage failure fails the whole
 //! batch: nothing of it is acknowledged as written or published.
 //! Checks that decide an HTTP status (409 on input, version numbers) are
 //! commands here, so they cannot race.
@@ -357,6 +357,8 @@ pub(super) struct Batch {
     pub(super) sessions: HashMap<Uuid, CachedSession>,
     pub(super) dirty: HashSet<Uuid>,
     pub(super) published: Vec<(Uuid, StoredEvent)>,
+    /// Sessions whose committed state, when the batch first touched them, was a running turn.
+    running_before: HashSet<Uuid>,
     replies: Vec<DeferredReply>,
     failed: Option<StoreError>,
 }
@@ -404,7 +406,11 @@ impl Writer {
         }
         let txn = match self.store.db.begin_write() {
             Ok(mut txn) => {
-                // Commits also save the allocator state: restart after a crash is fast.
+                // Acknowledged means on disk; commits also save the allocator
+                // state, so a restart after a crash is fast.
+                if let Err(err) = txn.set_durability(redb::Durability::Immediate) {
+                    tracing::error!(error = %err, "cannot set immediate durability");
+                }
                 txn.set_quick_repair(true);
                 txn
             }
@@ -423,6 +429,7 @@ impl Writer {
             sessions: HashMap::new(),
             dirty: HashSet::new(),
             published: Vec::new(),
+            running_before: HashSet::new(),
             replies: Vec::with_capacity(commands.len()),
             failed: None,
         };
@@ -434,6 +441,7 @@ impl Writer {
             sessions,
             dirty,
             published,
+            running_before,
             replies,
             mut failed,
         } = batch;
@@ -452,13 +460,11 @@ impl Writer {
                 if matches!(err, StoreError::Storage(_)) {
                     self.store.set_degraded();
                 }
-                // Running turns that lost events must not go on as if they had not.
-                self.broken.extend(
-                    sessions
-                        .iter()
-                        .filter(|(_, s)| s.record.status == SessionStatus::Running)
-                        .map(|(id, _)| *id),
-                );
+                // Turns that were running before this batch and lost events
+                // must not go on as if they had not (their next write is
+                // refused and their end becomes TURN_ERROR `storage`).
+                drop(sessions);
+                self.broken.extend(running_before);
             }
         }
         for reply in replies {
@@ -582,6 +588,9 @@ impl Writer {
                 Some(cached) => cached.clone(),
                 None => load_session(&batch.txn, id)?,
             };
+            if cached.record.status == SessionStatus::Running {
+                batch.running_before.insert(id);
+            }
             batch.sessions.insert(id, cached);
         }
         batch
