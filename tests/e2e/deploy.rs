@@ -274,3 +274,23 @@ async fn concurrent_deploys_get_distinct_versions() {
     versions.sort();
     assert_eq!(versions, vec![1, 2, 3, 4, 5, 6]);
 }
+
+#[tokio::test]
+async fn a_build_cut_by_a_crash_runs_again_at_restart() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    // describe loops until its CPU budget runs out: the build takes a while.
+    let looping = support::guest("describe-loop");
+    let (status, row) = server
+        .upload(bundle(&[("agent.wasm", &looping)]), MANIFEST)
+        .await;
+    assert_eq!(status, 202);
+    server.kill();
+    let server = Server::start(dir.path()).await;
+    let row = server.wait_built(&row).await;
+    assert_eq!(row["status"], "failed", "{row}");
+    assert!(
+        row["error"].as_str().unwrap().contains("describe failed"),
+        "{row}"
+    );
+}

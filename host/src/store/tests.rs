@@ -260,3 +260,71 @@ async fn a_failing_disk_stops_writes_and_nothing_half_written_is_streamed() {
         committed.iter().map(|e| (e.id, e.seq)).collect::<Vec<_>>()
     );
 }
+
+#[tokio::test]
+async fn a_resumed_turn_that_started_is_never_run_again() {
+    let (_dir, store, writer) = open();
+    let d = writer
+        .create_deployment(new_deployment(None))
+        .await
+        .unwrap();
+    writer.finish_build(d.id, success()).await.unwrap();
+    let boot = Uuid::now_v7();
+    let (session, ticket) = writer
+        .create_session("app".into(), "/chat".into(), json!("delete x"), boot)
+        .await
+        .unwrap();
+    let call = ToolCallRecord {
+        tool_call_id: "call_1_1".into(),
+        name: "delete_record".into(),
+        arguments: json!({"name": "x"}),
+    };
+    let pending = PendingApproval {
+        call: call.clone(),
+        reason: None,
+        gated_by: vec!["code".into()],
+        step: vec![call],
+        input: json!("delete x"),
+        event_seq: 0,
+    };
+    writer
+        .finish_turn(
+            session.id,
+            ticket.turn,
+            vec![],
+            TurnOutcome::Suspended(Box::new(pending)),
+        )
+        .await
+        .unwrap();
+    let decision = Decision {
+        approved: true,
+        approver: "alice".into(),
+        key_id: "k".into(),
+    };
+    let resumed = writer.decide(session.id, decision, boot).await.unwrap();
+    // The resumed turn did something, then the process died.
+    let start = crate::journal::NewEvent::new(
+        crate::journal::EventType::MessageStart,
+        json!({"message_id": "m", "role": "assistant"}),
+    );
+    writer
+        .append(session.id, resumed.turn, vec![start])
+        .await
+        .unwrap()
+        .await
+        .unwrap()
+        .unwrap();
+    let recovery = writer.recover(Uuid::now_v7()).await.unwrap();
+    assert!(
+        recovery.restarted.is_empty(),
+        "never re-run behind the user's back"
+    );
+    assert_eq!(recovery.closed, vec![session.id]);
+    let last = store.events(session.id, 0, 100).unwrap().pop().unwrap();
+    assert!(
+        last.json.contains("host_restarted") && last.json.contains("may or may not have run"),
+        "{}",
+        last.json
+    );
+    assert!(last.json.contains("call_1_1"));
+}
