@@ -6,9 +6,9 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use uuid::Uuid;
 
 use super::extract::{Json, Path, Query, session_id};
+use super::paging::{Page, app_filter};
 use super::{ApiError, AppState, views};
 use crate::keys::Principal;
 use crate::store::{Decision, TurnReason};
@@ -78,41 +78,22 @@ pub struct ListQuery {
     cursor: Option<String>,
 }
 
-const DEFAULT_PAGE: usize = 50;
-const MAX_PAGE: usize = 500;
-
 pub async fn list(
     State(state): State<AppState>,
     Query(query): Query<ListQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    let before = match query.cursor.as_deref() {
-        None => None,
-        Some(c) => Some(Uuid::parse_str(c).map_err(|_| {
-            ApiError::bad_request(
-                "invalid_query",
-                format!("`cursor` = `{c}` is not a cursor from this API"),
-            )
-        })?),
-    };
-    let limit = query.limit.unwrap_or(DEFAULT_PAGE).clamp(1, MAX_PAGE);
-    let app = query.app;
+    let page = Page::new(query.cursor.as_deref(), query.limit)?;
+    let (before, limit, app) = (page.before, page.limit, query.app);
     let items = state
         .store
-        .read(move |s| {
-            let app_id = match app {
-                None => None,
-                Some(app) => match s.app(&app)? {
-                    Some(app) => Some(app.id),
-                    None => return Ok(Vec::new()),
-                },
-            };
-            s.pending_approvals(app_id, before, limit + 1)
+        .read(move |s| match app_filter(s, app)? {
+            Some(None) => Ok(Vec::new()),
+            filter => s.pending_approvals(filter.flatten(), before, limit + 1),
         })
         .await?;
-    let more = items.len() > limit;
-    let next_cursor = more.then(|| items[limit - 1].session.id.to_string());
-    let mut out = Vec::with_capacity(items.len().min(limit));
-    for item in items.iter().take(limit) {
+    let (items, next_cursor) = page.finish(items, |item| item.session.id);
+    let mut out = Vec::with_capacity(items.len());
+    for item in &items {
         let event: Value = serde_json::from_str(&item.event.json).map_err(ApiError::internal)?;
         out.push(json!({"session": views::session(&item.session), "event": event}));
     }

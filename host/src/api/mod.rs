@@ -12,6 +12,7 @@ mod events;
 mod extract;
 mod health;
 mod keys;
+mod paging;
 mod secrets;
 mod sessions;
 mod views;

@@ -5,9 +5,9 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use uuid::Uuid;
 
 use super::extract::{Json, Path, Query, session_id};
+use super::paging::{Page, app_filter};
 use super::{ApiError, AppState, views};
 use crate::keys::Principal;
 use crate::store::{SessionFilter, SessionRecord, SessionStatus};
@@ -108,9 +108,6 @@ pub struct ListQuery {
     cursor: Option<String>,
 }
 
-const DEFAULT_PAGE: usize = 50;
-const MAX_PAGE: usize = 500;
-
 pub async fn list(
     State(state): State<AppState>,
     Query(query): Query<ListQuery>,
@@ -126,39 +123,23 @@ pub async fn list(
             )
         })?),
     };
-    let before = match query.cursor.as_deref() {
-        None => None,
-        Some(c) => Some(Uuid::parse_str(c).map_err(|_| {
-            ApiError::bad_request(
-                "invalid_query",
-                format!("`cursor` = `{c}` is not a cursor from this API"),
-            )
-        })?),
-    };
-    let limit = query.limit.unwrap_or(DEFAULT_PAGE).clamp(1, MAX_PAGE);
-    let app = query.app;
+    let page = Page::new(query.cursor.as_deref(), query.limit)?;
+    let (before, limit, app) = (page.before, page.limit, query.app);
     let records = state
         .store
-        .read(move |s| {
-            let app_id = match app {
-                None => None,
-                Some(app) => match s.app(&app)? {
-                    Some(app) => Some(app.id),
-                    // An unknown app has no sessions.
-                    None => return Ok(Vec::new()),
-                },
-            };
-            s.sessions(&SessionFilter {
-                app_id,
+        .read(move |s| match app_filter(s, app)? {
+            // An unknown app has no sessions.
+            Some(None) => Ok(Vec::new()),
+            filter => s.sessions(&SessionFilter {
+                app_id: filter.flatten(),
                 status,
                 before,
                 limit: limit + 1,
-            })
+            }),
         })
         .await?;
-    let more = records.len() > limit;
-    let items: Vec<Value> = records.iter().take(limit).map(views::session).collect();
-    let next_cursor = more.then(|| records[limit - 1].id.to_string());
+    let (records, next_cursor) = page.finish(records, |record| record.id);
+    let items: Vec<Value> = records.iter().map(views::session).collect();
     Ok(Json(json!({"items": items, "next_cursor": next_cursor})))
 }
 

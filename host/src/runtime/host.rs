@@ -177,6 +177,25 @@ impl TurnCtx {
         HostError::Unavailable(err.to_string())
     }
 
+    /// MESSAGE_END for every message still open (their full text redacted
+    /// again, since a secret may be split across deltas).
+    pub fn close_open_messages(&mut self, incomplete: bool) -> Vec<NewEvent> {
+        let open = std::mem::take(&mut self.open_messages);
+        (open.into_iter())
+            .map(|(id, text)| {
+                NewEvent::new(
+                    EventType::MessageEnd,
+                    json!({
+                        "message_id": id,
+                        "role": "assistant",
+                        "text": self.redactor.redact(&text),
+                        "incomplete": incomplete,
+                    }),
+                )
+            })
+            .collect()
+    }
+
     /// Waits until everything queued so far is committed.
     pub async fn flush(&mut self) -> Result<(), StoreError> {
         match self.last_ack.take() {

@@ -256,21 +256,7 @@ async fn closing_events(
     }
     // A storage failure surfaces in the final commit (the writer turns it into TURN_ERROR).
     let _ = ctx.flush().await;
-    let mut events: Vec<NewEvent> = ctx
-        .open_messages
-        .drain(..)
-        .map(|(id, text)| {
-            NewEvent::new(
-                EventType::MessageEnd,
-                json!({
-                    "message_id": id,
-                    "role": "assistant",
-                    "text": ctx.redactor.redact(&text),
-                    "incomplete": failure.is_some(),
-                }),
-            )
-        })
-        .collect();
+    let mut events = ctx.close_open_messages(failure.is_some());
     let (outcome, label) = match failure {
         None => {
             events.push(NewEvent::new(EventType::TurnEnded, json!({"turn": turn})));
@@ -306,19 +292,7 @@ async fn suspended(
         tracing::info!(session = %ticket.session_id, turn = ticket.turn, kind = failure.kind, "the agent failed after suspending; the suspension stands");
     }
     let _ = ctx.flush().await;
-    let mut events: Vec<NewEvent> = (ctx.open_messages.drain(..))
-        .map(|(id, text)| {
-            NewEvent::new(
-                EventType::MessageEnd,
-                json!({
-                    "message_id": id,
-                    "role": "assistant",
-                    "text": ctx.redactor.redact(&text),
-                    "incomplete": false,
-                }),
-            )
-        })
-        .collect();
+    let mut events = ctx.close_open_messages(false);
     let call = &suspension.call;
     events.push(NewEvent::new(
         EventType::ToolApprovalRequired,

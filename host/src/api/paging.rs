@@ -1,0 +1,56 @@
+//! Pagination and the `app` filter shared by the list endpoints.
+
+use uuid::Uuid;
+
+use super::ApiError;
+use crate::store::{Store, StoreError};
+
+const DEFAULT_PAGE: usize = 50;
+const MAX_PAGE: usize = 500;
+
+/// A page request: items strictly older than `before`, at most `limit`.
+pub struct Page {
+    pub before: Option<Uuid>,
+    pub limit: usize,
+}
+
+impl Page {
+    pub fn new(cursor: Option<&str>, limit: Option<usize>) -> Result<Page, ApiError> {
+        let before = match cursor {
+            None => None,
+            Some(c) => Some(Uuid::parse_str(c).map_err(|_| {
+                ApiError::bad_request(
+                    "invalid_query",
+                    format!("`cursor` = `{c}` is not a cursor from this API"),
+                )
+            })?),
+        };
+        Ok(Page {
+            before,
+            limit: limit.unwrap_or(DEFAULT_PAGE).clamp(1, MAX_PAGE),
+        })
+    }
+
+    /// Trims `items` (read with `limit + 1`) to the page; the next cursor if more remain.
+    pub fn finish<T>(
+        &self,
+        mut items: Vec<T>,
+        id: impl Fn(&T) -> Uuid,
+    ) -> (Vec<T>, Option<String>) {
+        let more = items.len() > self.limit;
+        items.truncate(self.limit);
+        let next = more
+            .then(|| items.last().map(|item| id(item).to_string()))
+            .flatten();
+        (items, next)
+    }
+}
+
+/// The `app` filter of a list: `Ok(None)` for no filter, `Ok(Some(None))`
+/// for an app that does not exist (an empty list, not an error).
+pub fn app_filter(store: &Store, app: Option<String>) -> Result<Option<Option<Uuid>>, StoreError> {
+    match app {
+        None => Ok(None),
+        Some(app) => Ok(Some(store.app(&app)?.map(|app| app.id))),
+    }
+}
