@@ -84,7 +84,7 @@ async fn runaway_guests_end_their_own_turn_and_others_keep_streaming() {
 }
 
 #[tokio::test]
-async fn the_sandbox_has_no_sockets() {
+async fn the_sandbox_has_no_sockets_and_none_of_the_hosts_environment() {
     let dir = support::data_dir();
     let server = Server::start(dir.path()).await;
     server.deploy("rogue", &support::guest("rogue")).await;
@@ -100,6 +100,24 @@ async fn the_sandbox_has_no_sockets() {
             .as_str()
             .unwrap()
             .starts_with("refused:"),
+        "{said}"
+    );
+    // Nor does it see the host's environment: only what the platform injects.
+    for variable in ["PATH", "HOME", "AGENTHOST_BOOTSTRAP_KEY"] {
+        let events = turn(&server, "rogue", "/env", json!(variable)).await;
+        let said = events
+            .iter()
+            .rfind(|e| e["type"] == "MESSAGE_END" && e["payload"]["role"] == "assistant")
+            .unwrap();
+        assert_eq!(said["payload"]["text"], format!("{variable} is not set"));
+    }
+    let events = turn(&server, "rogue", "/env", json!("SERVICE_APPROVAL_POLICY")).await;
+    let said = events.iter().rfind(|e| e["type"] == "MESSAGE_END").unwrap();
+    assert!(
+        said["payload"]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("len=2 "),
         "{said}"
     );
 }
