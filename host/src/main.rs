@@ -80,6 +80,7 @@ async fn start(args: &ServeArgs, bootstrap_key: Option<String>) -> anyhow::Resul
         master_key: std::env::var("AGENTHOST_MASTER_KEY").ok(),
         cors_origins: args.cors_origins.clone(),
         shutdown_grace: Duration::from_secs(args.shutdown_grace_secs),
+        max_concurrent_turns: args.max_concurrent_turns,
     })
     .await?;
     println!("agenthost listening on http://{}", server.local_addr);

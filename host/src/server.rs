@@ -30,6 +30,8 @@ pub struct ServeOptions {
     pub cors_origins: Vec<String>,
     /// On SIGTERM, how long running turns may take to finish.
     pub shutdown_grace: Duration,
+    /// Turns running at once; the rest queue.
+    pub max_concurrent_turns: usize,
 }
 
 /// A server that is listening; `run` serves until shutdown.
@@ -69,6 +71,7 @@ impl Server {
             store.clone(),
             writer.clone(),
             vault.clone(),
+            options.max_concurrent_turns,
         )?;
         let builder = Builder::spawn(runtime.clone(), writer.clone(), options.data_dir.clone())?;
         builder.resume_interrupted(&store, &writer).await?;

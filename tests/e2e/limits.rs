@@ -121,3 +121,43 @@ async fn the_sandbox_has_no_sockets_and_none_of_the_hosts_environment() {
         "{said}"
     );
 }
+
+#[tokio::test]
+async fn turns_beyond_the_concurrency_cap_wait_for_a_slot() {
+    let dir = support::data_dir();
+    let server = Server::start_with(dir.path(), &["--max-concurrent-turns", "1"]).await;
+    server.deploy("slow", &support::guest("slow")).await;
+    server.deploy("hello", &support::guest("hello")).await;
+    let busy = server
+        .session("slow", "/slow", json!({"sleep_ms": 800}))
+        .await;
+    let mut busy_stream = server.events(&busy, None).await;
+    busy_stream.until(&["MESSAGE_DELTA"]).await;
+    // Accepted at once, but it runs only when the one slot frees.
+    let queued = server.session("hello", "/chat", json!("me too")).await;
+    let (_, record) = server.get(&format!("/sessions/{queued}")).await;
+    assert_eq!(record["status"], "running");
+    let queued_events = turn_events(&server, &queued).await;
+    let busy_end = busy_stream.until(&["TURN_ENDED"]).await;
+    let ended_at = busy_end.last().unwrap()["created_at"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let first_reply = queued_events
+        .iter()
+        .find(|e| e["payload"]["role"] == "assistant")
+        .unwrap();
+    // RFC 3339 UTC timestamps of one format compare as text.
+    assert!(
+        first_reply["created_at"].as_str().unwrap() >= ended_at.as_str(),
+        "the queued turn ran after the running one: {first_reply} vs {ended_at}"
+    );
+}
+
+async fn turn_events(server: &Server, session: &str) -> Vec<Value> {
+    server
+        .events(session, None)
+        .await
+        .until(&["TURN_ENDED", "TURN_ERROR"])
+        .await
+}

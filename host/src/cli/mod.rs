@@ -79,6 +79,9 @@ pub struct ServeArgs {
     /// On SIGTERM, seconds running turns get to finish before the process exits.
     #[arg(long, default_value_t = 10, env = "AGENTHOST_SHUTDOWN_GRACE_SECS")]
     pub shutdown_grace_secs: u64,
+    /// Turns running at once; further turns queue until a slot frees.
+    #[arg(long, default_value_t = crate::runtime::DEFAULT_MAX_CONCURRENT_TURNS, env = "AGENTHOST_MAX_CONCURRENT_TURNS")]
+    pub max_concurrent_turns: usize,
 }
 
 #[derive(clap::Args)]

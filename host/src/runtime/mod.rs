@@ -40,8 +40,8 @@ use state::State;
 use crate::secrets::Vault;
 use crate::store::{Store, TurnTicket, WriterHandle};
 
-/// Turns running at once; the rest wait for a slot.
-const MAX_CONCURRENT_TURNS: usize = 256;
+/// Turns running at once by default; the rest wait for a slot.
+pub const DEFAULT_MAX_CONCURRENT_TURNS: usize = 256;
 
 /// A deployment ready to run turns.
 #[derive(Clone)]
@@ -90,6 +90,7 @@ impl Runtime {
         store: Store,
         writer: WriterHandle,
         vault: Arc<Vault>,
+        max_concurrent_turns: usize,
     ) -> anyhow::Result<Arc<Runtime>> {
         let wasm = |e: wasmtime::Error| anyhow::anyhow!("{e:#}");
         let engine = engine::new_engine().map_err(wasm)?;
@@ -108,7 +109,7 @@ impl Runtime {
             store,
             writer,
             deployments: Mutex::new(HashMap::new()),
-            slots: Arc::new(Semaphore::new(MAX_CONCURRENT_TURNS)),
+            slots: Arc::new(Semaphore::new(max_concurrent_turns.max(1))),
             vault,
             active: Arc::default(),
             accepting: AtomicBool::new(true),
