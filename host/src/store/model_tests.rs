@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use super::tests::{new_deployment, success};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use proptest::test_runner::{Config as ProptestConfig, TestCaseError, TestRunner};
@@ -299,33 +300,6 @@ async fn stream(
 
 // ----- Fixtures -----
 
-fn new_deployment() -> NewDeployment {
-    NewDeployment {
-        app_slug: "app".into(),
-        version: None,
-        manifest: String::new(),
-        entry: "a.wasm".into(),
-        manifest_gated: Vec::new(),
-        approval_policy: Vec::new(),
-        secrets: Vec::new(),
-        limits: Default::default(),
-    }
-}
-
-fn success() -> BuildOutcome {
-    BuildOutcome::Succeeded {
-        description: AgentDescription {
-            routes: vec!["/chat".into()],
-            tools: vec![],
-        },
-        artifact: Artifact {
-            component_sha256: String::new(),
-            artifact_sha256: String::new(),
-            engine: String::new(),
-        },
-    }
-}
-
 /// The events `turn_start_events` journals for an input.
 fn turn_start_types(text: bool) -> Vec<String> {
     let mut types = vec!["TURN_STARTED".to_string()];
@@ -392,7 +366,7 @@ impl Harness {
         let store = Store::open(&path).map_err(|e| fail("open", e))?;
         let writer = Writer::spawn(store.clone()).map_err(|e| fail("spawn", e))?;
         let d = writer
-            .create_deployment(new_deployment())
+            .create_deployment(new_deployment(None))
             .await
             .map_err(|e| fail("deploy", e))?;
         writer

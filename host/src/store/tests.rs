@@ -13,7 +13,7 @@ fn open() -> (tempfile::TempDir, Store, WriterHandle) {
     (dir, store, writer)
 }
 
-fn new_deployment(version: Option<u64>) -> NewDeployment {
+pub(super) fn new_deployment(version: Option<u64>) -> NewDeployment {
     NewDeployment {
         app_slug: "app".into(),
         version,
@@ -26,7 +26,7 @@ fn new_deployment(version: Option<u64>) -> NewDeployment {
     }
 }
 
-fn success() -> BuildOutcome {
+pub(super) fn success() -> BuildOutcome {
     BuildOutcome::Succeeded {
         description: AgentDescription {
             routes: vec!["/chat".into()],
