@@ -21,6 +21,10 @@ pub enum Error {
     ToolApprovalRequired(ToolCall),
     /// The input (or a tool's arguments) is not what the agent expects.
     BadInput(String),
+    /// An outbound HTTP request failed (see [`crate::http`]).
+    Http(crate::http::HttpError),
+    /// Calling the model failed (see [`crate::llm`]).
+    Llm(crate::llm::LlmError),
     /// Anything else, with its message.
     Other(String),
 }
@@ -78,6 +82,8 @@ impl fmt::Display for Error {
                 call.name
             ),
             Error::BadInput(m) => write!(f, "bad input: {m}"),
+            Error::Http(e) => e.fmt(f),
+            Error::Llm(e) => e.fmt(f),
             Error::Other(m) => f.write_str(m),
         }
     }

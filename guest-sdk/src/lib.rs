@@ -27,6 +27,10 @@
 //! Every turn runs in a fresh instance: nothing survives in memory from one
 //! turn to the next, so an agent keeps its context in the session's journal
 //! (what it writes) and reads it back with [`Turn::history`].
+//!
+//! [`http`] sends outbound HTTP requests (to the origins the deployment's
+//! `[outbound] allow` lists), and [`llm::ChatLoop`] runs a model loop over an
+//! OpenAI-compatible chat completions API with the agent's tools.
 
 #![warn(missing_docs)]
 
@@ -35,6 +39,8 @@ mod bindings;
 mod error;
 mod export;
 mod history;
+pub mod http;
+pub mod llm;
 mod message;
 mod resume;
 mod tools;
