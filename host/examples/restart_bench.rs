@@ -40,6 +40,7 @@ async fn write(dir: &str, megabytes: u64) -> anyhow::Result<()> {
             approval_policy: vec![],
             secrets: vec![],
             limits: Default::default(),
+            outbound: Vec::new(),
         })
         .await?;
     let outcome = BuildOutcome::Succeeded {

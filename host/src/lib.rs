@@ -3,10 +3,13 @@
 //! See ARCHITECTURE.md for the bird's-eye view and the code map.
 
 pub mod api;
+#[doc(hidden)]
+pub mod bench_api;
 pub mod build;
 pub mod cli;
 pub mod journal;
 pub mod keys;
+pub mod metrics;
 pub mod runtime;
 pub mod secrets;
 pub mod server;

@@ -6,13 +6,13 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 
-use agenthost::cli::{Cli, Command, DeployOptions, ServeArgs, deploy, keys};
+use agenthost::cli::{Cli, Command, DeployOptions, ServeArgs, bench, deploy, keys};
 use agenthost::server::{ServeOptions, Server, write_secret_file};
 
 fn main() {
     let cli = Cli::parse();
     let default_level = match cli.command {
-        Command::Deploy(_) => "warn",
+        Command::Deploy(_) | Command::Bench(_) => "warn",
         _ => "info",
     };
     tracing_subscriber::fmt()
@@ -63,6 +63,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Dev { serve, dir } => dev(serve, dir).await,
         Command::Keys(args) => keys(&args.remote, args.action).await,
+        Command::Bench(args) => bench(args).await,
     }
 }
 
@@ -81,6 +82,7 @@ async fn start(args: &ServeArgs, bootstrap_key: Option<String>) -> anyhow::Resul
         cors_origins: args.cors_origins.clone(),
         shutdown_grace: Duration::from_secs(args.shutdown_grace_secs),
         max_concurrent_turns: args.max_concurrent_turns,
+        outbound: args.outbound_policy()?,
     })
     .await?;
     println!("agenthost listening on http://{}", server.local_addr);

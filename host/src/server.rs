@@ -32,6 +32,8 @@ pub struct ServeOptions {
     pub shutdown_grace: Duration,
     /// Turns running at once; the rest queue.
     pub max_concurrent_turns: usize,
+    /// What agents may reach over HTTP.
+    pub outbound: crate::runtime::outbound::OutboundPolicy,
 }
 
 /// A server that is listening; `run` serves until shutdown.
@@ -72,6 +74,7 @@ impl Server {
             writer.clone(),
             vault.clone(),
             options.max_concurrent_turns,
+            options.outbound,
         )?;
         let builder = Builder::spawn(runtime.clone(), writer.clone(), options.data_dir.clone())?;
         builder.resume_interrupted(&store, &writer).await?;

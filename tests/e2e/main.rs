@@ -3,13 +3,16 @@
 //! and `tests/fixtures/`.
 
 mod approvals;
+mod assistant;
 mod auth;
+mod bench;
 mod browser;
 mod crash;
 mod deploy;
 mod dev;
 mod keys;
 mod limits;
+mod outbound;
 mod rollback;
 mod secrets;
 mod sessions;

@@ -153,6 +153,7 @@ async fn accept(
             approval_policy,
             secrets: manifest.agent.secrets.clone(),
             limits: (&manifest.limits).into(),
+            outbound: manifest.outbound.allow.clone(),
         })
         .await?;
     if let Err(err) = state.builder.enqueue(&record, upload) {
@@ -170,7 +171,14 @@ async fn accept(
         .read(move |s| s.app(&app_id.to_string()))
         .await?
         .ok_or_else(|| ApiError::internal("a new deployment's app is missing"))?;
-    Ok((StatusCode::ACCEPTED, Json(views::deployment(&record, &app))))
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(views::deployment(
+            &record,
+            &app,
+            state.runtime.outbound_policy(),
+        )),
+    ))
 }
 
 pub async fn list(
@@ -178,6 +186,7 @@ pub async fn list(
     Path(id): Path<String>,
 ) -> Result<Json<Vec<Value>>, ApiError> {
     let key = id.clone();
+    let policy = state.runtime.outbound_policy().clone();
     let rows = state
         .store
         .read(move |s| {
@@ -186,7 +195,9 @@ pub async fn list(
             };
             let rows = s.deployments(app.id)?;
             Ok(Some(
-                rows.iter().map(|d| views::deployment(d, &app)).collect(),
+                rows.iter()
+                    .map(|d| views::deployment(d, &app, &policy))
+                    .collect(),
             ))
         })
         .await?;
@@ -213,5 +224,12 @@ pub async fn activate(
         .read(move |s| s.app(&app_id.to_string()))
         .await?
         .ok_or_else(|| ApiError::internal("an activated deployment's app is missing"))?;
-    Ok((StatusCode::ACCEPTED, Json(views::deployment(&record, &app))))
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(views::deployment(
+            &record,
+            &app,
+            state.runtime.outbound_policy(),
+        )),
+    ))
 }

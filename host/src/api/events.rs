@@ -97,7 +97,7 @@ async fn read_chunk(
         .await?)
 }
 
-fn frame(event: &StoredEvent) -> Event {
+pub(crate) fn frame(event: &StoredEvent) -> Event {
     Event::default().id(event.id.to_string()).data(&*event.json)
 }
 
@@ -116,6 +116,7 @@ fn frames(
     let mut shutdown = state.shutdown.clone();
     let mut revocations = state.keys.revocations();
     async_stream::stream! {
+        let _open = crate::metrics::StreamGuard::default();
         let mut next = from;
         let mut chunk = first;
         // Replay: chunk after chunk until redb has nothing newer.

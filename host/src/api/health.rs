@@ -1,7 +1,9 @@
-//! `GET /healthz` (the process answers) and `GET /readyz` (it can serve): no key needed.
+//! `GET /healthz` (the process answers) and `GET /readyz` (it can serve), no
+//! key needed; `GET /metrics` (OpenMetrics text, platform key).
 
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
 use serde_json::{Value, json};
 
 use super::AppState;
@@ -28,4 +30,14 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) 
             )
         }
     }
+}
+
+pub async fn metrics() -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        crate::metrics::get().encode(),
+    )
 }

@@ -8,7 +8,7 @@ mod apps;
 mod auth;
 mod deployments;
 mod error;
-mod events;
+pub(crate) mod events;
 mod extract;
 mod health;
 mod keys;
@@ -101,6 +101,7 @@ fn table() -> Vec<(Endpoint, MethodRouter<AppState>)> {
     vec![
         row("GET", "/healthz", Public, get(health::healthz)),
         row("GET", "/readyz", Public, get(health::readyz)),
+        row("GET", "/metrics", Platform, get(health::metrics)),
         row("POST", "/sessions", Session, post(sessions::create)),
         row("GET", "/sessions", Platform, get(sessions::list)),
         row("GET", "/sessions/{id}", Session, get(sessions::get)),
@@ -263,6 +264,14 @@ pub async fn serve(
     state: AppState,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    use axum::serve::ListenerExt;
+    // Without TCP_NODELAY, Nagle's algorithm and the client's delayed ACK
+    // hold a stream's first small frames back ~40 ms on a reused connection.
+    let listener = listener.tap_io(|tcp| {
+        if let Err(err) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %err, "cannot set TCP_NODELAY");
+        }
+    });
     axum::serve(listener, router(state))
         .with_graceful_shutdown(shutdown)
         .await

@@ -2,6 +2,7 @@
 
 use serde_json::{Value, json};
 
+use crate::runtime::outbound::OutboundPolicy;
 use crate::store::{AppRecord, DeploymentRecord, SessionRecord};
 
 pub fn session(s: &SessionRecord) -> Value {
@@ -25,7 +26,10 @@ pub fn session(s: &SessionRecord) -> Value {
     })
 }
 
-pub fn deployment(d: &DeploymentRecord, app: &AppRecord) -> Value {
+pub fn deployment(d: &DeploymentRecord, app: &AppRecord, policy: &OutboundPolicy) -> Value {
+    let effective: Vec<String> = (policy.effective(&d.outbound).iter())
+        .map(|o| o.to_string())
+        .collect();
     let mut row = json!({
         "id": d.id,
         "app_id": d.app_id,
@@ -40,6 +44,7 @@ pub fn deployment(d: &DeploymentRecord, app: &AppRecord) -> Value {
         "approval_policy": d.approval_policy,
         "secrets": d.secrets,
         "limits": d.limits,
+        "outbound": {"declared": d.outbound, "effective": effective},
     });
     if let Some(error) = &d.error {
         row["error"] = json!(error);

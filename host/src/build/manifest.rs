@@ -25,6 +25,20 @@ pub struct Manifest {
     /// Per-turn limits (within the server's maxima; see docs/limits.md).
     #[serde(default)]
     pub limits: LimitsSection,
+    /// Outbound HTTP (see docs/outbound.md).
+    #[serde(default)]
+    pub outbound: OutboundSection,
+}
+
+/// Most origins one manifest may list.
+pub const MAX_OUTBOUND_ORIGINS: usize = 64;
+
+/// `[outbound]`: the origins the agent may call; none by default.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutboundSection {
+    #[serde(default)]
+    pub allow: Vec<String>,
 }
 
 /// `[limits]`: unknown keys are refused here, where a person can fix them.
@@ -125,6 +139,15 @@ impl Manifest {
             return Err(ManifestError::Invalid(format!(
                 "`agent.secrets`: `{name}` is not a secret name (letters, digits and _, not starting with a digit, SERVICE_ or AGENTHOST_)"
             )));
+        }
+        if manifest.outbound.allow.len() > MAX_OUTBOUND_ORIGINS {
+            return Err(ManifestError::Invalid(format!(
+                "`outbound.allow` lists more than {MAX_OUTBOUND_ORIGINS} origins"
+            )));
+        }
+        for origin in &manifest.outbound.allow {
+            crate::runtime::outbound::OriginPattern::parse(origin)
+                .map_err(|e| ManifestError::Invalid(format!("`outbound.allow`: {e}")))?;
         }
         let limits = &manifest.limits;
         let set = [

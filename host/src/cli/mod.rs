@@ -1,5 +1,7 @@
-//! The command line: `agenthost serve`, `agenthost deploy`, `agenthost dev`.
+//! The command line: `agenthost serve`, `agenthost deploy`, `agenthost dev`,
+//! `agenthost keys`, `agenthost bench`.
 
+mod bench;
 mod deploy;
 mod keys;
 mod package;
@@ -9,6 +11,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
+pub use bench::{BenchArgs, bench};
 pub use deploy::{DeployOptions, deploy};
 pub use keys::{KeysAction, keys};
 
@@ -39,6 +42,8 @@ pub enum Command {
     },
     /// Mint, list and revoke API keys of a running server.
     Keys(KeysArgs),
+    /// Measure a running server with the `examples/bench` agent (docs/bench.md).
+    Bench(BenchArgs),
 }
 
 /// Which server to talk to, and as whom.
@@ -82,6 +87,42 @@ pub struct ServeArgs {
     /// Turns running at once; further turns queue until a slot frees.
     #[arg(long, default_value_t = crate::runtime::DEFAULT_MAX_CONCURRENT_TURNS, env = "AGENTHOST_MAX_CONCURRENT_TURNS")]
     pub max_concurrent_turns: usize,
+    /// The outbound ceiling: origins any deployment may call at most
+    /// (`scheme://host[:port]`, `*.` subdomains, `:*` any port; `*` for
+    /// anything). A deployment reaches its `[outbound] allow` within it.
+    #[arg(
+        long = "outbound-allow",
+        env = "AGENTHOST_OUTBOUND_ALLOW",
+        value_delimiter = ',',
+        default_value = "*"
+    )]
+    pub outbound_allow: Vec<String>,
+    /// Let agents reach loopback, private and link-local addresses (this
+    /// host, the LAN, cloud metadata). Off by default.
+    #[arg(long, env = "AGENTHOST_OUTBOUND_ALLOW_PRIVATE")]
+    pub outbound_allow_private: bool,
+}
+
+impl ServeArgs {
+    /// The outbound policy these flags describe.
+    pub fn outbound_policy(&self) -> anyhow::Result<crate::runtime::outbound::OutboundPolicy> {
+        use crate::runtime::outbound::{OriginPattern, OutboundPolicy, origin};
+        let mut ceiling = Vec::new();
+        for entry in &self.outbound_allow {
+            if entry.trim() == "*" {
+                ceiling.extend(origin::unrestricted());
+            } else {
+                ceiling.push(
+                    OriginPattern::parse(entry.trim())
+                        .map_err(|e| anyhow::anyhow!("--outbound-allow: {e}"))?,
+                );
+            }
+        }
+        Ok(OutboundPolicy {
+            ceiling,
+            allow_private: self.outbound_allow_private,
+        })
+    }
 }
 
 #[derive(clap::Args)]

@@ -24,6 +24,9 @@ pub enum EventType {
     TurnError,
     TurnEnded,
     SessionEnded,
+    HttpRequest,
+    HttpRequestDenied,
+    HttpResponse,
 }
 
 impl EventType {
@@ -43,6 +46,9 @@ impl EventType {
             EventType::TurnError => "TURN_ERROR",
             EventType::TurnEnded => "TURN_ENDED",
             EventType::SessionEnded => "SESSION_ENDED",
+            EventType::HttpRequest => "HTTP_REQUEST",
+            EventType::HttpRequestDenied => "HTTP_REQUEST_DENIED",
+            EventType::HttpResponse => "HTTP_RESPONSE",
         }
     }
 }

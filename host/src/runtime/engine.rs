@@ -3,14 +3,18 @@
 use std::hash::{Hash, Hasher};
 use std::time::Duration;
 
-use wasmtime::{Config, Engine, OptLevel};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig};
+
+use super::limits::MEMORY_MB;
 
 /// How often the engine's epoch advances: the granularity of deadlines and
 /// of a busy guest yielding to the async runtime.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 
-/// Builds the engine every component is compiled and run with.
-pub fn new_engine() -> wasmtime::Result<Engine> {
+/// Builds the engine every component is compiled and run with; `slots` is
+/// how many component instances may live at once (one per running turn,
+/// plus `describe` at deploy time).
+pub fn new_engine_with(slots: u32) -> wasmtime::Result<Engine> {
     let mut config = Config::new();
     config.wasm_component_model(true);
     config.cranelift_opt_level(OptLevel::Speed);
@@ -20,6 +24,23 @@ pub fn new_engine() -> wasmtime::Result<Engine> {
     // CPU limits count fuel (about one unit per instruction), not seconds.
     config.consume_fuel(true);
     config.max_wasm_stack(1 << 20);
+    // A fresh instance per turn is cheap only if instantiation reuses
+    // pre-reserved slots with copy-on-write memory images: the pooling
+    // allocator. A Rust wasip2 component is a handful of core instances (its
+    // module plus wit-component shims), hence the per-slot multiples.
+    let slots = slots.max(1);
+    let mut pool = PoolingAllocationConfig::new();
+    pool.total_component_instances(slots)
+        .total_core_instances(slots.saturating_mul(8))
+        .total_memories(slots.saturating_mul(2))
+        .total_tables(slots.saturating_mul(8))
+        .total_stacks(slots)
+        .max_memory_size((MEMORY_MB.max as usize) << 20)
+        // Keep the first pages of a reused slot resident instead of
+        // returning them to the OS and faulting them in again.
+        .linear_memory_keep_resident(1 << 20)
+        .table_keep_resident(64 << 10);
+    config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     Engine::new(&config)
 }
 

@@ -79,6 +79,7 @@ mod tests {
             approval_policy: vec!["launch".into(), "mv".into()],
             secrets: vec![],
             limits: Default::default(),
+            outbound: vec![],
         };
         let gates = Gates::from_record(&record);
         assert_eq!(gates.gated_by("rm"), ["code"]);

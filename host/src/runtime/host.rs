@@ -23,6 +23,7 @@ use uuid::Uuid;
 use super::bindings::{Event, HistoryPage, Host, HostError, Step, ToolCall, ToolStatus};
 use super::gates::Gates;
 use super::limits::TurnLimits;
+use super::outbound::Outbound;
 use super::redact::Redactor;
 use super::state::State;
 use crate::journal::{EventType, NewEvent};
@@ -72,6 +73,8 @@ pub struct TurnCtx {
     pub failure: Option<Failure>,
     events: u64,
     last_ack: Option<AppendAck>,
+    /// The turn's outbound HTTP, whose finished requests are journaled with the next write.
+    pub outbound: Option<Arc<Outbound>>,
 }
 
 impl TurnCtx {
@@ -114,6 +117,7 @@ impl TurnCtx {
             failure: None,
             events: 0,
             last_ack: None,
+            outbound: None,
         }
     }
 
@@ -153,12 +157,28 @@ impl TurnCtx {
         }
     }
 
-    /// Queues events to the journal.
-    async fn emit(&mut self, events: Vec<NewEvent>) -> Result<(), HostError> {
+    /// The turn's last outbound records (see `Outbound::close`).
+    pub fn close_outbound(&self) -> Vec<NewEvent> {
+        self.outbound
+            .as_ref()
+            .map(|o| o.close())
+            .unwrap_or_default()
+    }
+
+    /// Queues events to the journal, after the records of outbound requests
+    /// that ended meanwhile (the host's, so they do not count against `max_events`).
+    async fn emit(&mut self, mut events: Vec<NewEvent>) -> Result<(), HostError> {
         self.events += events.len() as u64;
         if self.events > self.limits.max_events {
             let max = self.limits.max_events;
             return Err(self.fail("limit", format!("more than {max} events in one turn")));
+        }
+        if let Some(outbound) = &self.outbound {
+            let mut records = outbound.take_finished();
+            if !records.is_empty() {
+                records.append(&mut events);
+                events = records;
+            }
         }
         match self.writer.append(self.session, self.turn, events).await {
             Ok(ack) => {

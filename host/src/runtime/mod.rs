@@ -12,10 +12,11 @@ mod error;
 mod gates;
 mod host;
 pub mod limits;
+pub mod outbound;
 mod output;
 mod prepare;
 mod redact;
-mod state;
+pub(crate) mod state;
 mod turn;
 
 use std::collections::HashMap;
@@ -35,6 +36,7 @@ pub use prepare::{PrepareError, Prepared};
 use bindings::AgentPre;
 use gates::Gates;
 use limits::TurnLimits;
+use outbound::{OriginPattern, OutboundPolicy};
 use state::State;
 
 use crate::secrets::Vault;
@@ -51,6 +53,8 @@ struct Deployed {
     /// The secrets the manifest declares.
     secrets: Arc<[String]>,
     limits: TurnLimits,
+    /// The effective outbound allowlist.
+    outbound: Arc<[OriginPattern]>,
 }
 
 /// Counts a scheduled turn until it ends (or its task is dropped).
@@ -59,6 +63,7 @@ struct Active(Arc<AtomicUsize>);
 impl Active {
     fn new(count: &Arc<AtomicUsize>) -> Active {
         count.fetch_add(1, Ordering::Relaxed);
+        crate::metrics::get().turns_running.inc();
         Active(count.clone())
     }
 }
@@ -66,12 +71,13 @@ impl Active {
 impl Drop for Active {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::Relaxed);
+        crate::metrics::get().turns_running.dec();
     }
 }
 
 pub struct Runtime {
     engine: Engine,
-    linker: Linker<State>,
+    pub(crate) linker: Linker<State>,
     data_dir: PathBuf,
     store: Store,
     writer: WriterHandle,
@@ -82,6 +88,7 @@ pub struct Runtime {
     active: Arc<AtomicUsize>,
     /// False once shutdown began: no new turn starts.
     accepting: AtomicBool,
+    outbound: OutboundPolicy,
 }
 
 impl Runtime {
@@ -91,12 +98,18 @@ impl Runtime {
         writer: WriterHandle,
         vault: Arc<Vault>,
         max_concurrent_turns: usize,
+        outbound: OutboundPolicy,
     ) -> anyhow::Result<Arc<Runtime>> {
         let wasm = |e: wasmtime::Error| anyhow::anyhow!("{e:#}");
-        let engine = engine::new_engine().map_err(wasm)?;
+        let slots = u32::try_from(max_concurrent_turns.max(1))
+            .unwrap_or(u32::MAX)
+            .saturating_add(16);
+        let engine = engine::new_engine_with(slots).map_err(wasm)?;
         engine::start_epoch_ticker(&engine)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(wasm)?;
+        // Outbound HTTP only; `wasi:sockets` is linked but every address is refused.
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(wasm)?;
         bindings::Agent::add_to_linker::<State, wasmtime::component::HasSelf<State>>(
             &mut linker,
             |state| state,
@@ -113,11 +126,17 @@ impl Runtime {
             vault,
             active: Arc::default(),
             accepting: AtomicBool::new(true),
+            outbound,
         }))
     }
 
     pub fn engine(&self) -> &Engine {
         &self.engine
+    }
+
+    /// The operator's outbound settings.
+    pub fn outbound_policy(&self) -> &OutboundPolicy {
+        &self.outbound
     }
 
     /// Schedules a turn: it runs as soon as a slot is free.
@@ -169,6 +188,7 @@ impl Runtime {
         let gates = Arc::new(Gates::from_record(&record));
         let secrets: Arc<[String]> = record.secrets.clone().into();
         let limits = TurnLimits::from_record(&record.limits);
+        let outbound = self.outbound.effective(&record.outbound).into();
         let engine = self.engine.clone();
         let data_dir = self.data_dir.clone();
         let loaded =
@@ -188,6 +208,7 @@ impl Runtime {
             gates,
             secrets,
             limits,
+            outbound,
         };
         self.deployments
             .lock()

@@ -3,8 +3,10 @@
 use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::host::TurnCtx;
+use super::outbound::OutboundHooks;
 use super::output::CappedOutput;
 
 /// Bytes of stdout and of stderr kept per instance.
@@ -13,6 +15,9 @@ const OUTPUT_CAP: usize = 64 * 1024;
 pub struct State {
     wasi: WasiCtx,
     table: ResourceTable,
+    http: WasiHttpCtx,
+    /// Outbound HTTP: the turn's allowlist, or nothing at all.
+    pub outbound: OutboundHooks,
     pub limiter: MemoryLimiter,
     pub stdout: CappedOutput,
     pub stderr: CappedOutput,
@@ -36,6 +41,8 @@ impl State {
         State {
             wasi,
             table: ResourceTable::new(),
+            http: WasiHttpCtx::new(),
+            outbound: OutboundHooks::default(),
             limiter: MemoryLimiter {
                 max_memory: memory_bytes,
                 denied: false,
@@ -53,6 +60,16 @@ impl WasiView for State {
         WasiCtxView {
             ctx: &mut self.wasi,
             table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for State {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.outbound,
         }
     }
 }

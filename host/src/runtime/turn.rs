@@ -15,6 +15,7 @@ use super::Runtime;
 use super::bindings::{Decision, Reason, ToolCall, Turn};
 use super::host::{Failure, Suspension, TurnCtx};
 use super::limits::TurnLimits;
+use super::outbound::{Outbound, OutboundHooks};
 use super::prepare::trap_message;
 use super::redact::Redactor;
 use super::state::State;
@@ -47,8 +48,18 @@ impl Runtime {
                     );
                     let redactor = Redactor::new(secrets.clone());
                     let limits = &deployed.limits;
-                    let ctx = new_ctx(deployed.gates.clone(), redactor, limits.clone());
-                    let state = State::new(&env, limits.memory_bytes, Some(ctx));
+                    let outbound = Outbound::new(
+                        deployed.outbound.clone(),
+                        self.outbound.allow_private,
+                        self.writer.clone(),
+                        ticket.session_id,
+                        ticket.turn,
+                        redactor.clone(),
+                    );
+                    let mut ctx = new_ctx(deployed.gates.clone(), redactor, limits.clone());
+                    ctx.outbound = Some(outbound.clone());
+                    let mut state = State::new(&env, limits.memory_bytes, Some(ctx));
+                    state.outbound = OutboundHooks(Some(outbound));
                     let mut store = Store::new(&self.engine, state);
                     let end = self
                         .call_handle(&mut store, &deployed.pre, &ticket, started, limits)
@@ -82,6 +93,9 @@ impl Runtime {
             return;
         };
         log_output(&ticket, &state, &ctx.redactor);
+        // Ends what the guest left open (response bodies, requests in flight)
+        // so their records are among the turn's last events.
+        drop(state);
         let (events, outcome, label) = closing_events(ctx, end, &ticket).await;
         let result = self
             .writer
@@ -90,6 +104,7 @@ impl Runtime {
         if let Err(err) = &result {
             tracing::error!(session = %ticket.session_id, turn = ticket.turn, error = %err, "cannot finish turn");
         }
+        (crate::metrics::get().turn).observe(started.elapsed().as_secs_f64());
         tracing::info!(
             session = %ticket.session_id,
             turn = ticket.turn,
@@ -157,7 +172,9 @@ impl Runtime {
             input: ticket.input.to_string(),
         };
         let call = async {
+            let instantiating = Instant::now();
             let agent = pre.instantiate_async(&mut *store).await?;
+            (crate::metrics::get().instantiate).observe(instantiating.elapsed().as_secs_f64());
             agent
                 .agenthost_agent_guest()
                 .call_handle(&mut *store, &turn)
@@ -256,7 +273,8 @@ async fn closing_events(
     }
     // A storage failure surfaces in the final commit (the writer turns it into TURN_ERROR).
     let _ = ctx.flush().await;
-    let mut events = ctx.close_open_messages(failure.is_some());
+    let mut events = ctx.close_outbound();
+    events.extend(ctx.close_open_messages(failure.is_some()));
     let (outcome, label) = match failure {
         None => {
             events.push(NewEvent::new(EventType::TurnEnded, json!({"turn": turn})));
@@ -292,7 +310,8 @@ async fn suspended(
         tracing::info!(session = %ticket.session_id, turn = ticket.turn, kind = failure.kind, "the agent failed after suspending; the suspension stands");
     }
     let _ = ctx.flush().await;
-    let mut events = ctx.close_open_messages(false);
+    let mut events = ctx.close_outbound();
+    events.extend(ctx.close_open_messages(false));
     let call = &suspension.call;
     events.push(NewEvent::new(
         EventType::ToolApprovalRequired,

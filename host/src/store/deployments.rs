@@ -69,6 +69,7 @@ pub(super) fn create_deployment(
         approval_policy: new.approval_policy,
         secrets: new.secrets,
         limits: new.limits,
+        outbound: new.outbound,
     };
     index
         .insert((key, version), record.id.as_u128())

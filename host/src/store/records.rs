@@ -81,6 +81,9 @@ pub struct DeploymentRecord {
     /// The manifest's `[limits]` (unset: the defaults).
     #[serde(default)]
     pub limits: LimitsRecord,
+    /// The manifest's `[outbound] allow`: origins the agent may call.
+    #[serde(default)]
+    pub outbound: Vec<String>,
 }
 
 /// Per-turn limits a manifest set; `None` keeps the default. Lenient on

@@ -23,6 +23,7 @@ pub(super) fn new_deployment(version: Option<u64>) -> NewDeployment {
         approval_policy: Vec::new(),
         secrets: Vec::new(),
         limits: Default::default(),
+        outbound: Vec::new(),
     }
 }
 

@@ -51,6 +51,8 @@ pub struct NewDeployment {
     pub secrets: Vec<String>,
     /// The manifest's per-turn limits.
     pub limits: LimitsRecord,
+    /// The manifest's outbound allowlist.
+    pub outbound: Vec<String>,
 }
 
 /// How a build ended.
@@ -433,6 +435,8 @@ impl Writer {
             replies: Vec::with_capacity(commands.len()),
             failed: None,
         };
+        let metrics = crate::metrics::get();
+        metrics.commit_batch.observe(commands.len() as f64);
         for command in commands {
             self.apply(&mut batch, command);
         }
@@ -446,12 +450,15 @@ impl Writer {
             mut failed,
         } = batch;
         if failed.is_none() {
+            let started = std::time::Instant::now();
             failed = persist_sessions(&txn, &sessions, &dirty)
                 .and_then(|()| txn.commit().map_err(storage))
                 .err();
+            metrics.commit.observe(started.elapsed().as_secs_f64());
         }
         match &failed {
             None => {
+                metrics.events.inc_by(published.len() as u64);
                 self.sessions.extend(sessions);
                 self.store.hub.publish(&published);
             }

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod fake_openai;
 mod sse;
 
 use std::io::{BufRead, BufReader};
@@ -38,6 +39,8 @@ pub fn guest(name: &str) -> Vec<u8> {
             "tests/fixtures/Cargo.toml",
             "examples/hello/Cargo.toml",
             "examples/ops/Cargo.toml",
+            "examples/assistant/Cargo.toml",
+            "examples/bench/Cargo.toml",
         ] {
             let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
                 .args(["build", "--release", "--target", "wasm32-wasip2", "--quiet"])

@@ -1,0 +1,113 @@
+//! Thin wrappers over crate-internal items, for the benchmarks in
+//! `host/benches/` only (they are outside the crate and see only `pub`
+//! items). Not a stable API: hidden from the docs, free to change or go.
+//!
+//! The functions call the server's own code (the SSE frame, the runtime's
+//! engine and linker); only `instantiate_and_describe` repeats the few lines
+//! of `Store` setup that `runtime::prepare` and `runtime::turn` do.
+
+use std::convert::Infallible;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::Bytes;
+use axum::response::IntoResponse;
+use axum::response::sse::{Event, Sse};
+use wasmtime::UpdateDeadline;
+use wasmtime::component::Component;
+
+use crate::journal::StoredEvent;
+use crate::runtime::bindings::AgentPre;
+use crate::runtime::limits::{DESCRIBE_DEADLINE, DESCRIBE_FUEL, DESCRIBE_MEMORY};
+use crate::runtime::outbound::OutboundPolicy;
+use crate::runtime::state::State;
+use crate::runtime::{DEFAULT_MAX_CONCURRENT_TURNS, Runtime};
+use crate::secrets::{MasterKey, Vault};
+use crate::store::{Store, Writer};
+
+/// The SSE event `GET /sessions/{id}/events` sends for `event`
+/// (`api::events::frame`). axum writes the frame's bytes as the event is
+/// built, so this is the encoding itself.
+pub fn sse_frame(event: &StoredEvent) -> Event {
+    crate::api::events::frame(event)
+}
+
+/// The bytes of that frame as they leave in the response body: the frame
+/// passed through axum's `Sse` body, as the event stream does.
+pub fn sse_frame_bytes(event: &StoredEvent) -> Result<Bytes, axum::Error> {
+    let frame = crate::api::events::frame(event);
+    let body = Sse::new(futures::stream::iter([Ok::<_, Infallible>(frame)]))
+        .into_response()
+        .into_body();
+    futures::executor::block_on(axum::body::to_bytes(body, usize::MAX))
+}
+
+/// A `Runtime` as the server makes it (so its engine comes from
+/// `runtime::engine::new_engine`, with its epoch ticker running), over a
+/// fresh store in `data_dir`, default limits and outbound policy, no secrets.
+pub fn runtime(data_dir: &Path) -> anyhow::Result<Arc<Runtime>> {
+    let store = Store::open(&data_dir.join("agenthost.redb"))?;
+    let writer = Writer::spawn(store.clone())?;
+    let master = MasterKey::load(Some(&"42".repeat(32)), data_dir)?;
+    Runtime::new(
+        data_dir.to_path_buf(),
+        store,
+        writer,
+        Arc::new(Vault::new(&master)),
+        DEFAULT_MAX_CONCURRENT_TURNS,
+        OutboundPolicy::default(),
+    )
+}
+
+/// A component compiled by the runtime's engine, with its `InstancePre`
+/// made by the runtime's linker: what a deployment's cache entry holds.
+pub struct GuestPre {
+    pre: AgentPre<State>,
+}
+
+/// Compiles `wasm` with `runtime`'s engine and pre-instantiates it with its
+/// linker (what `Runtime` does on a deployment's first use).
+pub fn instance_pre(runtime: &Runtime, wasm: &[u8]) -> anyhow::Result<GuestPre> {
+    let wasm_err = |e: wasmtime::Error| anyhow::anyhow!("{e:#}");
+    let component = Component::new(runtime.engine(), wasm).map_err(wasm_err)?;
+    let pre = runtime
+        .linker
+        .instantiate_pre(&component)
+        .and_then(AgentPre::new)
+        .map_err(wasm_err)?;
+    Ok(GuestPre { pre })
+}
+
+/// Instantiates `pre` in a fresh `Store` set up as a turn's (memory
+/// limiter, fuel, epoch deadline with a yield every tick) and calls
+/// `describe`; returns how many routes it lists.
+pub async fn instantiate_and_describe(runtime: &Runtime, pre: &GuestPre) -> anyhow::Result<usize> {
+    let wasm_err = |e: wasmtime::Error| anyhow::anyhow!("{e:#}");
+    let mut store = wasmtime::Store::new(
+        runtime.engine(),
+        State::new(&[("SERVICE_MANIFEST", "1")], DESCRIBE_MEMORY, None),
+    );
+    store.limiter(|s| &mut s.limiter);
+    store.set_fuel(DESCRIBE_FUEL).map_err(wasm_err)?;
+    let started = Instant::now();
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(move |_| {
+        if started.elapsed() > DESCRIBE_DEADLINE {
+            Ok(UpdateDeadline::Interrupt)
+        } else {
+            Ok(UpdateDeadline::Yield(1))
+        }
+    });
+    let agent = pre
+        .pre
+        .instantiate_async(&mut store)
+        .await
+        .map_err(wasm_err)?;
+    let description = agent
+        .agenthost_agent_guest()
+        .call_describe(&mut store)
+        .await
+        .map_err(wasm_err)?;
+    Ok(description.routes.len())
+}

@@ -1,0 +1,206 @@
+//! The host-side figures a client cannot see, for `GET /metrics` (OpenMetrics
+//! text): instantiate time, turn time, journal commit latency and batch size,
+//! events committed, running turns, open streams, and the process's own CPU
+//! time and resident memory. One process-wide set, recorded without locks.
+//! Names and meanings are documented in docs/metrics.md.
+
+use std::sync::OnceLock;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+pub struct Metrics {
+    pub instantiate: Histogram,
+    pub turn: Histogram,
+    pub commit: Histogram,
+    pub commit_batch: Histogram,
+    pub events: Counter,
+    pub turns_running: Gauge,
+    pub streams_open: Gauge,
+    registry: Registry,
+}
+
+/// Seconds from 1 µs to 100 s, six buckets a decade (1, 1.5, 2, 3, 5, 7):
+/// fine enough to read a p50 of a few microseconds and of a few seconds.
+fn latency_buckets() -> Vec<f64> {
+    let mut out = Vec::new();
+    let mut decade = 1e-6;
+    while decade < 100.0 {
+        for step in [1.0, 1.5, 2.0, 3.0, 5.0, 7.0] {
+            out.push(decade * step);
+        }
+        decade *= 10.0;
+    }
+    out.push(100.0);
+    out
+}
+
+/// Commands per transaction: 1, 2, 4, … 1024 (the writer's batch cap).
+fn batch_buckets() -> Vec<f64> {
+    (0..=10).map(|i| f64::from(1u32 << i)).collect()
+}
+
+/// The process's metrics.
+pub fn get() -> &'static Metrics {
+    static METRICS: OnceLock<Metrics> = OnceLock::new();
+    METRICS.get_or_init(|| {
+        let metrics = Metrics {
+            instantiate: Histogram::new(latency_buckets()),
+            turn: Histogram::new(latency_buckets()),
+            commit: Histogram::new(latency_buckets()),
+            commit_batch: Histogram::new(batch_buckets()),
+            events: Counter::default(),
+            turns_running: Gauge::default(),
+            streams_open: Gauge::default(),
+            registry: Registry::default(),
+        };
+        let mut registry = Registry::default();
+        registry.register(
+            "agenthost_turn_instantiate_seconds",
+            "Time to instantiate a turn's fresh component instance from its InstancePre",
+            metrics.instantiate.clone(),
+        );
+        registry.register(
+            "agenthost_turn_seconds",
+            "Time from a turn's start on the host to its final commit",
+            metrics.turn.clone(),
+        );
+        registry.register(
+            "agenthost_journal_commit_seconds",
+            "Time of one durable redb commit (fsync included)",
+            metrics.commit.clone(),
+        );
+        registry.register(
+            "agenthost_journal_commit_batch_size",
+            "Writer commands (appends, turn ends, ...) per redb transaction",
+            metrics.commit_batch.clone(),
+        );
+        registry.register(
+            "agenthost_journal_events",
+            "Events committed to session journals",
+            metrics.events.clone(),
+        );
+        registry.register(
+            "agenthost_turns_running",
+            "Turns scheduled and not yet finished (running or waiting for a slot)",
+            metrics.turns_running.clone(),
+        );
+        registry.register(
+            "agenthost_sse_streams_open",
+            "Open event streams",
+            metrics.streams_open.clone(),
+        );
+        registry.register_collector(Box::new(ProcessCollector));
+        Metrics {
+            registry,
+            ..metrics
+        }
+    })
+}
+
+impl Metrics {
+    /// The OpenMetrics text of every metric.
+    pub fn encode(&self) -> String {
+        let mut out = String::with_capacity(16 << 10);
+        if let Err(err) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
+            tracing::error!(error = %err, "cannot encode metrics");
+        }
+        out
+    }
+}
+
+/// Counts an open event stream while it lives.
+pub struct StreamGuard(());
+
+impl Default for StreamGuard {
+    fn default() -> StreamGuard {
+        get().streams_open.inc();
+        StreamGuard(())
+    }
+}
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        get().streams_open.dec();
+    }
+}
+
+/// `process_cpu_seconds_total` and `process_resident_memory_bytes`, read
+/// from /proc at each scrape (absent where /proc is not Linux's).
+#[derive(Debug)]
+struct ProcessCollector;
+
+impl Collector for ProcessCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        if let Some(cpu) = cpu_seconds() {
+            let counter = ConstCounter::new(cpu);
+            let metric = encoder.encode_descriptor(
+                "process_cpu_seconds",
+                "User and system CPU time of the server process",
+                None,
+                counter.metric_type(),
+            )?;
+            counter.encode(metric)?;
+        }
+        if let Some(rss) = resident_bytes() {
+            let gauge = ConstGauge::new(rss);
+            let metric = encoder.encode_descriptor(
+                "process_resident_memory_bytes",
+                "Resident memory of the server process",
+                None,
+                gauge.metric_type(),
+            )?;
+            gauge.encode(metric)?;
+        }
+        Ok(())
+    }
+}
+
+fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command (which may hold spaces) start after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) / clock_ticks())
+}
+
+fn clock_ticks() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if ticks > 0 { ticks as f64 } else { 100.0 }
+}
+
+fn resident_bytes() -> Option<i64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: i64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn encodes_every_family() {
+        let m = super::get();
+        m.instantiate.observe(12e-6);
+        m.commit_batch.observe(3.0);
+        let text = m.encode();
+        for name in [
+            "agenthost_turn_instantiate_seconds_bucket",
+            "agenthost_journal_commit_seconds_count",
+            "agenthost_journal_commit_batch_size_sum",
+            "agenthost_journal_events_total",
+            "agenthost_sse_streams_open",
+            "process_cpu_seconds_total",
+            "process_resident_memory_bytes",
+        ] {
+            assert!(text.contains(name), "{name} missing from\n{text}");
+        }
+    }
+}

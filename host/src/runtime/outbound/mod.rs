@@ -1,0 +1,237 @@
+//! Outbound HTTP for guests (`wasi:http/outgoing-handler`): the allowlist,
+//! the address check, and the record of every request in the journal.
+//!
+//! A guest reaches only the origins in its deployment's effective allowlist
+//! (the manifest's `[outbound] allow` intersected with the operator's
+//! `--outbound-allow` ceiling). After DNS resolution, non-public addresses
+//! (loopback, private, link-local such as cloud metadata) are refused unless
+//! the operator passed `--outbound-allow-private`; the connection goes to the
+//! very address that was checked, so a DNS answer cannot change in between.
+//! A refused request fails inside the guest with `HttpRequestDenied` or
+//! `DestinationIpProhibited` and never leaves the machine.
+//!
+//! Journal: `HTTP_REQUEST_DENIED` for a refused request; `HTTP_REQUEST`
+//! committed *before* the request leaves (so crash recovery never re-runs a
+//! turn that may have had an outside effect, see store::recovery); and
+//! `HTTP_RESPONSE` (status or error, duration, body bytes) once the response
+//! ends. Never headers, query strings or bodies. Completion records wait in
+//! [`Outbound::take_finished`] until the turn's next journal write; at the
+//! turn's end [`Outbound::close`] also writes one for every request still in
+//! flight, so each committed `HTTP_REQUEST` has its `HTTP_RESPONSE`.
+//!
+//! `wasi:sockets` stays unavailable: this is the guest's only way out.
+//! Documented in docs/outbound.md.
+
+mod ip;
+pub mod origin;
+mod send;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use wasmtime_wasi_http::{RequestOptions, WasiBody, WasiHttpHooks};
+
+use crate::journal::{EventType, NewEvent};
+use crate::store::WriterHandle;
+pub use origin::OriginPattern;
+use uuid::Uuid;
+
+use super::redact::Redactor;
+
+/// The operator's outbound settings (`serve` flags).
+#[derive(Debug, Clone)]
+pub struct OutboundPolicy {
+    /// The most any deployment may reach; a declaration is intersected with it.
+    pub ceiling: Vec<OriginPattern>,
+    /// Let guests reach loopback, private and link-local addresses.
+    pub allow_private: bool,
+}
+
+impl Default for OutboundPolicy {
+    fn default() -> Self {
+        OutboundPolicy {
+            ceiling: origin::unrestricted(),
+            allow_private: false,
+        }
+    }
+}
+
+impl OutboundPolicy {
+    /// The effective allowlist of a deployment that declares `declared`.
+    pub fn effective(&self, declared: &[String]) -> Vec<OriginPattern> {
+        // Stored declarations were checked at deploy time; one that no longer
+        // parses allows nothing.
+        let declared: Vec<OriginPattern> = declared
+            .iter()
+            .filter_map(|d| OriginPattern::parse(d).ok())
+            .collect();
+        origin::effective(&declared, &self.ceiling)
+    }
+}
+
+/// Timeouts and bounds of one outbound request (the turn's deadline applies too).
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+pub const FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(120);
+pub const BETWEEN_BYTES_TIMEOUT: Duration = Duration::from_secs(60);
+pub const MAX_RESPONSE_BYTES: u64 = 32 << 20;
+
+/// One turn's outbound access, shared by the request futures and the turn.
+pub struct Outbound {
+    allow: Arc<[OriginPattern]>,
+    allow_private: bool,
+    writer: WriterHandle,
+    session: Uuid,
+    turn: u32,
+    redactor: Redactor,
+    next_id: AtomicU32,
+    records: Mutex<Records>,
+}
+
+#[derive(Default)]
+struct Records {
+    /// Records of requests that ended (or were refused), not yet journaled.
+    finished: Vec<NewEvent>,
+    /// Requests whose HTTP_REQUEST is committed and whose end is not recorded: id → start.
+    in_flight: BTreeMap<String, Instant>,
+    /// The turn ended: later records have nowhere to go.
+    closed: bool,
+}
+
+/// How an outbound request that left ended, for its `HTTP_RESPONSE`.
+pub(super) struct Ended {
+    pub status: Option<u16>,
+    pub bytes: u64,
+    pub error: Option<String>,
+}
+
+impl Outbound {
+    pub fn new(
+        allow: Arc<[OriginPattern]>,
+        allow_private: bool,
+        writer: WriterHandle,
+        session: Uuid,
+        turn: u32,
+        redactor: Redactor,
+    ) -> Arc<Outbound> {
+        Arc::new(Outbound {
+            allow,
+            allow_private,
+            writer,
+            session,
+            turn,
+            redactor,
+            next_id: AtomicU32::new(1),
+            records: Mutex::new(Records::default()),
+        })
+    }
+
+    fn records(&self) -> MutexGuard<'_, Records> {
+        self.records.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records of requests that ended since the last call, in the order they ended.
+    pub fn take_finished(&self) -> Vec<NewEvent> {
+        std::mem::take(&mut self.records().finished)
+    }
+
+    /// The turn's last records: those not yet taken, then an `HTTP_RESPONSE`
+    /// for each request still in flight. Later ends are not recorded.
+    pub fn close(&self) -> Vec<NewEvent> {
+        let mut records = self.records();
+        records.closed = true;
+        let mut out = std::mem::take(&mut records.finished);
+        for (id, started) in std::mem::take(&mut records.in_flight) {
+            out.push(response_event(
+                &id,
+                started,
+                &Ended {
+                    status: None,
+                    bytes: 0,
+                    error: Some("the turn ended before the request did".into()),
+                },
+            ));
+        }
+        out
+    }
+
+    fn push_finished(&self, event: NewEvent) {
+        let mut records = self.records();
+        if !records.closed {
+            records.finished.push(event);
+        }
+    }
+
+    /// Marks a request as having left (its HTTP_REQUEST is committed).
+    pub(super) fn started(&self, id: &str) -> Instant {
+        let now = Instant::now();
+        self.records().in_flight.insert(id.to_string(), now);
+        now
+    }
+
+    /// Records how a request that left ended; only its first end counts.
+    pub(super) fn ended(&self, id: &str, ended: Ended) {
+        let mut records = self.records();
+        if records.closed {
+            return;
+        }
+        if let Some(started) = records.in_flight.remove(id) {
+            records.finished.push(response_event(id, started, &ended));
+        }
+    }
+
+    fn next_request_id(&self) -> String {
+        let n = self.next_id.fetch_add(1, Ordering::Relaxed);
+        format!("http_{}_{n}", self.turn)
+    }
+}
+
+fn response_event(id: &str, started: Instant, ended: &Ended) -> NewEvent {
+    let millis = started.elapsed().as_secs_f64() * 1000.0;
+    NewEvent::new(
+        EventType::HttpResponse,
+        json!({
+            "request_id": id,
+            "status": ended.status,
+            "error": ended.error,
+            "duration_ms": (millis * 10.0).round() / 10.0,
+            "bytes": ended.bytes,
+        }),
+    )
+}
+
+/// The `wasi:http` hooks of one instance: `None` (describe, or a turn
+/// without outbound access) refuses every request.
+#[derive(Default)]
+pub struct OutboundHooks(pub Option<Arc<Outbound>>);
+
+type Sent = Result<
+    (
+        http::Response<WasiBody>,
+        Box<dyn Future<Output = Result<(), wasmtime_wasi_http::Error>> + Send>,
+    ),
+    wasmtime_wasi_http::Error,
+>;
+
+impl WasiHttpHooks for OutboundHooks {
+    fn send_request(
+        &mut self,
+        request: http::Request<WasiBody>,
+        options: Option<RequestOptions>,
+        _fut: Box<dyn Future<Output = Result<(), wasmtime_wasi_http::Error>> + Send>,
+    ) -> Box<dyn Future<Output = Sent> + Send> {
+        let outbound = self.0.clone();
+        Box::new(async move {
+            let outbound = outbound.ok_or(wasmtime_wasi_http::Error::HttpRequestDenied)?;
+            let response = outbound.send(request, options).await?;
+            // The connection is driven by a task the response body owns.
+            Ok((
+                response,
+                Box::new(async { Ok(()) }) as Box<dyn Future<Output = _> + Send>,
+            ))
+        })
+    }
+}

@@ -1,0 +1,250 @@
+//! Outbound HTTP: the manifest's allowlist within the operator's ceiling,
+//! private addresses refused unless the operator allows them, and every
+//! request on the record (never its query, headers or body).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use serde_json::{Value, json};
+
+use crate::support::{self, Server, bundle, types};
+
+/// A local upstream: `/hang` never answers, anything else answers `hello`;
+/// counts every request.
+struct Upstream {
+    origin: String,
+    hits: Arc<AtomicUsize>,
+}
+
+async fn upstream() -> Upstream {
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counter = hits.clone();
+    let app = axum::Router::new().fallback(move |uri: axum::http::Uri| {
+        let counter = counter.clone();
+        async move {
+            counter.fetch_add(1, Ordering::SeqCst);
+            if uri.path() == "/hang" {
+                std::future::pending::<()>().await;
+            }
+            "hello"
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let origin = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Upstream { origin, hits }
+}
+
+async fn deploy_fetch(server: &Server, allow: &[&str]) -> Value {
+    deploy_fetch_with(server, allow, "").await
+}
+
+async fn deploy_fetch_with(server: &Server, allow: &[&str], extra: &str) -> Value {
+    let manifest = format!(
+        "[app]\nslug = \"fetch\"\n[agent]\nentry = \"agent.wasm\"\n[outbound]\nallow = {}\n{extra}",
+        json!(allow)
+    );
+    let component = support::guest("fetch");
+    let (status, row) = server
+        .upload(bundle(&[("agent.wasm", &component)]), &manifest)
+        .await;
+    assert_eq!(status, 202, "{row}");
+    let row = server.wait_built(&row).await;
+    assert_eq!(row["status"], "active", "{row}");
+    row
+}
+
+/// Runs one `/fetch` turn; returns its events.
+async fn fetch(server: &Server, url: &str) -> Vec<Value> {
+    let session = server.session("fetch", "/fetch", json!({"url": url})).await;
+    let mut stream = server.events(&session, None).await;
+    stream.until(&["TURN_ENDED", "TURN_ERROR"]).await
+}
+
+fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["type"] == kind).collect()
+}
+
+#[tokio::test]
+async fn allowed_origin_is_reached_and_recorded_before_and_after() {
+    let up = upstream().await;
+    let dir = support::data_dir();
+    let server = Server::start_with(dir.path(), &["--outbound-allow-private"]).await;
+    let row = deploy_fetch(&server, &[&up.origin]).await;
+    assert_eq!(row["outbound"]["declared"], json!([up.origin]));
+    assert_eq!(row["outbound"]["effective"], json!([up.origin]));
+
+    let events = fetch(&server, &format!("{}/data?token=hunter2-secret", up.origin)).await;
+    assert_eq!(
+        types(&events)[2..],
+        [
+            "HTTP_REQUEST",
+            "HTTP_RESPONSE",
+            "MESSAGE_START",
+            "MESSAGE_DELTA",
+            "MESSAGE_END",
+            "TURN_ENDED"
+        ],
+        "{events:#?}"
+    );
+    let request = &of_type(&events, "HTTP_REQUEST")[0]["payload"];
+    assert_eq!(request["method"], "GET");
+    assert_eq!(request["origin"], up.origin.as_str());
+    assert_eq!(
+        request["path"], "/data",
+        "the query string stays out of the journal"
+    );
+    let response = &of_type(&events, "HTTP_RESPONSE")[0]["payload"];
+    assert_eq!(response["request_id"], request["request_id"]);
+    assert_eq!(response["status"], 200);
+    assert_eq!(response["bytes"], 5);
+    assert_eq!(response["error"], Value::Null);
+    assert!(response["duration_ms"].as_f64().unwrap() >= 0.0);
+    let end = &of_type(&events, "MESSAGE_END")[0]["payload"];
+    assert_eq!(end["text"], "status=200 bytes=5 body=hello");
+    assert_eq!(up.hits.load(Ordering::SeqCst), 1);
+    // The client's own input holds the URL; the host's records must not.
+    let records = serde_json::to_string(&[request, response]).unwrap();
+    assert!(
+        !records.contains("hunter2"),
+        "the query reached the records"
+    );
+}
+
+#[tokio::test]
+async fn origins_off_the_allowlist_never_leave_the_machine() {
+    let up = upstream().await;
+    let other = upstream().await;
+    let dir = support::data_dir();
+    let server = Server::start_with(dir.path(), &["--outbound-allow-private"]).await;
+    deploy_fetch(&server, &[&up.origin]).await;
+
+    for url in [
+        format!("{}/data", other.origin),
+        // Same host, other scheme; a look-alike host name.
+        format!("https://{}/data", &up.origin["http://".len()..]),
+        "http://127.0.0.1.nip.io/data".to_string(),
+    ] {
+        let events = fetch(&server, &url).await;
+        let denied = of_type(&events, "HTTP_REQUEST_DENIED");
+        assert_eq!(denied.len(), 1, "{url}: {events:#?}");
+        assert!(
+            denied[0]["payload"]["reason"]
+                .as_str()
+                .unwrap()
+                .contains("allowlist"),
+            "{denied:?}"
+        );
+        assert!(of_type(&events, "HTTP_REQUEST").is_empty());
+        let error = events.last().unwrap();
+        assert_eq!(error["type"], "TURN_ERROR", "{events:#?}");
+        let message = error["payload"]["message"].as_str().unwrap();
+        assert!(message.contains("allowlist"), "{message}");
+    }
+    assert_eq!(up.hits.load(Ordering::SeqCst), 0);
+    assert_eq!(other.hits.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn private_addresses_are_refused_unless_the_operator_allows_them() {
+    let up = upstream().await;
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    // Declared, but it is loopback and the operator did not allow private addresses.
+    let port = up.origin.rsplit(':').next().unwrap();
+    deploy_fetch(
+        &server,
+        &[
+            &up.origin,
+            &format!("http://localhost:{port}"),
+            "http://169.254.169.254",
+        ],
+    )
+    .await;
+    for url in [
+        format!("{}/data", up.origin),
+        format!("http://localhost:{port}/data"),
+        "http://169.254.169.254/latest/meta-data/".to_string(),
+    ] {
+        let events = fetch(&server, &url).await;
+        let denied = of_type(&events, "HTTP_REQUEST_DENIED");
+        assert_eq!(denied.len(), 1, "{url}: {events:#?}");
+        let reason = denied[0]["payload"]["reason"].as_str().unwrap();
+        assert!(
+            reason.contains("loopback") || reason.contains("link-local"),
+            "{reason}"
+        );
+        assert!(reason.contains("--outbound-allow-private"), "{reason}");
+        assert!(of_type(&events, "HTTP_REQUEST").is_empty());
+        assert_eq!(events.last().unwrap()["type"], "TURN_ERROR");
+    }
+    assert_eq!(up.hits.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn the_operator_ceiling_narrows_what_a_deployment_declares() {
+    let up = upstream().await;
+    let dir = support::data_dir();
+    let server = Server::start_with(
+        dir.path(),
+        &[
+            "--outbound-allow-private",
+            "--outbound-allow",
+            "https://*.openai.com",
+        ],
+    )
+    .await;
+    let row = deploy_fetch(&server, &[&up.origin, "https://api.openai.com"]).await;
+    assert_eq!(
+        row["outbound"]["effective"],
+        json!(["https://api.openai.com"])
+    );
+    let events = fetch(&server, &format!("{}/data", up.origin)).await;
+    assert_eq!(of_type(&events, "HTTP_REQUEST_DENIED").len(), 1);
+    assert_eq!(up.hits.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn a_malformed_origin_is_refused_at_deploy() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    let component = support::guest("fetch");
+    let manifest = "[app]\nslug = \"fetch\"\n[agent]\nentry = \"agent.wasm\"\n[outbound]\nallow = [\"https://api.openai.com/v1\"]\n";
+    let (status, body) = server
+        .upload(bundle(&[("agent.wasm", &component)]), manifest)
+        .await;
+    assert_eq!(status, 422, "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("outbound.allow"), "{message}");
+    assert!(message.contains("https://api.openai.com/v1"), "{message}");
+}
+
+#[tokio::test]
+async fn a_hung_upstream_ends_the_turn_at_its_deadline_with_the_request_on_record() {
+    let up = upstream().await;
+    let dir = support::data_dir();
+    let server = Server::start_with(dir.path(), &["--outbound-allow-private"]).await;
+    deploy_fetch_with(&server, &[&up.origin], "[limits]\nwall_clock_secs = 2\n").await;
+    let events = fetch(&server, &format!("{}/hang", up.origin)).await;
+    assert_eq!(
+        types(&events)[2..],
+        ["HTTP_REQUEST", "HTTP_RESPONSE", "TURN_ERROR"],
+        "{events:#?}"
+    );
+    let response = &of_type(&events, "HTTP_RESPONSE")[0]["payload"];
+    assert_eq!(response["status"], Value::Null);
+    assert!(
+        response["error"].as_str().unwrap().contains("turn ended"),
+        "{response}"
+    );
+    assert_eq!(events.last().unwrap()["payload"]["kind"], "deadline");
+    // Not a stuck session: it takes the next input.
+    let session = events[0]["session_id"].as_str().unwrap();
+    let (status, body) = server
+        .post(
+            &format!("/sessions/{session}/input"),
+            json!({"input": {"url": format!("{}/data", up.origin)}}),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+}
