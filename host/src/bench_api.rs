@@ -111,3 +111,22 @@ pub async fn instantiate_and_describe(runtime: &Runtime, pre: &GuestPre) -> anyh
         .map_err(wasm_err)?;
     Ok(description.routes.len())
 }
+
+/// Instantiates `pre` in a fresh `Store` (a turn's memory limiter and fuel)
+/// and drops both: the per-turn cost the `agenthost_turn_instantiate_seconds`
+/// metric measures, plus the teardown it does not.
+pub async fn instantiate(runtime: &Runtime, pre: &GuestPre) -> anyhow::Result<()> {
+    let wasm_err = |e: wasmtime::Error| anyhow::anyhow!("{e:#}");
+    let mut store = wasmtime::Store::new(
+        runtime.engine(),
+        State::new(&[("SERVICE_MANIFEST", "1")], DESCRIBE_MEMORY, None),
+    );
+    store.limiter(|s| &mut s.limiter);
+    store.set_fuel(DESCRIBE_FUEL).map_err(wasm_err)?;
+    store.set_epoch_deadline(u64::MAX);
+    pre.pre
+        .instantiate_async(&mut store)
+        .await
+        .map_err(wasm_err)?;
+    Ok(())
+}

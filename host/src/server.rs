@@ -47,6 +47,7 @@ pub struct Server {
 
 impl Server {
     pub async fn start(options: ServeOptions) -> anyhow::Result<Server> {
+        crate::util::raise_open_file_limit();
         std::fs::create_dir_all(&options.data_dir).with_context(|| {
             format!("cannot create the data dir {}", options.data_dir.display())
         })?;

@@ -12,6 +12,29 @@ pub fn truncate_utf8(s: &mut String, max: usize) {
     s.truncate(end);
 }
 
+/// Raises the soft open-file limit to the hard one: every open stream is a
+/// socket (the server's clients, the bench's idle streams). Failing is not an
+/// error: the process runs with the limit it has.
+#[cfg(unix)]
+pub fn raise_open_file_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `limit` is a valid, writable `rlimit`.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return;
+    }
+    if limit.rlim_cur < limit.rlim_max {
+        limit.rlim_cur = limit.rlim_max;
+        // SAFETY: `limit` is a valid `rlimit`; the soft limit does not exceed the hard one.
+        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) };
+    }
+}
+
+#[cfg(not(unix))]
+pub fn raise_open_file_limit() {}
+
 #[cfg(test)]
 mod tests {
     #[test]

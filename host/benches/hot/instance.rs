@@ -1,3 +1,5 @@
+//! `instance/instantiate`: a fresh `Store` and instance, dropped again.
+//!
 //! `instance/instantiate_and_describe`: what every turn pays before the
 //! guest's own work. From the deployment's cached `InstancePre`, a fresh
 //! wasmtime `Store` (WASI context with only the given environment, memory
@@ -34,6 +36,12 @@ pub fn instantiate_and_call(c: &mut Criterion) {
         b.iter(|| {
             rt.block_on(bench_api::instantiate_and_describe(&runtime, &pre))
                 .expect("describe")
+        })
+    });
+    group.bench_function("instantiate", |b| {
+        b.iter(|| {
+            rt.block_on(bench_api::instantiate(&runtime, &pre))
+                .expect("instantiate")
         })
     });
     group.finish();

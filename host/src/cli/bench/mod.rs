@@ -129,7 +129,7 @@ pub async fn bench(args: BenchArgs) -> anyhow::Result<()> {
 }
 
 async fn run(args: BenchArgs) -> anyhow::Result<()> {
-    sys::raise_open_file_limit();
+    crate::util::raise_open_file_limit();
     let api = Api::new(&args.remote.url, &args.remote.api_key)?;
     check_app(&api, &args.app).await?;
     let metrics_available = api.metrics().await?.is_some();
