@@ -9,6 +9,11 @@ use clap::Parser;
 use agenthost::cli::{Cli, Command, DeployOptions, ServeArgs, bench, deploy, keys};
 use agenthost::server::{ServeOptions, Server, write_secret_file};
 
+/// The server allocates per event (journal encoding, fan-out to streams);
+/// mimalloc's thread-local free lists beat glibc malloc there (BENCHMARKS.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     let cli = Cli::parse();
     let default_level = match cli.command {

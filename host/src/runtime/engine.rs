@@ -36,9 +36,10 @@ pub fn new_engine_with(slots: u32) -> wasmtime::Result<Engine> {
         .total_tables(slots.saturating_mul(8))
         .total_stacks(slots)
         .max_memory_size((MEMORY_MB.max as usize) << 20)
-        // Keep the first pages of a reused slot resident instead of
-        // returning them to the OS and faulting them in again.
-        .linear_memory_keep_resident(1 << 20)
+        // Measured (cargo bench --bench hot -- instance, BENCHMARKS.md):
+        // zeroing a reused memory slot by memset costs more than returning
+        // its pages and faulting them in again; for tables it is the reverse.
+        .linear_memory_keep_resident(0)
         .table_keep_resident(64 << 10);
     config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     Engine::new(&config)
