@@ -118,25 +118,28 @@ fn frames(
     async_stream::stream! {
         let _open = crate::metrics::StreamGuard::default();
         let mut next = from;
-        let mut chunk = first;
-        // Replay: chunk after chunk until redb has nothing newer.
-        loop {
-            let full = chunk.len() == REPLAY_CHUNK;
-            for event in &chunk {
-                next = event.seq + 1;
-                yield Ok(frame(event));
-                if is_session_end(event) {
-                    return;
+        // Replay: chunk after chunk until redb has nothing newer. In its own
+        // block, so an idle stream does not keep its last chunk alive.
+        {
+            let mut chunk = first;
+            loop {
+                let full = chunk.len() == REPLAY_CHUNK;
+                for event in &chunk {
+                    next = event.seq + 1;
+                    yield Ok(frame(event));
+                    if is_session_end(event) {
+                        return;
+                    }
                 }
-            }
-            if !full {
-                break;
-            }
-            match read_chunk(&state, session, next).await {
-                Ok(more) => chunk = more,
-                Err(err) => {
-                    tracing::warn!(%session, error = ?err, "replay failed; closing the stream");
-                    return;
+                if !full {
+                    break;
+                }
+                match read_chunk(&state, session, next).await {
+                    Ok(more) => chunk = more,
+                    Err(err) => {
+                        tracing::warn!(%session, error = ?err, "replay failed; closing the stream");
+                        return;
+                    }
                 }
             }
         }

@@ -13,7 +13,10 @@ use uuid::Uuid;
 use crate::journal::StoredEvent;
 
 /// How many events a slow stream may fall behind before it re-reads redb.
-const CHANNEL_CAPACITY: usize = 1024;
+/// Each watched session allocates this many slots up front; 1024 made the
+/// channel the largest allocation of a short session (BENCHMARKS.md), and a
+/// lagging stream loses nothing: it catches up from redb.
+const CHANNEL_CAPACITY: usize = 128;
 
 #[derive(Default)]
 pub struct Hub {
