@@ -272,7 +272,10 @@ pub async fn serve(
             tracing::debug!(error = %err, "cannot set TCP_NODELAY");
         }
     });
-    axum::serve(listener, router(state))
+    // A make-service built once: serving the `Router` itself re-applies its
+    // state per connection, cloning every route (~15 KiB per connection,
+    // which an idle SSE stream holds for its whole life).
+    axum::serve(listener, router(state).into_make_service())
         .with_graceful_shutdown(shutdown)
         .await
 }
