@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use crate::support::fake_openai::{FakeOpenAi, Reply};
+use crate::support::fake_openai::{FakeOpenAi, Reply, chunk, usage};
 use crate::support::{self, EventStream, Server, bundle, types};
 
 const KEY: &str = "sk-fake-test-key";
@@ -515,4 +515,45 @@ async fn provider_errors_malformed_streams_and_endless_tool_calls_end_the_turn()
     );
     assert_eq!(of_type(&events, "TOOL_RESULT").len(), 8);
     assert_eq!(setup.fake.received().len(), 12);
+}
+
+#[tokio::test]
+async fn answers_cut_by_length_or_the_content_filter_end_the_turn_saying_so() {
+    let cut = |reason: &str| {
+        Reply::Stream(vec![
+            chunk(json!({"role": "assistant", "content": ""}), None),
+            chunk(json!({"content": "Your order is on its"}), None),
+            chunk(json!({}), Some(reason)),
+            usage(),
+        ])
+    };
+    let setup = setup(vec![cut("length"), cut("content_filter")], None, "").await;
+    let (session, mut stream) = setup.chat("where is A1001?").await;
+    let mut messages = Vec::new();
+    for round in 0..2 {
+        if round > 0 {
+            setup.input(&session, "and now?").await;
+        }
+        let events = turn(&mut stream).await;
+        let error = last(&events);
+        assert_eq!(error["type"], "TURN_ERROR", "{events:?}");
+        // What the model said before it was stopped stays on the record.
+        let end: Vec<_> = of_type(&events, "MESSAGE_END")
+            .into_iter()
+            .filter(|e| e["payload"]["role"] == "assistant")
+            .collect();
+        assert_eq!(end.len(), 1, "{events:?}");
+        assert_eq!(end[0]["payload"]["text"], "Your order is on its");
+        messages.push(error["payload"]["message"].as_str().unwrap().to_string());
+    }
+    assert!(
+        messages[0].contains("finish_reason `length`"),
+        "{}",
+        messages[0]
+    );
+    assert!(
+        messages[1].contains("finish_reason `content_filter`"),
+        "{}",
+        messages[1]
+    );
 }
