@@ -30,15 +30,8 @@ async fn setup(replies: Vec<Reply>, allow: Option<&str>, extra: &str) -> Setup {
         ("OPENAI_API_KEY", KEY.to_string()),
         ("OPENAI_MODEL", "gpt-fake".to_string()),
     ] {
-        let response = server
-            .client
-            .put(server.url(&format!("/secrets/{name}")))
-            .bearer_auth(support::KEY)
-            .json(&json!({"value": value}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status().as_u16(), 201, "PUT /secrets/{name}");
+        let (status, body) = server.put_secret(name, &value).await;
+        assert_eq!(status, 201, "PUT /secrets/{name}: {body}");
     }
     let allow = allow.map_or_else(|| fake.origin(), str::to_string);
     let manifest = format!(

@@ -6,15 +6,7 @@ use serde_json::{Value, json};
 use crate::support::{self, Server, bundle};
 
 async fn put(server: &Server, name: &str, value: &str) -> (u16, Value) {
-    let response = server
-        .client
-        .put(server.url(&format!("/secrets/{name}")))
-        .bearer_auth(support::KEY)
-        .json(&json!({"value": value}))
-        .send()
-        .await
-        .unwrap();
-    support::status_and_json(response).await
+    server.put_secret(name, value).await
 }
 
 async fn say_env(server: &Server, session: &str) -> Vec<Value> {

@@ -209,6 +209,19 @@ impl Server {
         status_and_json(response).await
     }
 
+    /// `PUT /secrets/{name}` with the bootstrap key; returns the status and body.
+    pub async fn put_secret(&self, name: &str, value: &str) -> (u16, Value) {
+        let response = self
+            .client
+            .put(self.url(&format!("/secrets/{name}")))
+            .bearer_auth(KEY)
+            .json(&json!({"value": value}))
+            .send()
+            .await
+            .expect("PUT /secrets");
+        status_and_json(response).await
+    }
+
     /// Uploads a bundle with its manifest; returns the status and body.
     pub async fn upload(&self, bundle: Vec<u8>, manifest: &str) -> (u16, Value) {
         self.upload_with_policy(bundle, manifest, None).await
