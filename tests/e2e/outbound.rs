@@ -248,3 +248,26 @@ async fn a_hung_upstream_ends_the_turn_at_its_deadline_with_the_request_on_recor
         .await;
     assert_eq!(status, 202, "{body}");
 }
+
+#[tokio::test]
+async fn a_turn_that_ended_its_session_sends_nothing_more() {
+    let up = upstream().await;
+    let dir = support::data_dir();
+    let server = Server::start_with(dir.path(), &["--outbound-allow-private"]).await;
+    deploy_fetch(&server, &[&up.origin]).await;
+    let session = server
+        .session(
+            "fetch",
+            "/end-then-fetch",
+            json!({"url": format!("{}/data", up.origin)}),
+        )
+        .await;
+    let mut stream = server.events(&session, None).await;
+    let events = stream.until(&["SESSION_ENDED"]).await;
+    let denied = of_type(&events, "HTTP_REQUEST_DENIED");
+    assert_eq!(denied.len(), 1, "{events:#?}");
+    let reason = denied[0]["payload"]["reason"].as_str().unwrap();
+    assert!(reason.contains("suspended, failed or ended"), "{reason}");
+    assert!(of_type(&events, "HTTP_REQUEST").is_empty());
+    assert_eq!(up.hits.load(Ordering::SeqCst), 0);
+}

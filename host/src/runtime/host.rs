@@ -145,6 +145,7 @@ impl TurnCtx {
 
     /// Records a broken rule: the effect is refused and the turn will fail.
     fn fail(&mut self, kind: &'static str, message: String) -> HostError {
+        self.stop_outbound();
         if self.failure.is_none() {
             self.failure = Some(Failure {
                 kind,
@@ -154,6 +155,14 @@ impl TurnCtx {
         match kind {
             "limit" => HostError::Limit(message),
             _ => HostError::InvalidOrder(message),
+        }
+    }
+
+    /// Once the turn is suspended, failed or ended, its guest may not send
+    /// requests either: every effect is refused.
+    fn stop_outbound(&self) {
+        if let Some(outbound) = &self.outbound {
+            outbound.stop();
         }
     }
 
@@ -190,6 +199,7 @@ impl TurnCtx {
     }
 
     fn storage_failed(&mut self, err: StoreError) -> HostError {
+        self.stop_outbound();
         self.failure.get_or_insert(Failure {
             kind: "storage",
             message: "the host could not record the turn's events".into(),
@@ -402,6 +412,7 @@ impl Host for State {
                     name: call.name.clone(),
                     arguments: call.arguments.to_string(),
                 };
+                turn.stop_outbound();
                 turn.suspension = Some(Suspension {
                     gated_by: gates.gated_by(&call.name).to_vec(),
                     call,
@@ -517,6 +528,7 @@ impl Host for State {
             return Ok(Err(e));
         }
         turn.ended = true;
+        turn.stop_outbound();
         Ok(Ok(()))
     }
 

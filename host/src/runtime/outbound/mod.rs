@@ -27,7 +27,7 @@ pub mod origin;
 mod send;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -89,6 +89,8 @@ pub struct Outbound {
     redactor: Redactor,
     next_id: AtomicU32,
     records: Mutex<Records>,
+    /// The turn was suspended, failed or ended: no request may leave.
+    stopped: AtomicBool,
 }
 
 #[derive(Default)]
@@ -126,7 +128,17 @@ impl Outbound {
             redactor,
             next_id: AtomicU32::new(1),
             records: Mutex::new(Records::default()),
+            stopped: AtomicBool::new(false),
         })
+    }
+
+    /// Refuses every later request (the turn is suspended, failed or ended).
+    pub fn stop(&self) {
+        self.stopped.store(true, Ordering::Relaxed);
+    }
+
+    fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::Relaxed)
     }
 
     fn records(&self) -> MutexGuard<'_, Records> {

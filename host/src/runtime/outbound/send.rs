@@ -49,6 +49,13 @@ impl Outbound {
             path: self.redactor.redact(request.uri().path()).into_owned(),
             origin,
         };
+        if self.is_stopped() {
+            self.denied(
+                &described,
+                "the turn is suspended, failed or ended: it may have no more effects",
+            );
+            return Err(Error::HttpRequestDenied);
+        }
         if !self.allow.iter().any(|p| p.matches(&described.origin)) {
             self.denied(
                 &described,
@@ -92,6 +99,12 @@ impl Outbound {
             id: described.id,
             status: None,
         };
+        // Checked again: the turn may have stopped while the marker waited.
+        if self.is_stopped() {
+            let why = "not sent: the turn was suspended, failed or ended meanwhile";
+            record.end(0, Some(why.into()));
+            return Err(Error::HttpRequestDenied);
+        }
         // The request line carries only the path: the origin is the connection.
         let path = request
             .uri()
