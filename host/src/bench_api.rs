@@ -14,14 +14,13 @@ use std::time::Instant;
 use axum::body::Bytes;
 use axum::response::IntoResponse;
 use axum::response::sse::{Event, Sse};
-use wasmtime::UpdateDeadline;
 use wasmtime::component::Component;
 
 use crate::journal::StoredEvent;
 use crate::runtime::bindings::AgentPre;
 use crate::runtime::limits::{DESCRIBE_DEADLINE, DESCRIBE_FUEL, DESCRIBE_MEMORY};
 use crate::runtime::outbound::OutboundPolicy;
-use crate::runtime::state::State;
+use crate::runtime::state::{State, apply_limits};
 use crate::runtime::{DEFAULT_MAX_CONCURRENT_TURNS, Runtime};
 use crate::secrets::{MasterKey, Vault};
 use crate::store::{Store, Writer};
@@ -88,17 +87,7 @@ pub async fn instantiate_and_describe(runtime: &Runtime, pre: &GuestPre) -> anyh
         runtime.engine(),
         State::new(&[("SERVICE_MANIFEST", "1")], DESCRIBE_MEMORY, None),
     );
-    store.limiter(|s| &mut s.limiter);
-    store.set_fuel(DESCRIBE_FUEL).map_err(wasm_err)?;
-    let started = Instant::now();
-    store.set_epoch_deadline(1);
-    store.epoch_deadline_callback(move |_| {
-        if started.elapsed() > DESCRIBE_DEADLINE {
-            Ok(UpdateDeadline::Interrupt)
-        } else {
-            Ok(UpdateDeadline::Yield(1))
-        }
-    });
+    apply_limits(&mut store, DESCRIBE_FUEL, DESCRIBE_DEADLINE, Instant::now()).map_err(wasm_err)?;
     let agent = pre
         .pre
         .instantiate_async(&mut store)
@@ -112,7 +101,7 @@ pub async fn instantiate_and_describe(runtime: &Runtime, pre: &GuestPre) -> anyh
     Ok(description.routes.len())
 }
 
-/// Instantiates `pre` in a fresh `Store` (a turn's memory limiter and fuel)
+/// Instantiates `pre` in a fresh `Store` (under a turn's limits)
 /// and drops both: the per-turn cost the `agenthost_turn_instantiate_seconds`
 /// metric measures, plus the teardown it does not.
 pub async fn instantiate(runtime: &Runtime, pre: &GuestPre) -> anyhow::Result<()> {
@@ -121,9 +110,7 @@ pub async fn instantiate(runtime: &Runtime, pre: &GuestPre) -> anyhow::Result<()
         runtime.engine(),
         State::new(&[("SERVICE_MANIFEST", "1")], DESCRIBE_MEMORY, None),
     );
-    store.limiter(|s| &mut s.limiter);
-    store.set_fuel(DESCRIBE_FUEL).map_err(wasm_err)?;
-    store.set_epoch_deadline(1 << 40);
+    apply_limits(&mut store, DESCRIBE_FUEL, DESCRIBE_DEADLINE, Instant::now()).map_err(wasm_err)?;
     pre.pre
         .instantiate_async(&mut store)
         .await

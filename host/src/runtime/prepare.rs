@@ -6,11 +6,11 @@ use std::path::Path;
 use std::time::Instant;
 
 use wasmtime::component::Component;
-use wasmtime::{Store, Trap, UpdateDeadline};
+use wasmtime::{Store, Trap};
 
 use super::bindings::{AgentPre, Description, GUEST_EXPORT};
 use super::limits::{DESCRIBE_DEADLINE, DESCRIBE_FUEL, DESCRIBE_MEMORY};
-use super::state::State;
+use super::state::{State, apply_limits};
 use super::{Runtime, RuntimeError, artifacts};
 use crate::build::manifest::valid_tool_name;
 use crate::store::{AgentDescription, Artifact, ToolInfo};
@@ -97,19 +97,8 @@ impl Runtime {
             &self.engine,
             State::new(&[("SERVICE_MANIFEST", "1")], DESCRIBE_MEMORY, None),
         );
-        store.limiter(|s| &mut s.limiter);
-        store
-            .set_fuel(DESCRIBE_FUEL)
+        apply_limits(&mut store, DESCRIBE_FUEL, DESCRIBE_DEADLINE, Instant::now())
             .map_err(|e| PrepareError::Describe(format!("{e:#}")))?;
-        let started = Instant::now();
-        store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(move |_| {
-            if started.elapsed() > DESCRIBE_DEADLINE {
-                Ok(UpdateDeadline::Interrupt)
-            } else {
-                Ok(UpdateDeadline::Yield(1))
-            }
-        });
         let result = runtime.block_on(async {
             let call = async {
                 let agent = pre.instantiate_async(&mut store).await?;

@@ -1,7 +1,9 @@
 //! What a wasmtime `Store` holds for one instance: WASI context, limits, and the turn.
 
-use wasmtime::ResourceLimiter;
+use std::time::{Duration, Instant};
+
 use wasmtime::component::ResourceTable;
+use wasmtime::{ResourceLimiter, Store, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
@@ -53,6 +55,28 @@ impl State {
             panic: None,
         }
     }
+}
+
+/// Puts a store under its limits: the memory limiter, `fuel`, and a
+/// wall-clock `deadline` counted from `started` (the guest yields to tokio
+/// every epoch tick and is interrupted past the deadline).
+pub fn apply_limits(
+    store: &mut Store<State>,
+    fuel: u64,
+    deadline: Duration,
+    started: Instant,
+) -> wasmtime::Result<()> {
+    store.limiter(|s| &mut s.limiter);
+    // The deadline first: it holds even if setting the fuel fails.
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(move |_| {
+        if started.elapsed() > deadline {
+            Ok(UpdateDeadline::Interrupt)
+        } else {
+            Ok(UpdateDeadline::Yield(1))
+        }
+    });
+    store.set_fuel(fuel)
 }
 
 impl WasiView for State {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::json;
-use wasmtime::{Store, Trap, UpdateDeadline};
+use wasmtime::{Store, Trap};
 
 use super::Runtime;
 use super::bindings::{Decision, Reason, ToolCall, Turn};
@@ -18,7 +18,7 @@ use super::limits::TurnLimits;
 use super::outbound::{Outbound, OutboundHooks};
 use super::prepare::trap_message;
 use super::redact::Redactor;
-use super::state::State;
+use super::state::{State, apply_limits};
 use crate::journal::{EventType, NewEvent};
 use crate::store::{PendingApproval, ToolCallRecord, TurnOutcome, TurnReason, TurnTicket};
 
@@ -139,19 +139,10 @@ impl Runtime {
         started: Instant,
         limits: &TurnLimits,
     ) -> GuestEnd {
-        store.limiter(|s| &mut s.limiter);
-        if let Err(err) = store.set_fuel(limits.fuel) {
+        let deadline = limits.deadline;
+        if let Err(err) = apply_limits(store, limits.fuel, deadline, started) {
             tracing::error!(error = %err, "cannot set the turn's fuel");
         }
-        let deadline = limits.deadline;
-        store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(move |_| {
-            if started.elapsed() > deadline {
-                Ok(UpdateDeadline::Interrupt)
-            } else {
-                Ok(UpdateDeadline::Yield(1))
-            }
-        });
         let turn = Turn {
             session_id: ticket.session_id.to_string(),
             turn: ticket.turn,
