@@ -9,7 +9,7 @@ use tokio::io::AsyncWriteExt;
 use super::extract::{Json, Multipart, Path};
 use super::{ApiError, AppState, views};
 use crate::build::manifest::{MAX_MANIFEST_BYTES, Manifest, valid_tool_name};
-use crate::store::{BuildOutcome, NewDeployment};
+use crate::store::{BuildOutcome, DeploymentRecord, NewDeployment};
 
 pub async fn create(
     State(state): State<AppState>,
@@ -165,20 +165,7 @@ async fn accept(
             .await?;
         return Err(ApiError::internal(err));
     }
-    let app_id = record.app_id;
-    let app = state
-        .store
-        .read(move |s| s.app(&app_id.to_string()))
-        .await?
-        .ok_or_else(|| ApiError::internal("a new deployment's app is missing"))?;
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(views::deployment(
-            &record,
-            &app,
-            state.runtime.outbound_policy(),
-        )),
-    ))
+    accepted_row(state, &record, "a new deployment's app is missing").await
 }
 
 pub async fn list(
@@ -218,18 +205,21 @@ pub async fn activate(
     };
     let deployment = uuid::Uuid::parse_str(&id).map_err(|_| not_found())?;
     let record = state.writer.activate(deployment).await?;
+    accepted_row(&state, &record, "an activated deployment's app is missing").await
+}
+
+/// `202` with a deployment's row (its app read back for the slug and flags).
+async fn accepted_row(
+    state: &AppState,
+    record: &DeploymentRecord,
+    missing_app: &'static str,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
     let app_id = record.app_id;
     let app = state
         .store
         .read(move |s| s.app(&app_id.to_string()))
         .await?
-        .ok_or_else(|| ApiError::internal("an activated deployment's app is missing"))?;
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(views::deployment(
-            &record,
-            &app,
-            state.runtime.outbound_policy(),
-        )),
-    ))
+        .ok_or_else(|| ApiError::internal(missing_app))?;
+    let row = views::deployment(record, &app, state.runtime.outbound_policy());
+    Ok((StatusCode::ACCEPTED, Json(row)))
 }
