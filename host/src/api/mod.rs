@@ -14,6 +14,7 @@ mod health;
 mod keys;
 mod paging;
 mod secrets;
+mod serve;
 mod sessions;
 mod views;
 
@@ -258,24 +259,12 @@ async fn log_request(request: Request, next: Next) -> Response {
     response
 }
 
-/// Serves until `shutdown` resolves, then stops accepting and drains.
+/// Serves the API on `listener` until `shutdown` resolves, then stops
+/// accepting and waits for open connections to close (`serve.rs`).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    use axum::serve::ListenerExt;
-    // Without TCP_NODELAY, Nagle's algorithm and the client's delayed ACK
-    // hold a stream's first small frames back ~40 ms on a reused connection.
-    let listener = listener.tap_io(|tcp| {
-        if let Err(err) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %err, "cannot set TCP_NODELAY");
-        }
-    });
-    // A make-service built once: serving the `Router` itself re-applies its
-    // state per connection, cloning every route (~15 KiB per connection,
-    // which an idle SSE stream holds for its whole life).
-    axum::serve(listener, router(state).into_make_service())
-        .with_graceful_shutdown(shutdown)
-        .await
+    serve::serve(listener, router(state), shutdown).await
 }
