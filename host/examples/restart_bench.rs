@@ -5,10 +5,13 @@
 //! without closing the database (as a crash would). `restart_bench open DIR`
 //! times opening it again (redb's repair, fast with quick repair on).
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use agenthost::journal::{EventType, NewEvent};
-use agenthost::store::{AgentDescription, Artifact, BuildOutcome, NewDeployment, Store, Writer};
+use agenthost::store::{
+    AgentDescription, Artifact, BuildOutcome, NewDeployment, Outbox, Store, Writer,
+};
 use serde_json::json;
 use uuid::Uuid;
 
@@ -60,7 +63,7 @@ async fn write(dir: &str, megabytes: u64) -> anyhow::Result<()> {
         let (session, _) = writer
             .create_session("bench".into(), "/chat".into(), json!("go"), Uuid::now_v7())
             .await?;
-        sessions.push(session.id);
+        sessions.push(Arc::new(Outbox::new(session.id, 1)));
     }
     let started = Instant::now();
     let mut events = 0u64;
@@ -77,7 +80,7 @@ async fn write(dir: &str, megabytes: u64) -> anyhow::Result<()> {
                     )
                 })
                 .collect();
-            acks.push(writer.append(*session, 1, batch).await?);
+            acks.push(writer.append(session, batch).await?);
             events += BATCH as u64;
         }
         for ack in acks {

@@ -1,6 +1,8 @@
 //! One event's encodings, with no I/O.
 //!
-//! - `envelope/encode_record`: `journal::encode_record` of a `MESSAGE_DELTA`,
+//! - `envelope/new_event`: `NewEvent::new` of a `MESSAGE_DELTA`: its payload
+//!   serialized, on the thread of the turn that emits it.
+//! - `envelope/encode_record`: `journal::encode_record` of that event,
 //!   exactly as the writer calls it for every event: the envelope JSON
 //!   (what clients receive as SSE `data:`) and the stored record
 //!   `[1u8][16-byte id][JSON]` built around it.
@@ -27,10 +29,11 @@ pub fn envelope(c: &mut Criterion) {
     let event = message_delta();
     let (id, session) = (Uuid::now_v7(), Uuid::now_v7());
     let created_at = "2026-11-22T10:00:00.123Z";
-    let (record, _) = encode_record(id, 3, session, &event, created_at).expect("encode");
+    let (record, _) = encode_record(id, 3, session, &event, created_at);
 
     let mut group = c.benchmark_group("envelope");
     group.throughput(Throughput::Elements(1));
+    group.bench_function("new_event", |b| b.iter(message_delta));
     group.bench_function("encode_record", |b| {
         b.iter(|| {
             encode_record(
@@ -40,7 +43,6 @@ pub fn envelope(c: &mut Criterion) {
                 black_box(&event),
                 black_box(created_at),
             )
-            .expect("encode")
         })
     });
     group.bench_function("decode_record", |b| {

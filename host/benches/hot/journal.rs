@@ -9,6 +9,9 @@
 //! of events for N = 1024), so later batches land in a larger B-tree, as in
 //! a long-lived server.
 
+use std::sync::Arc;
+
+use agenthost::store::Outbox;
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput};
 
 use crate::support::{Session, message_delta, temp_dir};
@@ -20,12 +23,12 @@ pub fn append_batch(c: &mut Criterion) {
         .expect("start a tokio runtime");
     let dir = temp_dir();
     let session = rt.block_on(Session::open(dir.path()));
+    // The turn's outbox; each iteration waits for its ack, so nothing coalesces.
+    let outbox = Arc::new(Outbox::new(session.id, session.turn));
     // One append outside the timing, so the check below holds even when a
     // filter skips every benchmark of this group.
     rt.block_on(async {
-        let ack = session
-            .writer
-            .append(session.id, session.turn, vec![message_delta()]);
+        let ack = session.writer.append(&outbox, vec![message_delta()]);
         ack.await
             .expect("queue the append")
             .await
@@ -43,7 +46,7 @@ pub fn append_batch(c: &mut Criterion) {
                     rt.block_on(async {
                         session
                             .writer
-                            .append(session.id, session.turn, events)
+                            .append(&outbox, events)
                             .await
                             .expect("queue the append")
                             .await

@@ -32,8 +32,7 @@ pub fn stored_delta() -> StoredEvent {
         Uuid::now_v7(),
         &message_delta(),
         "2026-11-22T10:00:00.123Z",
-    )
-    .expect("encode the envelope");
+    );
     decode_record(3, &record).expect("decode the record")
 }
 

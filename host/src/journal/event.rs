@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 use uuid::Uuid;
 
 /// Every kind of journal event. The wire names are part of the public API
@@ -54,31 +55,26 @@ impl EventType {
 }
 
 /// An event before the writer has given it an id, a seq and a timestamp.
+///
+/// The payload is serialized when the event is made, on the thread that
+/// makes it (a turn's, a request's), so the single writer thread only frames
+/// it into the envelope.
 #[derive(Debug, Clone)]
 pub struct NewEvent {
     pub event_type: EventType,
-    pub payload: Value,
+    pub payload: Box<RawValue>,
 }
 
 impl NewEvent {
     pub fn new(event_type: EventType, payload: Value) -> Self {
+        // A `Value` always serializes (its map keys are strings).
+        let payload =
+            serde_json::value::to_raw_value(&payload).unwrap_or_else(|_| RawValue::NULL.to_owned());
         NewEvent {
             event_type,
             payload,
         }
     }
-}
-
-/// The envelope as serialized to clients (SSE `data:`) and stored.
-#[derive(Serialize)]
-struct EnvelopeOut<'a> {
-    id: Uuid,
-    seq: u64,
-    session_id: Uuid,
-    #[serde(rename = "type")]
-    event_type: EventType,
-    payload: &'a Value,
-    created_at: &'a str,
 }
 
 /// A committed event, cheap to clone and fan out to streams.
@@ -108,27 +104,42 @@ impl StoredEvent {
 const RECORD_V1: u8 = 1;
 
 /// Builds the stored record of an event: `[1u8][16-byte event id][envelope JSON]`.
-/// Returns the record and the envelope JSON.
+/// Returns the record and the envelope JSON (`StoredEvent::json`).
+///
+/// The envelope is `{"id","seq","session_id","type","payload","created_at"}`
+/// in that order (`StoredEvent::event_type` relies on it), written by hand:
+/// the payload is already JSON (`NewEvent::new`), and this runs on the single
+/// writer thread for every event.
 pub fn encode_record(
     id: Uuid,
     seq: u64,
     session_id: Uuid,
     event: &NewEvent,
     created_at: &str,
-) -> Result<(Vec<u8>, String), serde_json::Error> {
-    let json = serde_json::to_string(&EnvelopeOut {
-        id,
-        seq,
-        session_id,
-        event_type: event.event_type,
-        payload: &event.payload,
-        created_at,
-    })?;
-    let mut record = Vec::with_capacity(17 + json.len());
+) -> (Vec<u8>, Arc<str>) {
+    let payload = event.payload.get();
+    let mut record = Vec::with_capacity(17 + 160 + payload.len() + created_at.len());
     record.push(RECORD_V1);
     record.extend_from_slice(id.as_bytes());
-    record.extend_from_slice(json.as_bytes());
-    Ok((record, json))
+    let mut uuid = Uuid::encode_buffer();
+    record.extend_from_slice(b"{\"id\":\"");
+    record.extend_from_slice(id.hyphenated().encode_lower(&mut uuid).as_bytes());
+    record.extend_from_slice(b"\",\"seq\":");
+    record.extend_from_slice(itoa::Buffer::new().format(seq).as_bytes());
+    record.extend_from_slice(b",\"session_id\":\"");
+    record.extend_from_slice(session_id.hyphenated().encode_lower(&mut uuid).as_bytes());
+    record.extend_from_slice(b"\",\"type\":\"");
+    record.extend_from_slice(event.event_type.as_str().as_bytes());
+    record.extend_from_slice(b"\",\"payload\":");
+    record.extend_from_slice(payload.as_bytes());
+    record.extend_from_slice(b",\"created_at\":");
+    // A `&str` always serializes; escaped in case a caller passes quotes.
+    let _ = serde_json::to_writer(&mut record, created_at);
+    record.push(b'}');
+    // Every piece above is UTF-8.
+    let json = String::from_utf8_lossy(&record[17..]);
+    let json = Arc::from(json.as_ref());
+    (record, json)
 }
 
 /// Reads a stored record back. `None` for a record this version cannot read
@@ -161,11 +172,10 @@ mod tests {
             EventType::MessageDelta,
             json!({"message_id": "m1", "delta": {"type": "text", "text": "hi"}}),
         );
-        let (record, json) =
-            encode_record(id, 7, session, &event, "2026-11-22T10:00:00.000Z").unwrap();
+        let (record, json) = encode_record(id, 7, session, &event, "2026-11-22T10:00:00.000Z");
         let back = decode_record(7, &record).unwrap();
         assert_eq!(back.id, id);
-        assert_eq!(&*back.json, json.as_str());
+        assert_eq!(back.json, json);
         let v: Value = serde_json::from_str(&json).unwrap();
         assert_eq!(v["id"], id.to_string());
         assert_eq!(v["seq"], 7);
@@ -187,12 +197,45 @@ mod tests {
             Uuid::now_v7(),
             &event,
             "2026-11-22T10:00:00.000Z",
-        )
-        .unwrap();
+        );
         assert_eq!(
             decode_record(1, &record).unwrap().event_type(),
             "TURN_STARTED"
         );
+    }
+
+    /// The hand-written envelope is byte for byte what serde writes for the
+    /// same fields (the stored format must not drift).
+    #[test]
+    fn envelope_matches_serde_field_for_field() {
+        #[derive(Serialize)]
+        struct EnvelopeOut<'a> {
+            id: Uuid,
+            seq: u64,
+            session_id: Uuid,
+            #[serde(rename = "type")]
+            event_type: EventType,
+            payload: &'a RawValue,
+            created_at: &'a str,
+        }
+        let (id, session) = (Uuid::now_v7(), Uuid::now_v7());
+        let event = NewEvent::new(
+            EventType::ToolCall,
+            json!({"name": "a\"b", "arguments": {"x": [1, 2.5, null]}, "text": "é\n"}),
+        );
+        for created_at in ["2026-11-22T10:00:00.000Z", "odd \"quoted\" \\ time"] {
+            let (_, json) = encode_record(id, u64::MAX, session, &event, created_at);
+            let expected = serde_json::to_string(&EnvelopeOut {
+                id,
+                seq: u64::MAX,
+                session_id: session,
+                event_type: event.event_type,
+                payload: &event.payload,
+                created_at,
+            })
+            .unwrap();
+            assert_eq!(&*json, expected);
+        }
     }
 
     #[test]

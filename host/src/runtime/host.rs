@@ -27,7 +27,7 @@ use super::outbound::Outbound;
 use super::redact::Redactor;
 use super::state::State;
 use crate::journal::{EventType, NewEvent};
-use crate::store::writer::AppendAck;
+use crate::store::{AppendAck, Outbox};
 use crate::store::{Store, StoreError, ToolCallRecord, TurnReason, TurnTicket, WriterHandle};
 
 /// Why a turn must end with TURN_ERROR although the guest returned normally.
@@ -52,7 +52,6 @@ pub struct TurnCtx {
     writer: WriterHandle,
     store: Store,
     pub session: Uuid,
-    pub turn: u32,
     limits: TurnLimits,
     /// Open messages: id → text so far.
     pub open_messages: Vec<(String, String)>,
@@ -73,6 +72,8 @@ pub struct TurnCtx {
     pub failure: Option<Failure>,
     events: u64,
     last_ack: Option<AppendAck>,
+    /// Where the turn's events wait for the writer (shared with `outbound`).
+    pub outbox: Arc<Outbox>,
     /// The turn's outbound HTTP, whose finished requests are journaled with the next write.
     pub outbound: Option<Arc<Outbound>>,
 }
@@ -104,7 +105,6 @@ impl TurnCtx {
             writer,
             store,
             session: ticket.session_id,
-            turn: ticket.turn,
             limits,
             open_messages: Vec::new(),
             seen_calls: pending_calls.keys().cloned().collect(),
@@ -117,6 +117,7 @@ impl TurnCtx {
             failure: None,
             events: 0,
             last_ack: None,
+            outbox: Arc::new(Outbox::new(ticket.session_id, ticket.turn)),
             outbound: None,
         }
     }
@@ -189,7 +190,7 @@ impl TurnCtx {
                 events = records;
             }
         }
-        match self.writer.append(self.session, self.turn, events).await {
+        match self.writer.append(&self.outbox, events).await {
             Ok(ack) => {
                 self.last_ack = Some(ack);
                 Ok(())

@@ -48,15 +48,14 @@ impl Runtime {
                     );
                     let redactor = Redactor::new(secrets.clone());
                     let limits = &deployed.limits;
+                    let mut ctx = new_ctx(deployed.gates.clone(), redactor.clone(), limits.clone());
                     let outbound = Outbound::new(
                         deployed.outbound.clone(),
                         self.outbound.allow_private,
                         self.writer.clone(),
-                        ticket.session_id,
-                        ticket.turn,
-                        redactor.clone(),
+                        ctx.outbox.clone(),
+                        redactor,
                     );
-                    let mut ctx = new_ctx(deployed.gates.clone(), redactor, limits.clone());
                     ctx.outbound = Some(outbound.clone());
                     let mut state = State::new(&env, limits.memory_bytes, Some(ctx));
                     state.outbound = OutboundHooks(Some(outbound));

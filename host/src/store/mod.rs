@@ -6,9 +6,11 @@
 //! `Durability::Immediate`, then acknowledges and publishes to the `hub`.
 
 mod apikeys;
+mod batch;
 mod deployments;
 mod error;
 mod hub;
+mod outbox;
 mod reads;
 mod records;
 mod recovery;
@@ -26,6 +28,7 @@ use redb::Database;
 
 pub use error::StoreError;
 pub use hub::{Hub, Subscription};
+pub use outbox::{AppendAck, Outbox};
 pub use reads::{ApprovalItem, EventPosition, SessionFilter};
 pub use records::{
     AgentDescription, ApiKeyRecord, AppRecord, Artifact, DeploymentRecord, DeploymentStatus,

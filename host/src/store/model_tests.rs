@@ -11,7 +11,7 @@
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::tests::{new_deployment, success};
@@ -23,7 +23,8 @@ use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
-use super::writer::AppendAck;
+use super::outbox::{AppendAck, Outbox};
+use super::writer::SESSION_CACHE;
 use super::*;
 use crate::journal::{EventType, NewEvent, StoredEvent};
 
@@ -143,9 +144,11 @@ fn op() -> impl Strategy<Value = Op> {
 
 /// A case: how many sessions, whether a hub subscription observes each
 /// session for the whole case, and the operations.
-fn case() -> impl Strategy<Value = (usize, bool, Vec<Op>)> {
+/// (sessions, observe with hub subscribers, a writer session cache of one, ops)
+fn case() -> impl Strategy<Value = (usize, bool, bool, Vec<Op>)> {
     (
         2..=3usize,
+        any::<bool>(),
         any::<bool>(),
         prop::collection::vec(op(), 1..=25),
     )
@@ -339,6 +342,8 @@ fn fail(context: &str, err: impl std::fmt::Display) -> TestCaseError {
 struct ModelSession {
     id: Uuid,
     turn: u32,
+    /// The running turn's outbox: its appends coalesce as a turn's do.
+    outbox: Arc<Outbox>,
     /// Committed events whose ids the model knows: (id, seq, type).
     events: Vec<(Uuid, u64, String)>,
     /// Types of acknowledged (or about to be) events whose ids it has not
@@ -359,12 +364,23 @@ struct Harness {
     ids: HashSet<Uuid>,
     payloads: u64,
     stats: Stats,
+    /// The writer's session cache (kept across restarts).
+    session_cache: usize,
 }
 
 impl Harness {
-    async fn start(path: PathBuf, sessions: usize, observe: bool) -> Result<Self, TestCaseError> {
+    /// `tiny_cache`: the writer keeps one session cached, so nearly every
+    /// command re-reads its session from redb.
+    async fn start(
+        path: PathBuf,
+        sessions: usize,
+        observe: bool,
+        tiny_cache: bool,
+    ) -> Result<Self, TestCaseError> {
+        let cache = if tiny_cache { 1 } else { SESSION_CACHE };
         let store = Store::open(&path).map_err(|e| fail("open", e))?;
-        let writer = Writer::spawn(store.clone()).map_err(|e| fail("spawn", e))?;
+        let writer =
+            Writer::spawn_with_session_cache(store.clone(), cache).map_err(|e| fail("spawn", e))?;
         let d = writer
             .create_deployment(new_deployment(None))
             .await
@@ -382,6 +398,7 @@ impl Harness {
             sessions: Vec::new(),
             ids: HashSet::new(),
             payloads: 0,
+            session_cache: cache,
             stats: Stats {
                 cases: 1,
                 ..Stats::default()
@@ -401,6 +418,7 @@ impl Harness {
             let mut session = ModelSession {
                 id: record.id,
                 turn: 1,
+                outbox: Arc::new(Outbox::new(record.id, 1)),
                 events: Vec::new(),
                 pending,
                 observer: None,
@@ -451,10 +469,10 @@ impl Harness {
         kinds: &[EventType],
     ) -> Result<AppendAck, TestCaseError> {
         let events = self.new_events(kinds);
-        let (id, turn) = (self.sessions[session].id, self.sessions[session].turn);
+        let outbox = self.sessions[session].outbox.clone();
         let ack = self
             .writer()?
-            .append(id, turn, events)
+            .append(&outbox, events)
             .await
             .map_err(|e| fail("append", e))?;
         self.sessions[session]
@@ -484,11 +502,11 @@ impl Harness {
                     if let (0, Some(stale)) = (i, stale) {
                         // A turn that has not started: refused, nothing written.
                         let s = &self.sessions[stale.index(n)];
-                        let (id, turn) = (s.id, s.turn + 1);
+                        let outbox = Arc::new(Outbox::new(s.id, s.turn + 1));
                         let events = self.new_events(&[EventType::MessageDelta]);
                         refused = Some(
                             self.writer()?
-                                .append(id, turn, events)
+                                .append(&outbox, events)
                                 .await
                                 .map_err(|e| fail("append", e))?,
                         );
@@ -633,10 +651,12 @@ impl Harness {
                 self.sessions[s]
                     .pending
                     .extend(closing.iter().map(|k| k.as_str().to_string()));
+                // The finished turn's own outbox, as a late host call would use it.
+                let outbox = self.sessions[s].outbox.clone();
                 let events = self.new_events(&[EventType::MessageDelta]);
                 let late = self
                     .writer()?
-                    .append(id, turn, events)
+                    .append(&outbox, events)
                     .await
                     .map_err(|e| fail("append", e))?
                     .await
@@ -653,6 +673,7 @@ impl Harness {
                     .map_err(|e| fail("post_input", e))?;
                 prop_assert_eq!(ticket.turn, turn + 1);
                 self.sessions[s].turn = ticket.turn;
+                self.sessions[s].outbox = Arc::new(Outbox::new(id, ticket.turn));
                 self.sessions[s].pending.extend(turn_start_types(*text));
                 self.check(false).await
             }
@@ -670,9 +691,14 @@ impl Harness {
                 }
                 self.store = None;
                 let store = reopen(&self.path).await?;
-                self.writer = Some(Writer::spawn(store.clone()).map_err(|e| fail("spawn", e))?);
-                if self.observe {
-                    for session in &mut self.sessions {
+                self.writer = Some(
+                    Writer::spawn_with_session_cache(store.clone(), self.session_cache)
+                        .map_err(|e| fail("spawn", e))?,
+                );
+                for session in &mut self.sessions {
+                    // A new process: the running turns' outboxes died with the old one.
+                    session.outbox = Arc::new(Outbox::new(session.id, session.turn));
+                    if self.observe {
                         session.observer = Some(store.hub().subscribe(session.id));
                     }
                 }
@@ -816,7 +842,12 @@ impl Harness {
     }
 }
 
-fn run_case(sessions: usize, observe: bool, ops: &[Op]) -> Result<Stats, TestCaseError> {
+fn run_case(
+    sessions: usize,
+    observe: bool,
+    tiny_cache: bool,
+    ops: &[Op],
+) -> Result<Stats, TestCaseError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -825,7 +856,7 @@ fn run_case(sessions: usize, observe: bool, ops: &[Op]) -> Result<Stats, TestCas
     let dir = tempfile::tempdir().map_err(|e| fail("tempdir", e))?;
     let path = dir.path().join("db.redb");
     runtime.block_on(async {
-        let mut harness = Harness::start(path, sessions, observe).await?;
+        let mut harness = Harness::start(path, sessions, observe, tiny_cache).await?;
         for op in ops {
             harness.apply(op).await?;
         }
@@ -849,8 +880,8 @@ fn the_journal_matches_its_model_through_appends_reconnects_and_restarts() {
         ..ProptestConfig::default()
     });
     let total = Mutex::new(Stats::default());
-    let result = runner.run(&case(), |(sessions, observe, ops)| {
-        let stats = run_case(sessions, observe, &ops)?;
+    let result = runner.run(&case(), |(sessions, observe, tiny_cache, ops)| {
+        let stats = run_case(sessions, observe, tiny_cache, &ops)?;
         total
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -875,7 +906,7 @@ fn the_journal_matches_its_model_through_appends_reconnects_and_restarts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lagging_reader_catches_up_from_redb() {
     let dir = tempfile::tempdir().unwrap();
-    let mut harness = Harness::start(dir.path().join("db.redb"), 1, false)
+    let mut harness = Harness::start(dir.path().join("db.redb"), 1, false, false)
         .await
         .unwrap();
     let (id, from) = (harness.sessions[0].id, 2);

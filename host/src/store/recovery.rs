@@ -2,23 +2,25 @@
 //! write of the turn failed): its open messages get a MESSAGE_END marked
 //! `incomplete`, rebuilt from what the journal committed, then TURN_ERROR.
 
-use redb::{ReadableTable, WriteTransaction};
+use redb::ReadableTable;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
+use super::StoreError;
 use super::error::storage;
-use super::{StoreError, tables};
 use crate::journal::{EventType, NewEvent, decode_record};
+
+use super::batch::EventsTable as Events;
 
 /// The events that close `turn` of `session` with TURN_ERROR `kind`.
 pub fn closing_events(
-    txn: &WriteTransaction,
+    events_table: &Events<'_>,
     session: Uuid,
     turn: u32,
     kind: &str,
     message: &str,
 ) -> Result<Vec<NewEvent>, StoreError> {
-    let mut events: Vec<NewEvent> = open_messages(txn, session)?
+    let mut events: Vec<NewEvent> = open_messages(events_table, session)?
         .into_iter()
         .map(|(id, role, text)| {
             NewEvent::new(
@@ -37,10 +39,9 @@ pub fn closing_events(
 /// Messages of the session's last turn that were started and never ended,
 /// with their committed text, in the order they were started.
 fn open_messages(
-    txn: &WriteTransaction,
+    table: &Events<'_>,
     session: Uuid,
 ) -> Result<Vec<(String, String, String)>, StoreError> {
-    let table = txn.open_table(tables::EVENTS).map_err(storage)?;
     let key = session.as_u128();
     let mut ended: Vec<String> = Vec::new();
     let mut texts: Vec<(String, String)> = Vec::new();
@@ -95,10 +96,9 @@ fn open_messages(
 /// turn had no effect (a guest's only effects are journaled host calls), so
 /// it can run again. `None` when the turn did something.
 pub fn untouched_turn_input(
-    txn: &WriteTransaction,
+    table: &Events<'_>,
     session: Uuid,
 ) -> Result<Option<Value>, StoreError> {
-    let table = txn.open_table(tables::EVENTS).map_err(storage)?;
     let key = session.as_u128();
     let mut user_message: Option<String> = None;
     let mut after_start: Vec<Value> = Vec::new();

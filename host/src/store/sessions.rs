@@ -1,27 +1,28 @@
 //! The writer's session commands: create, input (the 409 rules), a turn's
 //! appends and its final commit, and closing turns a previous process left.
 
-use redb::{ReadableTable, WriteTransaction};
+use redb::ReadableTable;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
+use super::batch::Batch;
 use super::error::{corrupt, storage};
 use super::records::{DeploymentRecord, ResumeRecord, SessionRecord, SessionStatus};
 use super::txn::{find_app, get_json};
-use super::writer::{Batch, CachedSession, Decision, TurnOutcome, TurnReason, TurnTicket, Writer};
+use super::writer::{CachedSession, Decision, TurnOutcome, TurnReason, TurnTicket, Writer};
 use super::{StoreError, now_rfc3339, recovery, tables};
-use crate::journal::{EventType, NewEvent, StoredEvent, encode_record};
+use crate::journal::{EventType, NewEvent};
 
 impl Writer {
     pub(super) fn create_session(
         &mut self,
-        batch: &mut Batch,
+        batch: &mut Batch<'_>,
         app: &str,
         route: String,
         input: Value,
         boot: Uuid,
     ) -> Result<(SessionRecord, TurnTicket), StoreError> {
-        let app = find_app(&batch.txn, app)?.ok_or_else(|| StoreError::not_found("app", app))?;
+        let app = find_app(batch.txn, app)?.ok_or_else(|| StoreError::not_found("app", app))?;
         let deployment_id = app.current_deployment.ok_or_else(|| {
             StoreError::Conflict(format!(
                 "app `{}` has no active deployment yet: deploy it first",
@@ -29,7 +30,7 @@ impl Writer {
             ))
         })?;
         let deployment =
-            get_json::<DeploymentRecord>(&batch.txn, tables::DEPLOYMENTS, deployment_id)?
+            get_json::<DeploymentRecord>(batch.txn, tables::DEPLOYMENTS, deployment_id)?
                 .ok_or_else(|| corrupt(format!("current deployment {deployment_id} is missing")))?;
         let routes = deployment
             .description
@@ -76,7 +77,7 @@ impl Writer {
         )];
         events.extend(turn_start_events(1, &input));
         let mut next_seq = 0;
-        write_events(&batch.txn, &mut batch.published, id, &mut next_seq, events)?;
+        batch.write_events(id, &mut next_seq, events)?;
         batch.sessions.insert(
             id,
             CachedSession {
@@ -99,7 +100,7 @@ impl Writer {
 
     pub(super) fn post_input(
         &mut self,
-        batch: &mut Batch,
+        batch: &mut Batch<'_>,
         id: Uuid,
         input: Value,
         boot: Uuid,
@@ -126,13 +127,7 @@ impl Writer {
         }
         let turn = session.record.turn + 1;
         let mut next_seq = session.next_seq;
-        write_events(
-            &batch.txn,
-            &mut batch.published,
-            id,
-            &mut next_seq,
-            turn_start_events(turn, &input),
-        )?;
+        batch.write_events(id, &mut next_seq, turn_start_events(turn, &input))?;
         let session = self.session(batch, id)?;
         session.next_seq = next_seq;
         session.record.turn = turn;
@@ -155,7 +150,7 @@ impl Writer {
     /// Checks that `turn` is the session's running turn.
     pub(super) fn running_turn(
         &self,
-        batch: &mut Batch,
+        batch: &mut Batch<'_>,
         id: Uuid,
         turn: u32,
     ) -> Result<u64, StoreError> {
@@ -170,7 +165,7 @@ impl Writer {
 
     pub(super) fn append(
         &mut self,
-        batch: &mut Batch,
+        batch: &mut Batch<'_>,
         id: Uuid,
         turn: u32,
         events: Vec<NewEvent>,
@@ -182,14 +177,14 @@ impl Writer {
                 "an earlier write of this turn failed; the turn cannot go on".into(),
             ));
         }
-        write_events(&batch.txn, &mut batch.published, id, &mut next_seq, events)?;
+        batch.write_events(id, &mut next_seq, events)?;
         self.session(batch, id)?.next_seq = next_seq;
         Ok(())
     }
 
     pub(super) fn finish_turn(
         &mut self,
-        batch: &mut Batch,
+        batch: &mut Batch<'_>,
         id: Uuid,
         turn: u32,
         mut events: Vec<NewEvent>,
@@ -199,7 +194,7 @@ impl Writer {
         if self.broken.contains(&id) {
             // Some of this turn's events were never committed: say so instead.
             events = recovery::closing_events(
-                &batch.txn,
+                &batch.event_tables()?.events,
                 id,
                 turn,
                 "storage",
@@ -207,7 +202,7 @@ impl Writer {
             )?;
             outcome = TurnOutcome::Errored;
         }
-        write_events(&batch.txn, &mut batch.published, id, &mut next_seq, events)?;
+        batch.write_events(id, &mut next_seq, events)?;
         if let TurnOutcome::Suspended(pending) = &mut outcome {
             // TOOL_APPROVAL_REQUIRED is the turn's last event.
             pending.event_seq = next_seq - 1;
@@ -241,7 +236,7 @@ impl Writer {
 
     pub(super) fn decide(
         &mut self,
-        batch: &mut Batch,
+        batch: &mut Batch<'_>,
         id: Uuid,
         decision: Decision,
         boot: Uuid,
@@ -287,7 +282,7 @@ impl Writer {
                 }),
             ),
         ];
-        write_events(&batch.txn, &mut batch.published, id, &mut next_seq, events)?;
+        batch.write_events(id, &mut next_seq, events)?;
         let mut index = batch
             .txn
             .open_table(tables::PENDING_APPROVALS)
@@ -328,7 +323,7 @@ impl Writer {
     /// resumed turn that did start is never run again behind the user's back.
     pub(super) fn recover(
         &mut self,
-        batch: &mut Batch,
+        batch: &mut Batch<'_>,
         boot: Uuid,
     ) -> Result<Recovery, StoreError> {
         let mut stale = Vec::new();
@@ -345,7 +340,8 @@ impl Writer {
         let mut recovery = Recovery::default();
         for record in stale {
             let (id, turn) = (record.id, record.turn);
-            if let Some(input) = recovery::untouched_turn_input(&batch.txn, id)? {
+            if let Some(input) = recovery::untouched_turn_input(&batch.event_tables()?.events, id)?
+            {
                 let session = self.session(batch, id)?;
                 session.record.boot_id = Some(boot);
                 batch.dirty.insert(id);
@@ -376,8 +372,13 @@ impl Writer {
                 _ => "the host stopped while this turn was running; send a new input to continue"
                     .to_string(),
             };
-            let events =
-                recovery::closing_events(&batch.txn, id, turn, "host_restarted", &message)?;
+            let events = recovery::closing_events(
+                &batch.event_tables()?.events,
+                id,
+                turn,
+                "host_restarted",
+                &message,
+            )?;
             self.finish_turn(batch, id, turn, events, TurnOutcome::Errored)?;
             recovery.closed.push(id);
         }
@@ -425,37 +426,4 @@ pub fn input_text(input: &Value) -> Option<&str> {
         Value::Object(map) => map.get("text").and_then(Value::as_str),
         _ => None,
     }
-}
-
-pub(super) fn write_events(
-    txn: &WriteTransaction,
-    published: &mut Vec<(Uuid, StoredEvent)>,
-    session: Uuid,
-    next_seq: &mut u64,
-    events: Vec<NewEvent>,
-) -> Result<(), StoreError> {
-    let created_at = now_rfc3339();
-    let mut table = txn.open_table(tables::EVENTS).map_err(storage)?;
-    let mut ids = txn.open_table(tables::EVENT_IDS).map_err(storage)?;
-    for event in events {
-        let seq = *next_seq;
-        let id = Uuid::now_v7();
-        let (record, json) =
-            encode_record(id, seq, session, &event, &created_at).map_err(corrupt)?;
-        table
-            .insert((session.as_u128(), seq), record.as_slice())
-            .map_err(storage)?;
-        ids.insert(id.as_u128(), (session.as_u128(), seq))
-            .map_err(storage)?;
-        *next_seq += 1;
-        published.push((
-            session,
-            StoredEvent {
-                id,
-                seq,
-                json: json.into(),
-            },
-        ));
-    }
-    Ok(())
 }

@@ -1,9 +1,12 @@
 //! Store tests against a real redb file: version assignment, the current
 //! deployment rule, and the turn state machine decided by the writer.
 
+use std::sync::Arc;
+
 use serde_json::json;
 use uuid::Uuid;
 
+use super::outbox::Outbox;
 use super::*;
 
 fn open() -> (tempfile::TempDir, Store, WriterHandle) {
@@ -106,7 +109,7 @@ async fn the_writer_decides_turn_states_and_seq() {
     ));
     // A stale turn number cannot write.
     let stale = writer
-        .append(session.id, 7, vec![])
+        .append(&Arc::new(Outbox::new(session.id, 7)), vec![])
         .await
         .unwrap()
         .await
@@ -139,7 +142,7 @@ async fn the_writer_decides_turn_states_and_seq() {
         json!({"message_id": "m", "role": "assistant"}),
     );
     writer
-        .append(session.id, 2, vec![delta])
+        .append(&Arc::new(Outbox::new(session.id, 2)), vec![delta])
         .await
         .unwrap()
         .await
@@ -226,7 +229,7 @@ async fn a_failing_disk_stops_writes_and_nothing_half_written_is_streamed() {
     fail.store(true, std::sync::atomic::Ordering::Relaxed);
     let delta = crate::journal::NewEvent::new(crate::journal::EventType::TurnEnded, json!({}));
     let ack = writer
-        .append(session.id, ticket.turn, vec![delta])
+        .append(&Arc::new(Outbox::new(session.id, ticket.turn)), vec![delta])
         .await
         .unwrap();
     assert!(matches!(ack.await.unwrap(), Err(StoreError::Storage(_))));
@@ -309,7 +312,10 @@ async fn a_resumed_turn_that_started_is_never_run_again() {
         json!({"message_id": "m", "role": "assistant"}),
     );
     writer
-        .append(session.id, resumed.turn, vec![start])
+        .append(
+            &Arc::new(Outbox::new(session.id, resumed.turn)),
+            vec![start],
+        )
         .await
         .unwrap()
         .await

@@ -3,15 +3,20 @@
 use redb::{ReadableTable, WriteTransaction};
 use uuid::Uuid;
 
+use super::batch::EventsTable;
 use super::error::{corrupt, storage};
 use super::records::{ApiKeyRecord, AppRecord, SessionRecord};
 use super::writer::CachedSession;
 use super::{StoreError, tables};
 
-pub(super) fn load_session(txn: &WriteTransaction, id: Uuid) -> Result<CachedSession, StoreError> {
+/// A session's record and next seq; `events` is the batch's open journal table.
+pub(super) fn load_session(
+    txn: &WriteTransaction,
+    events: &EventsTable<'_>,
+    id: Uuid,
+) -> Result<CachedSession, StoreError> {
     let record: SessionRecord =
         get_json(txn, tables::SESSIONS, id)?.ok_or_else(|| StoreError::not_found("session", id))?;
-    let events = txn.open_table(tables::EVENTS).map_err(storage)?;
     let key = id.as_u128();
     let next_seq = match events
         .range((key, 0)..=(key, u64::MAX))

@@ -10,14 +10,17 @@
 //! commands here, so they cannot race.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use redb::WriteTransaction;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
+use super::batch::{Applied, Batch, Reply};
 use super::deployments::{activate, create_deployment, finish_build, update_deployment};
 use super::error::storage;
+use super::outbox::{AppendAck, Outbox};
 use super::records::{
     AgentDescription, ApiKeyRecord, Artifact, DeploymentRecord, LimitsRecord, PendingApproval,
     SecretRecord, SessionRecord, SessionStatus,
@@ -25,15 +28,17 @@ use super::records::{
 use super::sessions::Recovery;
 use super::txn::{load_session, put_api_key, put_json};
 use super::{Store, StoreError, tables};
+
 use super::{apikeys, secrets};
-use crate::journal::{NewEvent, StoredEvent};
+use crate::journal::NewEvent;
 
 /// At most this many commands go into one transaction.
 const MAX_BATCH: usize = 1024;
 /// Commands waiting for the writer before senders wait (backpressure).
 const QUEUE: usize = 8192;
-
-type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
+/// Sessions the writer keeps cached between batches; past this, the ones
+/// without a running turn are dropped (and re-read from redb when needed).
+pub(super) const SESSION_CACHE: usize = 4096;
 
 /// A deployment to register (the writer assigns the version).
 #[derive(Debug, Clone)]
@@ -125,10 +130,9 @@ enum Command {
         boot: Uuid,
         reply: Reply<TurnTicket>,
     },
+    /// Takes what the turn's outbox holds.
     Append {
-        session: Uuid,
-        turn: u32,
-        events: Vec<NewEvent>,
+        outbox: Arc<Outbox>,
         reply: Reply<()>,
     },
     FinishTurn {
@@ -158,9 +162,6 @@ enum Command {
 pub struct WriterHandle {
     tx: mpsc::Sender<Command>,
 }
-
-/// A pending acknowledgement of an `append`.
-pub type AppendAck = oneshot::Receiver<Result<(), StoreError>>;
 
 impl WriterHandle {
     async fn call<T>(&self, make: impl FnOnce(Reply<T>) -> Command) -> Result<T, StoreError> {
@@ -242,25 +243,23 @@ impl WriterHandle {
         .await
     }
 
-    /// Queues events of a running turn without waiting for their commit;
+    /// Queues events of a running turn without waiting for their commit
+    /// (through its outbox, so a busy writer takes a burst as one command);
     /// the returned ack resolves once they are committed (or failed).
     pub async fn append(
         &self,
-        session: Uuid,
-        turn: u32,
+        outbox: &Arc<Outbox>,
         events: Vec<NewEvent>,
     ) -> Result<AppendAck, StoreError> {
-        let (reply, rx) = oneshot::channel();
-        self.tx
-            .send(Command::Append {
-                session,
-                turn,
-                events,
-                reply,
-            })
-            .await
-            .map_err(|_| StoreError::WriterGone)?;
-        Ok(rx)
+        let (ack, reply) = outbox.push(events);
+        if let Some(reply) = reply {
+            let outbox = outbox.clone();
+            self.tx
+                .send(Command::Append { outbox, reply })
+                .await
+                .map_err(|_| StoreError::WriterGone)?;
+        }
+        Ok(ack)
     }
 
     /// Journals a turn's last events and releases it, in one commit.
@@ -340,6 +339,8 @@ impl WriterHandle {
 pub struct Writer {
     store: Store,
     pub(super) sessions: HashMap<Uuid, CachedSession>,
+    /// At most this many cached sessions outlive a batch, running ones first.
+    session_cache: usize,
     /// Sessions whose running turn lost a write: its next write becomes TURN_ERROR.
     pub(super) broken: HashSet<Uuid>,
 }
@@ -350,28 +351,22 @@ pub(super) struct CachedSession {
     pub(super) next_seq: u64,
 }
 
-/// A command's answer, sent once its batch committed (or failed).
-type DeferredReply = Box<dyn FnOnce(Option<&StoreError>) + Send>;
-
-/// One transaction's worth of commands.
-pub(super) struct Batch {
-    pub(super) txn: WriteTransaction,
-    pub(super) sessions: HashMap<Uuid, CachedSession>,
-    pub(super) dirty: HashSet<Uuid>,
-    pub(super) published: Vec<(Uuid, StoredEvent)>,
-    /// Sessions whose committed state, when the batch first touched them, was a running turn.
-    running_before: HashSet<Uuid>,
-    replies: Vec<DeferredReply>,
-    failed: Option<StoreError>,
-}
-
 impl Writer {
     /// Starts the writer thread.
     pub fn spawn(store: Store) -> std::io::Result<WriterHandle> {
+        Writer::spawn_with_session_cache(store, SESSION_CACHE)
+    }
+
+    /// `spawn` with another session cache size (the model test evicts on every batch).
+    pub(super) fn spawn_with_session_cache(
+        store: Store,
+        session_cache: usize,
+    ) -> std::io::Result<WriterHandle> {
         let (tx, rx) = mpsc::channel(QUEUE);
         let writer = Writer {
             store,
             sessions: HashMap::new(),
+            session_cache,
             broken: HashSet::new(),
         };
         std::thread::Builder::new()
@@ -426,29 +421,20 @@ impl Writer {
                 return;
             }
         };
-        let mut batch = Batch {
-            txn,
-            sessions: HashMap::new(),
-            dirty: HashSet::new(),
-            published: Vec::new(),
-            running_before: HashSet::new(),
-            replies: Vec::with_capacity(commands.len()),
-            failed: None,
-        };
         let metrics = crate::metrics::get();
         metrics.commit_batch.observe(commands.len() as f64);
+        let mut batch = Batch::new(&txn, commands.len());
         for command in commands {
             self.apply(&mut batch, command);
         }
-        let Batch {
-            txn,
+        let Applied {
             sessions,
             dirty,
             published,
             running_before,
             replies,
             mut failed,
-        } = batch;
+        } = batch.finish();
         if failed.is_none() {
             let started = std::time::Instant::now();
             failed = persist_sessions(&txn, &sessions, &dirty)
@@ -460,6 +446,9 @@ impl Writer {
             None => {
                 metrics.events.inc_by(published.len() as u64);
                 self.sessions.extend(sessions);
+                if self.sessions.len() > self.session_cache {
+                    (self.sessions).retain(|_, s| s.record.status == SessionStatus::Running);
+                }
                 self.store.hub.publish(&published);
             }
             Some(err) => {
@@ -479,22 +468,22 @@ impl Writer {
         }
     }
 
-    fn apply(&mut self, batch: &mut Batch, command: Command) {
+    fn apply(&mut self, batch: &mut Batch<'_>, command: Command) {
         if let Some(err) = &batch.failed {
             command.fail(err);
             return;
         }
         match command {
             Command::CreateDeployment(new, reply) => {
-                let result = create_deployment(&batch.txn, new);
+                let result = create_deployment(batch.txn, new);
                 batch.answer(reply, result);
             }
             Command::FinishBuild(id, outcome, reply) => {
-                let result = finish_build(&batch.txn, id, outcome);
+                let result = finish_build(batch.txn, id, outcome);
                 batch.answer(reply, result);
             }
             Command::SetArtifact(id, artifact, reply) => {
-                let result = update_deployment(&batch.txn, id, |d| {
+                let result = update_deployment(batch.txn, id, |d| {
                     d.artifact = Some(artifact);
                     Ok(())
                 })
@@ -520,13 +509,9 @@ impl Writer {
                 let result = self.post_input(batch, session, input, boot);
                 batch.answer(reply, result);
             }
-            Command::Append {
-                session,
-                turn,
-                events,
-                reply,
-            } => {
-                let result = self.append(batch, session, turn, events);
+            Command::Append { outbox, reply } => {
+                let events = outbox.take();
+                let result = self.append(batch, outbox.session, outbox.turn, events);
                 batch.answer(reply, result);
             }
             Command::FinishTurn {
@@ -553,32 +538,32 @@ impl Writer {
                 batch.answer(reply, result);
             }
             Command::DeleteApiKey(id, reply) => {
-                let result = apikeys::delete_api_key(&batch.txn, &id);
+                let result = apikeys::delete_api_key(batch.txn, &id);
                 batch.answer(reply, result);
             }
             Command::PutSecret(mut record, reply) => {
-                let result = secrets::created_at(&batch.txn, &record.name).and_then(|created| {
+                let result = secrets::created_at(batch.txn, &record.name).and_then(|created| {
                     if let Some(created) = created {
                         record.created_at = created;
                     }
-                    secrets::put_secret(&batch.txn, &record).map(|new| (record, new))
+                    secrets::put_secret(batch.txn, &record).map(|new| (record, new))
                 });
                 batch.answer(reply, result);
             }
             Command::DeleteSecret(name, reply) => {
-                let result = secrets::delete_secret(&batch.txn, &name);
+                let result = secrets::delete_secret(batch.txn, &name);
                 batch.answer(reply, result);
             }
             Command::Activate(id, reply) => {
-                let result = activate(&batch.txn, id);
+                let result = activate(batch.txn, id);
                 batch.answer(reply, result);
             }
             Command::TouchApiKey(id, at, reply) => {
-                let result = apikeys::touch_api_key(&batch.txn, &id, at);
+                let result = apikeys::touch_api_key(batch.txn, &id, at);
                 batch.answer(reply, result);
             }
             Command::PutApiKey(record, reply) => {
-                let result = put_api_key(&batch.txn, &record);
+                let result = put_api_key(batch.txn, &record);
                 batch.answer(reply, result);
             }
         }
@@ -587,13 +572,16 @@ impl Writer {
     /// The session as the batch sees it (committed state plus the batch's changes).
     pub(super) fn session<'b>(
         &self,
-        batch: &'b mut Batch,
+        batch: &'b mut Batch<'_>,
         id: Uuid,
     ) -> Result<&'b mut CachedSession, StoreError> {
         if !batch.sessions.contains_key(&id) {
             let cached = match self.sessions.get(&id) {
                 Some(cached) => cached.clone(),
-                None => load_session(&batch.txn, id)?,
+                None => {
+                    let txn = batch.txn;
+                    load_session(txn, &batch.event_tables()?.events, id)?
+                }
             };
             if cached.record.status == SessionStatus::Running {
                 batch.running_before.insert(id);
@@ -607,24 +595,6 @@ impl Writer {
     }
 }
 
-impl Batch {
-    /// Queues the reply of one command until the batch commits (or fails).
-    fn answer<T: Send + 'static>(&mut self, reply: Reply<T>, result: Result<T, StoreError>) {
-        if let Err(err @ (StoreError::Storage(_) | StoreError::Corrupt(_))) = &result {
-            // The transaction may hold part of this command: fail the whole batch.
-            self.failed = Some(err.clone());
-        }
-        self.replies.push(Box::new(move |failure| {
-            let result = match (failure, result) {
-                (Some(err), Ok(_)) => Err(err.clone()),
-                (_, result) => result,
-            };
-            // The caller may have gone away (client disconnected); that is fine.
-            let _ = reply.send(result);
-        }));
-    }
-}
-
 impl Command {
     fn fail(self, err: &StoreError) {
         let err = err.clone();
@@ -634,7 +604,11 @@ impl Command {
             Command::SetArtifact(_, _, r) => drop(r.send(Err(err))),
             Command::CreateSession { reply, .. } => drop(reply.send(Err(err))),
             Command::PostInput { reply, .. } => drop(reply.send(Err(err))),
-            Command::Append { reply, .. } => drop(reply.send(Err(err))),
+            Command::Append { outbox, reply } => {
+                // Dropped with the batch: the turn's next event starts afresh.
+                drop(outbox.take());
+                drop(reply.send(Err(err)));
+            }
             Command::FinishTurn { reply, .. } => drop(reply.send(Err(err))),
             Command::Decide { reply, .. } => drop(reply.send(Err(err))),
             Command::Recover(_, r) => drop(r.send(Err(err))),

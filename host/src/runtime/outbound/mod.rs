@@ -36,9 +36,8 @@ use serde_json::json;
 use wasmtime_wasi_http::{RequestOptions, WasiBody, WasiHttpHooks};
 
 use crate::journal::{EventType, NewEvent};
-use crate::store::WriterHandle;
+use crate::store::{Outbox, WriterHandle};
 pub use origin::OriginPattern;
-use uuid::Uuid;
 
 use super::redact::Redactor;
 
@@ -84,8 +83,8 @@ pub struct Outbound {
     allow: Arc<[OriginPattern]>,
     allow_private: bool,
     writer: WriterHandle,
-    session: Uuid,
-    turn: u32,
+    /// The turn's outbox: markers and records keep their order with its other events.
+    outbox: Arc<Outbox>,
     redactor: Redactor,
     next_id: AtomicU32,
     records: Mutex<Records>,
@@ -115,16 +114,14 @@ impl Outbound {
         allow: Arc<[OriginPattern]>,
         allow_private: bool,
         writer: WriterHandle,
-        session: Uuid,
-        turn: u32,
+        outbox: Arc<Outbox>,
         redactor: Redactor,
     ) -> Arc<Outbound> {
         Arc::new(Outbound {
             allow,
             allow_private,
             writer,
-            session,
-            turn,
+            outbox,
             redactor,
             next_id: AtomicU32::new(1),
             records: Mutex::new(Records::default()),
@@ -197,7 +194,7 @@ impl Outbound {
 
     fn next_request_id(&self) -> String {
         let n = self.next_id.fetch_add(1, Ordering::Relaxed);
-        format!("http_{}_{n}", self.turn)
+        format!("http_{}_{n}", self.outbox.turn())
     }
 }
 

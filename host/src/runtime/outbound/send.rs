@@ -79,11 +79,7 @@ impl Outbound {
                 "path": described.path,
             }),
         );
-        let committed = match self
-            .writer
-            .append(self.session, self.turn, vec![marker])
-            .await
-        {
+        let committed = match self.writer.append(&self.outbox, vec![marker]).await {
             Ok(ack) => matches!(ack.await, Ok(Ok(()))),
             Err(_) => false,
         };
@@ -209,7 +205,7 @@ impl Outbound {
     }
 
     fn denied(&self, described: &Described, reason: &str) {
-        tracing::info!(session = %self.session, turn = self.turn, origin = %described.origin, reason, "outbound request refused");
+        tracing::info!(session = %self.outbox.session(), turn = self.outbox.turn(), origin = %described.origin, reason, "outbound request refused");
         self.push_finished(NewEvent::new(
             EventType::HttpRequestDenied,
             json!({

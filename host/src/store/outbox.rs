@@ -1,0 +1,141 @@
+//! A running turn's outbox: its events on their way to the writer, coalesced
+//! while the writer is busy.
+//!
+//! A turn's first event after the writer last drained its outbox sends one
+//! `Append` command; events the turn emits before the writer reaches that
+//! command join it. An idle writer takes each event at once (no added
+//! latency); a busy one takes a turn's burst of deltas as one command instead
+//! of fifty, so the per-command costs (channel, session checks, reply) stay
+//! per burst. Every event of a turn, the host's outbound records included,
+//! goes through the turn's one outbox, so they are journaled in the order
+//! they were emitted.
+
+use std::sync::{Mutex, MutexGuard};
+
+use futures::FutureExt;
+use futures::future::Shared;
+use tokio::sync::oneshot;
+use uuid::Uuid;
+
+use super::StoreError;
+use crate::journal::NewEvent;
+
+/// Resolves once the events it was handed out for are committed (or failed).
+pub type AppendAck = Shared<oneshot::Receiver<Result<(), StoreError>>>;
+
+/// The events of one turn not yet taken by the writer.
+pub struct Outbox {
+    pub(super) session: Uuid,
+    pub(super) turn: u32,
+    queued: Mutex<Queued>,
+}
+
+#[derive(Default)]
+struct Queued {
+    events: Vec<NewEvent>,
+    /// The ack of the `Append` command on its way to the writer, if one is.
+    pending: Option<AppendAck>,
+}
+
+impl Outbox {
+    pub fn new(session: Uuid, turn: u32) -> Self {
+        Outbox {
+            session,
+            turn,
+            queued: Mutex::default(),
+        }
+    }
+
+    pub fn session(&self) -> Uuid {
+        self.session
+    }
+
+    pub fn turn(&self) -> u32 {
+        self.turn
+    }
+
+    /// Queues `events`. Returns the ack that covers them and, when no
+    /// command is on its way yet, the reply of the command to send.
+    pub(super) fn push(
+        &self,
+        events: Vec<NewEvent>,
+    ) -> (AppendAck, Option<oneshot::Sender<Result<(), StoreError>>>) {
+        let mut queued = self.lock();
+        if let Some(ack) = &queued.pending {
+            if ack.peek().is_none() {
+                let ack = ack.clone();
+                queued.events.extend(events);
+                return (ack, None);
+            }
+            // The command was dropped before the writer took anything (the
+            // writer stopped); its events failed with it.
+            queued.events.clear();
+        }
+        queued.events.extend(events);
+        let (reply, ack) = oneshot::channel();
+        let ack = ack.shared();
+        queued.pending = Some(ack.clone());
+        (ack, Some(reply))
+    }
+
+    /// The writer takes everything queued; the next event sends a new command.
+    pub(super) fn take(&self) -> Vec<NewEvent> {
+        let mut queued = self.lock();
+        queued.pending = None;
+        std::mem::take(&mut queued.events)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Queued> {
+        // Nothing panics while holding the lock; a poisoned one holds valid data.
+        self.queued
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::EventType;
+    use serde_json::json;
+
+    fn event(n: u64) -> NewEvent {
+        NewEvent::new(EventType::MessageDelta, json!({ "n": n }))
+    }
+
+    #[test]
+    fn events_join_the_pending_command_until_the_writer_takes_them() {
+        let outbox = Outbox::new(Uuid::now_v7(), 1);
+        let (_, first) = outbox.push(vec![event(1)]);
+        let (_, second) = outbox.push(vec![event(2), event(3)]);
+        assert!(first.is_some(), "the first event sends a command");
+        assert!(second.is_none(), "later events join it");
+        assert_eq!(outbox.take().len(), 3);
+        let (_, third) = outbox.push(vec![event(4)]);
+        assert!(third.is_some(), "after the writer took them, a new command");
+        assert_eq!(outbox.take().len(), 1);
+        assert!(outbox.take().is_empty());
+    }
+
+    #[tokio::test]
+    async fn every_event_of_a_command_shares_its_ack() {
+        let outbox = Outbox::new(Uuid::now_v7(), 1);
+        let (a, reply) = outbox.push(vec![event(1)]);
+        let (b, none) = outbox.push(vec![event(2)]);
+        assert!(none.is_none());
+        let Some(reply) = reply else {
+            panic!("the first push sends a command")
+        };
+        reply.send(Ok(())).ok();
+        assert!(matches!(a.await, Ok(Ok(()))));
+        assert!(matches!(b.await, Ok(Ok(()))));
+        // A command dropped unanswered (the writer is gone) fails its events,
+        // and they are not sent later with someone else's.
+        let (c, reply) = outbox.push(vec![event(3)]);
+        drop(reply);
+        assert!(c.await.is_err());
+        let (_, reply) = outbox.push(vec![event(4)]);
+        assert!(reply.is_some(), "a new command");
+        assert_eq!(outbox.take().len(), 1);
+    }
+}
