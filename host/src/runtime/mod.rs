@@ -104,7 +104,15 @@ impl Runtime {
         let slots = u32::try_from(max_concurrent_turns.max(1))
             .unwrap_or(u32::MAX)
             .saturating_add(16);
-        let engine = engine::new_engine_with(slots).map_err(wasm)?;
+        let engine = engine::new_engine_with(slots).map_err(|e| {
+            anyhow::anyhow!(
+                "cannot set up the instance pool for {slots} instances \
+                 ({max_concurrent_turns} concurrent turns plus 16 for deploys): {e:#}. \
+                 The pool reserves several GiB of address space per instance up front \
+                 (none of it is memory until a guest touches it): lift the process's \
+                 address-space limit (`ulimit -v`) or lower --max-concurrent-turns"
+            )
+        })?;
         engine::start_epoch_ticker(&engine)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(wasm)?;
