@@ -10,6 +10,7 @@ mod browser;
 mod crash;
 mod deploy;
 mod dev;
+mod http;
 mod keys;
 mod limits;
 mod outbound;

@@ -1,13 +1,16 @@
 //! The accept loop: TCP connections served as HTTP/1.1 by hyper, and their graceful end.
 //!
-//! Ours rather than `axum::serve` for what an SSE server holding thousands
-//! of idle streams needs from hyper, which `axum::serve` does not expose:
-//! a read buffer capped at hyper's minimum (8 KiB; uncapped it grows to
-//! 16 KiB per connection, the largest cost of an idle stream), a 30 s limit
-//! on reading a request's head (a client that never finishes its headers does
-//! not hold a connection forever), and `TCP_NODELAY` (without it, Nagle's
-//! algorithm and the client's delayed ACK hold a stream's first small frames
-//! back ~40 ms on a reused connection).
+//! Ours rather than `axum::serve`, which exposes none of hyper's knobs, for
+//! what a server holding thousands of idle event streams needs:
+//! - a 30 s limit on reading a request's head, so a client that never
+//!   finishes its headers does not hold a connection forever;
+//! - a request head of at most 64 KiB (larger gets 431), and hyper's
+//!   buffers capped near that (its default is ~400 KiB);
+//! - `TCP_NODELAY`: without it, Nagle's algorithm and the client's delayed
+//!   ACK hold a stream's first small frames back ~40 ms on a reused
+//!   connection;
+//! - and less per connection: 10,000 idle streams cost 14.7 KiB each here
+//!   against 16.4 KiB under `axum::serve` (BENCHMARKS.md).
 //!
 //! Shutdown: when `shutdown` resolves the loop stops accepting, every
 //! connection finishes the request it is serving and closes (event streams
@@ -25,8 +28,10 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
-/// hyper's smallest allowed read buffer; a request head must fit in it.
-const MAX_BUF_SIZE: usize = 8 * 1024;
+/// The largest request head (request line and headers) accepted.
+const MAX_HEAD: usize = 64 * 1024;
+/// hyper's read and write buffer cap (hyper applies it loosely).
+const MAX_BUF_SIZE: usize = 64 * 1024;
 /// How long a client may take to send a request's head.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// Pause after an accept error that is not the client's (e.g. out of file descriptors).
@@ -42,6 +47,7 @@ pub async fn serve(
     let mut http = http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(HEADER_READ_TIMEOUT)
+        .max_header_size(MAX_HEAD)
         .max_buf_size(MAX_BUF_SIZE);
     // `stopping` flips once; each connection holds a `closed` receiver, so
     // `closed_tx.closed()` resolves when the last connection is gone.

@@ -1,0 +1,56 @@
+//! The HTTP layer itself (api/serve.rs): what a client gets for a request
+//! head hyper will not buffer, and that the server goes on serving after it;
+//! serve flags that only tune the process (`--journal-cache-mb`).
+
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::support::{self, Server};
+
+/// Sends raw bytes on a fresh connection and returns the response's status line.
+async fn raw_status(server: &Server, request: &[u8]) -> String {
+    let addr = server.url.trim_start_matches("http://");
+    let mut tcp = TcpStream::connect(addr).await.expect("connect");
+    // The server may answer (and close) before it has read everything.
+    let _ = tcp.write_all(request).await;
+    let mut response = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(10), async {
+        let mut buf = [0u8; 4096];
+        while !response.windows(2).any(|w| w == b"\r\n") {
+            match tcp.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => response.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    assert!(read.is_ok(), "no response within 10 s");
+    let text = String::from_utf8_lossy(&response);
+    text.lines().next().unwrap_or_default().to_string()
+}
+
+#[tokio::test]
+async fn an_oversized_request_head_gets_431_and_the_server_goes_on() {
+    let dir = support::data_dir();
+    let server = Server::start_with(dir.path(), &["--journal-cache-mb", "8"]).await;
+    server.deploy("hello", &support::guest("hello")).await;
+
+    let big = "a".repeat(80 * 1024);
+    let request = format!("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: {big}\r\n\r\n");
+    let status = raw_status(&server, request.as_bytes()).await;
+    assert!(status.starts_with("HTTP/1.1 431"), "got `{status}`");
+
+    // A normal head on a raw connection, and the API as a client uses it.
+    let status = raw_status(&server, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await;
+    assert!(status.starts_with("HTTP/1.1 200"), "got `{status}`");
+    let session = server.session("hello", "/chat", json!("hi")).await;
+    let mut stream = server.events(&session, None).await;
+    let seen = stream.until(&["TURN_ENDED"]).await;
+    assert_eq!(
+        seen.last().map(|e| e["type"].clone()),
+        Some(json!("TURN_ENDED"))
+    );
+}
