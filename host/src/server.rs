@@ -34,6 +34,8 @@ pub struct ServeOptions {
     pub max_concurrent_turns: usize,
     /// What agents may reach over HTTP.
     pub outbound: crate::runtime::outbound::OutboundPolicy,
+    /// redb's page cache, in bytes.
+    pub journal_cache_bytes: usize,
 }
 
 /// A server that is listening; `run` serves until shutdown.
@@ -51,7 +53,8 @@ impl Server {
         std::fs::create_dir_all(&options.data_dir).with_context(|| {
             format!("cannot create the data dir {}", options.data_dir.display())
         })?;
-        let store = Store::open(&options.data_dir.join("agenthost.redb"))
+        let path = options.data_dir.join("agenthost.redb");
+        let store = Store::open_with_cache(&path, options.journal_cache_bytes)
             .context("cannot open the database")?;
         let writer = Writer::spawn(store.clone())?;
         let boot_id = Uuid::now_v7();

@@ -87,6 +87,9 @@ pub struct ServeArgs {
     /// Turns running at once; further turns queue until a slot frees.
     #[arg(long, default_value_t = crate::runtime::DEFAULT_MAX_CONCURRENT_TURNS, env = "AGENTHOST_MAX_CONCURRENT_TURNS")]
     pub max_concurrent_turns: usize,
+    /// The journal's page cache in MiB (redb's; the kernel caches the file beyond it).
+    #[arg(long, default_value_t = crate::store::DEFAULT_CACHE_BYTES >> 20, env = "AGENTHOST_JOURNAL_CACHE_MB")]
+    pub journal_cache_mb: usize,
     /// The outbound ceiling: origins any deployment may call at most
     /// (`scheme://host[:port]`, `*.` subdomains, `:*` any port; `*` for
     /// anything). A deployment reaches its `[outbound] allow` within it.

@@ -51,10 +51,25 @@ pub struct Store {
     degraded: Arc<AtomicBool>,
 }
 
+/// redb's page cache unless the operator says otherwise (`--journal-cache-mb`).
+/// redb's own default is 1 GiB, which a busy server fills within a minute;
+/// the kernel's page cache still holds the file beyond it.
+pub const DEFAULT_CACHE_BYTES: usize = 256 << 20;
+
 impl Store {
     /// Opens (or creates) the database file and makes sure every table exists.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
-        Store::init(Database::builder().create(path).map_err(storage)?)
+        Store::open_with_cache(path, DEFAULT_CACHE_BYTES)
+    }
+
+    /// `open` with a page cache of `cache_bytes`.
+    pub fn open_with_cache(path: &Path, cache_bytes: usize) -> Result<Store, StoreError> {
+        Store::init(
+            Database::builder()
+                .set_cache_size(cache_bytes)
+                .create(path)
+                .map_err(storage)?,
+        )
     }
 
     /// Opens a database on a given storage backend (tests inject failures with it).
