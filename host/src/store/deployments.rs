@@ -3,10 +3,10 @@
 use redb::{ReadableTable, WriteTransaction};
 use uuid::Uuid;
 
+use super::commands::{BuildOutcome, NewDeployment};
 use super::error::{corrupt, storage};
 use super::records::{AppRecord, DeploymentRecord, DeploymentStatus};
 use super::txn::{find_app, get_json, put_json};
-use super::writer::{BuildOutcome, NewDeployment};
 use super::{StoreError, now_rfc3339, tables};
 
 pub(super) fn create_deployment(

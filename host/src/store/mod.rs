@@ -7,6 +7,7 @@
 
 mod apikeys;
 mod batch;
+mod commands;
 mod deployments;
 mod error;
 mod hub;
@@ -18,7 +19,7 @@ mod secrets;
 pub mod sessions;
 mod tables;
 mod txn;
-pub mod writer;
+mod writer;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -26,6 +27,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use redb::Database;
 
+pub use commands::{
+    BuildOutcome, Decision, NewDeployment, TurnOutcome, TurnReason, TurnTicket, WriterHandle,
+};
 pub use error::StoreError;
 pub use hub::{Hub, Subscription};
 pub use outbox::{AppendAck, Outbox};
@@ -35,10 +39,7 @@ pub use records::{
     KeyClass, LimitsRecord, PendingApproval, ResumeRecord, SecretRecord, SessionRecord,
     SessionStatus, ToolCallRecord, ToolInfo,
 };
-pub use writer::{
-    BuildOutcome, Decision, NewDeployment, TurnOutcome, TurnReason, TurnTicket, Writer,
-    WriterHandle,
-};
+pub use writer::Writer;
 
 use error::storage;
 

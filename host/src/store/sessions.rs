@@ -6,10 +6,11 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::batch::Batch;
+use super::commands::{Decision, TurnOutcome, TurnReason, TurnTicket};
 use super::error::{corrupt, storage};
 use super::records::{DeploymentRecord, ResumeRecord, SessionRecord, SessionStatus};
 use super::txn::{find_app, get_json};
-use super::writer::{CachedSession, Decision, TurnOutcome, TurnReason, TurnTicket, Writer};
+use super::writer::{CachedSession, Writer};
 use super::{StoreError, now_rfc3339, recovery, tables};
 use crate::journal::{EventType, NewEvent};
 
