@@ -7,6 +7,7 @@
 
 mod artifacts;
 pub mod bindings;
+mod ctx;
 mod engine;
 mod error;
 mod gates;

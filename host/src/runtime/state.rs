@@ -7,7 +7,7 @@ use wasmtime::{ResourceLimiter, Store, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use super::host::TurnCtx;
+use super::ctx::TurnCtx;
 use super::outbound::OutboundHooks;
 use super::output::CappedOutput;
 

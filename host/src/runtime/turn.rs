@@ -13,7 +13,7 @@ use wasmtime::{Store, Trap};
 
 use super::Runtime;
 use super::bindings::{Decision, Reason, ToolCall, Turn};
-use super::host::{Failure, Suspension, TurnCtx};
+use super::ctx::{Failure, Suspension, TurnCtx};
 use super::limits::TurnLimits;
 use super::outbound::{Outbound, OutboundHooks};
 use super::prepare::trap_message;
