@@ -56,6 +56,7 @@ impl Server {
         let path = options.data_dir.join("agenthost.redb");
         let store = Store::open_with_cache(&path, options.journal_cache_bytes)
             .context("cannot open the database")?;
+        make_durable_dirs(&options.data_dir)?;
         let writer = Writer::spawn(store.clone())?;
         let boot_id = Uuid::now_v7();
         let recovery = writer.recover(boot_id).await?;
@@ -194,6 +195,24 @@ async fn load_keys(
     Ok(keys)
 }
 
+/// Creates the data dir's subdirectories and fsyncs every directory entry
+/// up to the data dir's parent, so that the database file and the
+/// directories later writes rename into survive a power cut; from then on
+/// each write only syncs the directory it adds a name to.
+fn make_durable_dirs(data_dir: &Path) -> anyhow::Result<()> {
+    for sub in ["bundles", "deployments"] {
+        let dir = data_dir.join(sub);
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let mut dirs = vec![data_dir.to_path_buf()];
+    dirs.extend(data_dir.parent().map(Path::to_path_buf));
+    for dir in dirs.iter().filter(|d| !d.as_os_str().is_empty()) {
+        crate::util::sync_dir(dir).with_context(|| format!("cannot sync {}", dir.display()))?;
+    }
+    Ok(())
+}
+
 /// Writes a file readable only by its owner.
 pub fn write_secret_file(path: &Path, secret: &str) -> anyhow::Result<()> {
     use std::io::Write;
@@ -210,5 +229,9 @@ pub fn write_secret_file(path: &Path, secret: &str) -> anyhow::Result<()> {
     file.write_all(secret.as_bytes())?;
     file.write_all(b"\n")?;
     file.sync_all()?;
+    if let Some(parent) = path.parent() {
+        crate::util::sync_dir(parent)
+            .with_context(|| format!("cannot sync {}", parent.display()))?;
+    }
     Ok(())
 }

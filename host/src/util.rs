@@ -12,6 +12,12 @@ pub fn truncate_utf8(s: &mut String, max: usize) {
     s.truncate(end);
 }
 
+/// Makes a directory's entries durable (a file created or renamed in it):
+/// `fsync` of the file alone does not cover its name after a power cut.
+pub fn sync_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}
+
 /// Raises the soft open-file limit to the hard one: every open stream is a
 /// socket (the server's clients, the bench's idle streams). Failing is not an
 /// error: the process runs with the limit it has.

@@ -85,6 +85,10 @@ impl Builder {
             std::fs::create_dir_all(parent)?;
         }
         std::fs::rename(upload, &bundle)?;
+        if let Some(parent) = bundle.parent() {
+            // The bundle's new name survives a power cut (its bytes were fsynced on upload).
+            crate::util::sync_dir(parent)?;
+        }
         self.queue(record);
         Ok(())
     }

@@ -23,7 +23,8 @@ pub fn deployment_dir(data_dir: &Path, id: uuid::Uuid) -> PathBuf {
     data_dir.join("deployments").join(id.to_string())
 }
 
-/// Writes a file atomically (temp file, fsync, rename).
+/// Writes a file atomically (temp file, fsync, rename); the caller syncs
+/// the directory.
 fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     let tmp = path.with_extension("tmp");
@@ -45,6 +46,11 @@ pub fn store(
         .map_err(RuntimeError::io("write the component"))?;
     write_atomic(&dir.join(ARTIFACT_FILE), artifact)
         .map_err(RuntimeError::io("write the artifact"))?;
+    // Both names, and the deployment's own directory in its parent, survive a power cut.
+    crate::util::sync_dir(dir).map_err(RuntimeError::io("sync the deployment dir"))?;
+    if let Some(parent) = dir.parent() {
+        crate::util::sync_dir(parent).map_err(RuntimeError::io("sync the deployments dir"))?;
+    }
     Ok(Artifact {
         component_sha256: sha256_hex(component),
         artifact_sha256: sha256_hex(artifact),
