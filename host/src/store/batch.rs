@@ -45,7 +45,7 @@ pub(super) struct Batch<'t> {
     pub(super) running_before: HashSet<Uuid>,
     pub(super) replies: Vec<DeferredReply>,
     pub(super) failed: Option<StoreError>,
-    /// The `created_at` of every event of the batch: its commit time, to the millisecond.
+    /// The `created_at` of every event of the batch: when the writer took it.
     created_at: String,
 }
 
