@@ -249,6 +249,43 @@ async fn a_hung_upstream_ends_the_turn_at_its_deadline_with_the_request_on_recor
     assert_eq!(status, 202, "{body}");
 }
 
+/// A response is journaled when it ends, not held for the turn's next
+/// event: here the guest's next step is a request that never answers.
+#[tokio::test]
+async fn a_response_is_on_record_as_soon_as_it_ends() {
+    let up = upstream().await;
+    let dir = support::data_dir();
+    let server = Server::start_with(dir.path(), &["--outbound-allow-private"]).await;
+    deploy_fetch_with(&server, &[&up.origin], "[limits]\nwall_clock_secs = 5\n").await;
+    let input =
+        json!({"url": format!("{}/data", up.origin), "then_url": format!("{}/hang", up.origin)});
+    let session = server.session("fetch", "/fetch", input).await;
+    let mut stream = server.events(&session, None).await;
+    // Read up to the second request's marker, while the guest waits on /hang.
+    let mut seen = Vec::new();
+    while of_type(&seen, "HTTP_REQUEST").len() < 2 {
+        let event = stream
+            .next(std::time::Duration::from_secs(4))
+            .await
+            .expect("the second HTTP_REQUEST while the guest waits on /hang");
+        seen.push(event);
+    }
+    assert_eq!(
+        types(&seen)[2..],
+        ["HTTP_REQUEST", "HTTP_RESPONSE", "HTTP_REQUEST"],
+        "{seen:#?}"
+    );
+    let first = &of_type(&seen, "HTTP_REQUEST")[0]["payload"]["request_id"];
+    assert_eq!(
+        of_type(&seen, "HTTP_RESPONSE")[0]["payload"]["request_id"],
+        *first
+    );
+    assert_eq!(of_type(&seen, "HTTP_RESPONSE")[0]["payload"]["status"], 200);
+    // The hung request ends with the turn, on record too.
+    let rest = stream.until(&["TURN_ERROR"]).await;
+    assert_eq!(types(&rest), ["HTTP_RESPONSE", "TURN_ERROR"], "{rest:#?}");
+}
+
 #[tokio::test]
 async fn a_turn_that_ended_its_session_sends_nothing_more() {
     let up = upstream().await;

@@ -14,7 +14,7 @@ use super::limits::TurnLimits;
 use super::outbound::Outbound;
 use super::redact::Redactor;
 use crate::journal::{EventType, NewEvent};
-use crate::store::{AppendAck, Outbox};
+use crate::store::Outbox;
 use crate::store::{Store, StoreError, ToolCallRecord, TurnReason, TurnTicket, WriterHandle};
 
 /// Why a turn must end with TURN_ERROR although the guest returned normally.
@@ -58,10 +58,9 @@ pub struct TurnCtx {
     /// The first broken rule or limit; the turn ends with TURN_ERROR.
     pub failure: Option<Failure>,
     pub(super) events: u64,
-    pub(super) last_ack: Option<AppendAck>,
     /// Where the turn's events wait for the writer (shared with `outbound`).
     pub outbox: Arc<Outbox>,
-    /// The turn's outbound HTTP, whose finished requests are journaled with the next write.
+    /// The turn's outbound HTTP (its records go through `outbox` as they happen).
     pub outbound: Option<Arc<Outbound>>,
 }
 
@@ -103,7 +102,6 @@ impl TurnCtx {
             redactor,
             failure: None,
             events: 0,
-            last_ack: None,
             outbox: Arc::new(Outbox::new(ticket.session_id, ticket.turn)),
             outbound: None,
         }
@@ -178,10 +176,7 @@ impl TurnCtx {
             }
         }
         match self.writer.append(&self.outbox, events).await {
-            Ok(ack) => {
-                self.last_ack = Some(ack);
-                Ok(())
-            }
+            Ok(_) => Ok(()),
             Err(err) => Err(self.storage_failed(err)),
         }
     }
@@ -214,9 +209,10 @@ impl TurnCtx {
             .collect()
     }
 
-    /// Waits until everything queued so far is committed.
+    /// Waits until everything queued so far (the guest's events and the
+    /// outbound records) is committed.
     pub async fn flush(&mut self) -> Result<(), StoreError> {
-        match self.last_ack.take() {
+        match self.outbox.last_ack() {
             Some(ack) => ack.await.map_err(|_| StoreError::WriterGone)?,
             None => Ok(()),
         }

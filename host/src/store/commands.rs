@@ -231,13 +231,37 @@ impl WriterHandle {
         outbox: &Arc<Outbox>,
         events: Vec<NewEvent>,
     ) -> Result<AppendAck, StoreError> {
+        // A queue slot first: past this await nothing can be cancelled, so
+        // an outbox never waits on a command that was dropped unsent (a
+        // turn's deadline drops its host call mid-await).
+        let permit = self
+            .tx
+            .reserve()
+            .await
+            .map_err(|_| StoreError::WriterGone)?;
         let (ack, reply) = outbox.push(events);
         if let Some(reply) = reply {
             let outbox = outbox.clone();
-            self.tx
-                .send(Command::Append { outbox, reply })
-                .await
-                .map_err(|_| StoreError::WriterGone)?;
+            permit.send(Command::Append { outbox, reply });
+        }
+        Ok(ack)
+    }
+
+    /// `append` for callers that cannot wait (an outbound request ending
+    /// inside a body's drop): hands the events back when the writer's queue
+    /// is full.
+    pub fn try_append(
+        &self,
+        outbox: &Arc<Outbox>,
+        events: Vec<NewEvent>,
+    ) -> Result<AppendAck, Vec<NewEvent>> {
+        let Ok(permit) = self.tx.try_reserve() else {
+            return Err(events);
+        };
+        let (ack, reply) = outbox.push(events);
+        if let Some(reply) = reply {
+            let outbox = outbox.clone();
+            permit.send(Command::Append { outbox, reply });
         }
         Ok(ack)
     }

@@ -35,6 +35,9 @@ struct Queued {
     events: Vec<NewEvent>,
     /// The ack of the `Append` command on its way to the writer, if one is.
     pending: Option<AppendAck>,
+    /// The ack of the latest command: batches commit in order, so once it
+    /// resolves everything queued before it is committed.
+    last: Option<AppendAck>,
 }
 
 impl Outbox {
@@ -65,17 +68,25 @@ impl Outbox {
             if ack.peek().is_none() {
                 let ack = ack.clone();
                 queued.events.extend(events);
+                queued.last = Some(ack.clone());
                 return (ack, None);
             }
             // The command was dropped before the writer took anything (the
-            // writer stopped); its events failed with it.
+            // writer stopped: `WriterHandle::append` never drops one
+            // unsent); its events failed with it.
             queued.events.clear();
         }
         queued.events.extend(events);
         let (reply, ack) = oneshot::channel();
         let ack = ack.shared();
         queued.pending = Some(ack.clone());
+        queued.last = Some(ack.clone());
         (ack, Some(reply))
+    }
+
+    /// Resolves once everything queued so far is committed (or failed).
+    pub fn last_ack(&self) -> Option<AppendAck> {
+        self.lock().last.clone()
     }
 
     /// The writer takes everything queued; the next event sends a new command.

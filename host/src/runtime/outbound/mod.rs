@@ -14,10 +14,12 @@
 //! committed *before* the request leaves (so crash recovery never re-runs a
 //! turn that may have had an outside effect, see store::recovery); and
 //! `HTTP_RESPONSE` (status or error, duration, body bytes) once the response
-//! ends. Never headers, query strings or bodies. Completion records wait in
-//! [`Outbound::take_finished`] until the turn's next journal write; at the
-//! turn's end [`Outbound::close`] also writes one for every request still in
-//! flight, so each committed `HTTP_REQUEST` has its `HTTP_RESPONSE`.
+//! ends. Never headers, query strings or bodies. Every record goes into the
+//! turn's outbox as it happens, so it keeps its place among the turn's
+//! events (only when the writer's queue is full does it wait in
+//! [`Outbound::take_finished`] for the turn's next write); at the turn's end
+//! [`Outbound::close`] also writes one for every request still in flight, so
+//! each committed `HTTP_REQUEST` has its `HTTP_RESPONSE`.
 //!
 //! `wasi:sockets` stays unavailable: this is the guest's only way out.
 //! Documented in docs/outbound.md.
@@ -142,7 +144,8 @@ impl Outbound {
         self.records.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Records of requests that ended since the last call, in the order they ended.
+    /// Records that could not go to the writer when they happened (its queue
+    /// was full), in order; the turn's next write takes them first.
     pub fn take_finished(&self) -> Vec<NewEvent> {
         std::mem::take(&mut self.records().finished)
     }
@@ -170,8 +173,26 @@ impl Outbound {
     fn push_finished(&self, event: NewEvent) {
         let mut records = self.records();
         if !records.closed {
-            records.finished.push(event);
+            self.record(&mut records, event);
         }
+    }
+
+    /// Journals a record now, through the turn's outbox; it waits for the
+    /// turn's next write only when the writer's queue is full, or when an
+    /// older record is already waiting (order is kept).
+    fn record(&self, records: &mut Records, event: NewEvent) {
+        let event = if records.finished.is_empty() {
+            match self.writer.try_append(&self.outbox, vec![event]) {
+                Ok(_) => return,
+                Err(mut back) => match back.pop() {
+                    Some(event) => event,
+                    None => return,
+                },
+            }
+        } else {
+            event
+        };
+        records.finished.push(event);
     }
 
     /// Marks a request as having left (its HTTP_REQUEST is committed).
@@ -188,7 +209,7 @@ impl Outbound {
             return;
         }
         if let Some(started) = records.in_flight.remove(id) {
-            records.finished.push(response_event(id, started, &ended));
+            self.record(&mut records, response_event(id, started, &ended));
         }
     }
 
