@@ -14,9 +14,9 @@ use uuid::Uuid;
 use crate::api::{self, Services};
 use crate::build::Builder;
 use crate::keys::{self, Keys};
-use crate::runtime::Runtime;
+use crate::runtime::{Redactor, Runtime};
 use crate::secrets::{MasterKey, Vault};
-use crate::store::{KeyClass, Store, Writer};
+use crate::store::{KeyClass, Redact, Store, Writer};
 use crate::tokens::StreamTokens;
 
 pub struct ServeOptions {
@@ -57,7 +57,17 @@ impl Server {
         let store = Store::open_with_cache(&path, options.journal_cache_bytes)
             .context("cannot open the database")?;
         make_durable_dirs(&options.data_dir)?;
-        let writer = Writer::spawn(store.clone())?;
+        let master = MasterKey::load(options.master_key.as_deref(), &options.data_dir)?;
+        let vault = Arc::new(Vault::new(&master));
+        vault
+            .load(&store.read(|s| s.secrets()).await?)
+            .context("cannot open the stored secrets (is this the right master key?)")?;
+        // Turns the writer closes itself get their rebuilt texts redacted
+        // with every secret (it does not know which ones a turn had).
+        let secrets = vault.clone();
+        let redact: Redact =
+            Arc::new(move |text: &str| Redactor::new(secrets.all()).redact(text).into_owned());
+        let writer = Writer::spawn_redacting(store.clone(), redact)?;
         let boot_id = Uuid::now_v7();
         let recovery = writer.recover(boot_id).await?;
         if !recovery.closed.is_empty() {
@@ -67,11 +77,6 @@ impl Server {
             );
         }
         let keys = load_keys(&store, &writer, &options).await?;
-        let master = MasterKey::load(options.master_key.as_deref(), &options.data_dir)?;
-        let vault = Arc::new(Vault::new(&master));
-        vault
-            .load(&store.read(|s| s.secrets()).await?)
-            .context("cannot open the stored secrets (is this the right master key?)")?;
         let tokens = StreamTokens::new(&master);
         let runtime = Runtime::new(
             options.data_dir.clone(),

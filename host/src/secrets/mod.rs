@@ -127,6 +127,14 @@ impl Vault {
         };
     }
 
+    /// Every secret's name and value, now.
+    pub fn all(&self) -> Vec<(String, Arc<str>)> {
+        let values = self.values.read().unwrap_or_else(PoisonError::into_inner);
+        (values.iter())
+            .map(|(name, value)| (name.clone(), value.clone()))
+            .collect()
+    }
+
     pub fn get(&self, name: &str) -> Option<Arc<str>> {
         self.values
             .read()

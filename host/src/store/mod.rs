@@ -39,6 +39,7 @@ pub use records::{
     KeyClass, LimitsRecord, PendingApproval, ResumeRecord, SecretRecord, SessionRecord,
     SessionStatus, ToolCallRecord, ToolInfo,
 };
+pub use recovery::Redact;
 pub use writer::Writer;
 
 use error::storage;

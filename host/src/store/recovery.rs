@@ -12,17 +12,24 @@ use crate::journal::{EventType, NewEvent, decode_record};
 
 use super::batch::EventsTable as Events;
 
-/// The events that close `turn` of `session` with TURN_ERROR `kind`.
+/// Takes secret values out of a text the journal rebuilt (see `Writer`).
+pub type Redact = std::sync::Arc<dyn Fn(&str) -> String + Send + Sync>;
+
+/// The events that close `turn` of `session` with TURN_ERROR `kind`. A
+/// message's text is rebuilt from its committed deltas and passed through
+/// `redact`: a secret split across two deltas was redacted in neither.
 pub fn closing_events(
     events_table: &Events<'_>,
     session: Uuid,
     turn: u32,
     kind: &str,
     message: &str,
+    redact: Option<&Redact>,
 ) -> Result<Vec<NewEvent>, StoreError> {
     let mut events: Vec<NewEvent> = open_messages(events_table, session)?
         .into_iter()
         .map(|(id, role, text)| {
+            let text = redact.map_or(text.clone(), |redact| redact(&text));
             NewEvent::new(
                 EventType::MessageEnd,
                 json!({"message_id": id, "role": role, "text": text, "incomplete": true}),

@@ -200,6 +200,7 @@ impl Writer {
                 turn,
                 "storage",
                 "the host could not record part of this turn",
+                self.redact.as_ref(),
             )?;
             outcome = TurnOutcome::Errored;
         }
@@ -379,6 +380,7 @@ impl Writer {
                 turn,
                 "host_restarted",
                 &message,
+                self.redact.as_ref(),
             )?;
             self.finish_turn(batch, id, turn, events, TurnOutcome::Errored)?;
             recovery.closed.push(id);

@@ -335,3 +335,57 @@ async fn a_resumed_turn_that_started_is_never_run_again() {
     );
     assert!(last.json.contains("call_1_1"));
 }
+
+/// A secret split across two deltas is redacted in neither; when the writer
+/// closes the turn itself (after a crash) the text it rebuilds from them is.
+#[tokio::test]
+async fn a_rebuilt_message_end_has_secrets_split_across_deltas_redacted() {
+    use crate::journal::{EventType, NewEvent};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("db.redb")).unwrap();
+    let redact: Redact = Arc::new(|text: &str| text.replace("sk-12345", "[REDACTED:TOKEN]"));
+    let writer = Writer::spawn_redacting(store.clone(), redact).unwrap();
+    let d = writer
+        .create_deployment(new_deployment(None))
+        .await
+        .unwrap();
+    writer.finish_build(d.id, success()).await.unwrap();
+    let (session, ticket) = writer
+        .create_session("app".into(), "/chat".into(), json!({}), Uuid::now_v7())
+        .await
+        .unwrap();
+    let outbox = Arc::new(Outbox::new(session.id, ticket.turn));
+    let delta = |text: &str| {
+        NewEvent::new(
+            EventType::MessageDelta,
+            json!({"message_id": "m", "delta": {"type": "text", "text": text}}),
+        )
+    };
+    let start = NewEvent::new(
+        EventType::MessageStart,
+        json!({"message_id": "m", "role": "assistant"}),
+    );
+    let events = vec![start, delta("the key is sk-12"), delta("345, keep it")];
+    writer
+        .append(&outbox, events)
+        .await
+        .unwrap()
+        .await
+        .unwrap()
+        .unwrap();
+    // The process "dies" here; the next one closes the turn.
+    let recovery = writer.recover(Uuid::now_v7()).await.unwrap();
+    assert_eq!(recovery.closed, vec![session.id]);
+    let events = store.events(session.id, 0, 100).unwrap();
+    let end = events
+        .iter()
+        .find(|e| e.event_type() == "MESSAGE_END")
+        .expect("a rebuilt MESSAGE_END");
+    let end: serde_json::Value = serde_json::from_str(&end.json).unwrap();
+    assert_eq!(
+        end["payload"]["text"],
+        "the key is [REDACTED:TOKEN], keep it"
+    );
+    assert_eq!(end["payload"]["incomplete"], true);
+    assert!(events.iter().all(|e| !e.json.contains("sk-12345")));
+}

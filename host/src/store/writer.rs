@@ -21,6 +21,7 @@ use super::commands::{Command, QUEUE, WriterHandle};
 use super::deployments::{activate, create_deployment, finish_build, update_deployment};
 use super::error::storage;
 use super::records::{SessionRecord, SessionStatus};
+use super::recovery::Redact;
 use super::txn::{load_session, put_api_key, put_json};
 use super::{Store, StoreError, tables};
 use super::{apikeys, secrets};
@@ -37,6 +38,9 @@ pub struct Writer {
     pub(super) sessions: HashMap<Uuid, CachedSession>,
     /// At most this many cached sessions outlive a batch, running ones first.
     session_cache: usize,
+    /// Takes secret values out of message texts the writer rebuilds from
+    /// deltas when it closes a turn itself (`recovery::closing_events`).
+    pub(super) redact: Option<Redact>,
     /// Sessions whose running turn lost a write: its next write becomes TURN_ERROR.
     pub(super) broken: HashSet<Uuid>,
 }
@@ -50,19 +54,36 @@ pub(super) struct CachedSession {
 impl Writer {
     /// Starts the writer thread.
     pub fn spawn(store: Store) -> std::io::Result<WriterHandle> {
-        Writer::spawn_with_session_cache(store, SESSION_CACHE)
+        Writer::start(store, SESSION_CACHE, None)
+    }
+
+    /// `spawn`, with the server's secret values taken out of the texts the
+    /// writer rebuilds when it closes a turn itself (after a crash, or a
+    /// turn's failed write).
+    pub fn spawn_redacting(store: Store, redact: Redact) -> std::io::Result<WriterHandle> {
+        Writer::start(store, SESSION_CACHE, Some(redact))
     }
 
     /// `spawn` with another session cache size (the model test evicts on every batch).
+    #[cfg(test)]
     pub(super) fn spawn_with_session_cache(
         store: Store,
         session_cache: usize,
+    ) -> std::io::Result<WriterHandle> {
+        Writer::start(store, session_cache, None)
+    }
+
+    fn start(
+        store: Store,
+        session_cache: usize,
+        redact: Option<Redact>,
     ) -> std::io::Result<WriterHandle> {
         let (tx, rx) = mpsc::channel(QUEUE);
         let writer = Writer {
             store,
             sessions: HashMap::new(),
             session_cache,
+            redact,
             broken: HashSet::new(),
         };
         std::thread::Builder::new()
