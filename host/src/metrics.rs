@@ -1,6 +1,7 @@
 //! The host-side figures a client cannot see, for `GET /metrics` (OpenMetrics
 //! text): instantiate time, turn time, journal commit latency and batch size,
-//! events committed, running turns, open streams, and the process's own CPU
+//! events committed, running turns, open streams and their catch-ups from
+//! redb, and the process's own CPU
 //! time and resident memory. One process-wide set, recorded without locks.
 //! Names and meanings are documented in docs/metrics.md.
 
@@ -21,6 +22,7 @@ pub struct Metrics {
     pub events: Counter,
     pub turns_running: Gauge,
     pub streams_open: Gauge,
+    pub stream_catch_ups: Counter,
     registry: Registry,
 }
 
@@ -56,6 +58,7 @@ pub fn get() -> &'static Metrics {
             events: Counter::default(),
             turns_running: Gauge::default(),
             streams_open: Gauge::default(),
+            stream_catch_ups: Counter::default(),
             registry: Registry::default(),
         };
         let mut registry = Registry::default();
@@ -93,6 +96,11 @@ pub fn get() -> &'static Metrics {
             "agenthost_sse_streams_open",
             "Open event streams",
             metrics.streams_open.clone(),
+        );
+        registry.register(
+            "agenthost_sse_catch_ups",
+            "Times an event stream fell behind the live feed and re-read the journal",
+            metrics.stream_catch_ups.clone(),
         );
         registry.register_collector(Box::new(ProcessCollector));
         Metrics {

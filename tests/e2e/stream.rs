@@ -148,3 +148,60 @@ async fn the_header_wins_over_the_query_and_unknown_ids_are_refused() {
         .unwrap();
     assert_eq!(response.status(), 404);
 }
+
+/// A client that stops reading while its session streams far more than the
+/// live feed holds (128 events) falls behind; the server catches it up from
+/// the journal, and it still gets every event once, in order.
+#[tokio::test]
+async fn a_reader_that_falls_behind_catches_up_from_the_journal_exactly() {
+    // Within the default 100 000 events a turn may write.
+    const DELTAS: u64 = 99_000;
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    server.deploy("bench", &support::guest("bench")).await;
+    let session = server
+        .session("bench", "/stream", json!({"deltas": DELTAS}))
+        .await;
+    let mut stream = server.events(&session, None).await;
+    let first = stream
+        .next(Duration::from_secs(60))
+        .await
+        .expect("a first event");
+    // Stop reading until the turn is over (~30 MB of frames): the sockets'
+    // buffers fill, the server's stream stops, the live feed runs past it.
+    let mut polls = 0;
+    loop {
+        let (status, body) = server.get(&format!("/sessions/{session}")).await;
+        assert_eq!(status, 200, "{body}");
+        if body["status"] != "running" {
+            assert_eq!(body["status"], "idle", "{body}");
+            break;
+        }
+        polls += 1;
+        assert!(polls < 2400, "the turn did not end within two minutes");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut events = vec![first];
+    events.extend(stream.until(&["TURN_ENDED"]).await);
+    // SESSION_CREATED, TURN_STARTED, MESSAGE_START, the deltas, MESSAGE_END, TURN_ENDED.
+    assert_eq!(events.len() as u64, DELTAS + 5);
+    for (i, event) in events.iter().enumerate() {
+        assert_eq!(event["seq"], i as u64, "event {i} out of order or repeated");
+    }
+    let metrics = server
+        .client
+        .get(server.url("/metrics"))
+        .bearer_auth(KEY)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let catch_ups: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("agenthost_sse_catch_ups_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("agenthost_sse_catch_ups_total in /metrics");
+    assert!(catch_ups >= 1, "the stream never fell behind: {catch_ups}");
+}

@@ -118,68 +118,25 @@ fn frames(
     async_stream::stream! {
         let _open = crate::metrics::StreamGuard::default();
         let mut next = from;
-        // Replay: chunk after chunk until redb has nothing newer. In its own
-        // block, so an idle stream does not keep its last chunk alive.
-        {
-            let mut chunk = first;
-            loop {
-                let full = chunk.len() == REPLAY_CHUNK;
-                for event in &chunk {
-                    next = event.seq + 1;
-                    yield Ok(frame(event));
-                    if is_session_end(event) {
-                        return;
-                    }
-                }
-                if !full {
-                    break;
-                }
-                match read_chunk(&state, session, next).await {
-                    Ok(more) => chunk = more,
-                    Err(err) => {
-                        tracing::warn!(%session, error = ?err, "replay failed; closing the stream");
-                        return;
-                    }
-                }
-            }
-        }
-        // Tail: committed events as the writer publishes them.
+        let mut first = Some(first);
         loop {
-            let received = tokio::select! {
-                received = subscription.rx.recv() => received,
-                _ = shutdown.wait_for(|stop| *stop) => return,
-                // Revoking the key (or the key behind a stream token) ends its streams.
-                revoked = revocations.recv() => match revoked {
-                    Ok(id) if id == key_id => return,
-                    Err(_) if !state.keys.contains(&key_id) => return,
-                    _ => continue,
-                },
-            };
-            let catch_up = match received {
-                Ok(event) if event.seq < next => continue,
-                Ok(event) if event.seq == next => {
-                    next += 1;
-                    yield Ok(frame(&event));
-                    if is_session_end(&event) {
-                        return;
-                    }
-                    false
-                }
-                // A gap (cannot happen with in-order publishing) or a lag: redb has it all.
-                Ok(_) | Err(RecvError::Lagged(_)) => true,
-                Err(RecvError::Closed) => return,
-            };
-            if catch_up {
+            // Replay: chunk after chunk from redb until it has nothing newer
+            // (at the start, and again after a gap or a lag). In its own
+            // block, so an idle stream does not keep its last chunk alive.
+            {
                 loop {
-                    let more = match read_chunk(&state, session, next).await {
-                        Ok(more) => more,
-                        Err(err) => {
-                            tracing::warn!(%session, error = ?err, "catch-up failed; closing the stream");
-                            return;
-                        }
+                    let chunk = match first.take() {
+                        Some(chunk) => chunk,
+                        None => match read_chunk(&state, session, next).await {
+                            Ok(chunk) => chunk,
+                            Err(err) => {
+                                tracing::warn!(%session, error = ?err, "replay failed; closing the stream");
+                                return;
+                            }
+                        },
                     };
-                    let full = more.len() == REPLAY_CHUNK;
-                    for event in &more {
+                    let full = chunk.len() == REPLAY_CHUNK;
+                    for event in &chunk {
                         next = event.seq + 1;
                         yield Ok(frame(event));
                         if is_session_end(event) {
@@ -189,6 +146,36 @@ fn frames(
                     if !full {
                         break;
                     }
+                }
+            }
+            // Tail: committed events as the writer publishes them, until the
+            // session ends (return) or a gap or lag sends us back to redb.
+            loop {
+                let received = tokio::select! {
+                    received = subscription.rx.recv() => received,
+                    _ = shutdown.wait_for(|stop| *stop) => return,
+                    // Revoking the key (or the key behind a stream token) ends its streams.
+                    revoked = revocations.recv() => match revoked {
+                        Ok(id) if id == key_id => return,
+                        Err(_) if !state.keys.contains(&key_id) => return,
+                        _ => continue,
+                    },
+                };
+                match received {
+                    Ok(event) if event.seq < next => {}
+                    Ok(event) if event.seq == next => {
+                        next += 1;
+                        yield Ok(frame(&event));
+                        if is_session_end(&event) {
+                            return;
+                        }
+                    }
+                    // A gap (cannot happen with in-order publishing) or a lag: redb has it all.
+                    Ok(_) | Err(RecvError::Lagged(_)) => {
+                        crate::metrics::get().stream_catch_ups.inc();
+                        break;
+                    }
+                    Err(RecvError::Closed) => return,
                 }
             }
         }
