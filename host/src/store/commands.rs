@@ -231,6 +231,11 @@ impl WriterHandle {
         outbox: &Arc<Outbox>,
         events: Vec<NewEvent>,
     ) -> Result<AppendAck, StoreError> {
+        // Most events join the command already on its way.
+        let events = match outbox.join(events) {
+            Ok(ack) => return Ok(ack),
+            Err(events) => events,
+        };
         // A queue slot first: past this await nothing can be cancelled, so
         // an outbox never waits on a command that was dropped unsent (a
         // turn's deadline drops its host call mid-await).

@@ -57,6 +57,21 @@ impl Outbox {
         self.turn
     }
 
+    /// Adds `events` to the command already on its way, if there is one;
+    /// hands them back otherwise.
+    pub(super) fn join(&self, events: Vec<NewEvent>) -> Result<AppendAck, Vec<NewEvent>> {
+        let mut queued = self.lock();
+        match &queued.pending {
+            Some(ack) if ack.peek().is_none() => {
+                let ack = ack.clone();
+                queued.events.extend(events);
+                queued.last = Some(ack.clone());
+                Ok(ack)
+            }
+            _ => Err(events),
+        }
+    }
+
     /// Queues `events`. Returns the ack that covers them and, when no
     /// command is on its way yet, the reply of the command to send.
     pub(super) fn push(
@@ -120,8 +135,16 @@ mod tests {
         let (_, first) = outbox.push(vec![event(1)]);
         let (_, second) = outbox.push(vec![event(2), event(3)]);
         assert!(first.is_some(), "the first event sends a command");
+        assert!(
+            outbox.join(vec![event(9)]).is_ok(),
+            "joins the pending command"
+        );
         assert!(second.is_none(), "later events join it");
-        assert_eq!(outbox.take().len(), 3);
+        assert_eq!(outbox.take().len(), 4);
+        assert!(
+            outbox.join(vec![event(9)]).is_err(),
+            "nothing pending any more"
+        );
         let (_, third) = outbox.push(vec![event(4)]);
         assert!(third.is_some(), "after the writer took them, a new command");
         assert_eq!(outbox.take().len(), 1);
