@@ -35,6 +35,15 @@ pub(super) type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
 pub(super) struct Batch<'t> {
     pub(super) txn: &'t WriteTransaction,
     tables: Option<EventTables<'t>>,
+    /// The `created_at` of every event of the batch: when the writer took it.
+    created_at: String,
+    pub(super) changes: Changes,
+}
+
+/// What a batch's commands changed and owe; all that is left of the batch
+/// once they are applied (no borrow of the transaction, so it can commit).
+#[derive(Default)]
+pub(super) struct Changes {
     /// The batch's view of every session it touched.
     pub(super) sessions: HashMap<Uuid, CachedSession>,
     /// Sessions whose record must be saved before the commit.
@@ -45,19 +54,6 @@ pub(super) struct Batch<'t> {
     pub(super) running_before: HashSet<Uuid>,
     pub(super) replies: Vec<DeferredReply>,
     pub(super) failed: Option<StoreError>,
-    /// The `created_at` of every event of the batch: when the writer took it.
-    created_at: String,
-}
-
-/// What is left of a batch once its commands are applied: no borrow of the
-/// transaction remains, so it can commit.
-pub(super) struct Applied {
-    pub(super) sessions: HashMap<Uuid, CachedSession>,
-    pub(super) dirty: HashSet<Uuid>,
-    pub(super) published: Vec<(Uuid, StoredEvent)>,
-    pub(super) running_before: HashSet<Uuid>,
-    pub(super) replies: Vec<DeferredReply>,
-    pub(super) failed: Option<StoreError>,
 }
 
 impl<'t> Batch<'t> {
@@ -65,13 +61,11 @@ impl<'t> Batch<'t> {
         Batch {
             txn,
             tables: None,
-            sessions: HashMap::new(),
-            dirty: HashSet::new(),
-            published: Vec::new(),
-            running_before: HashSet::new(),
-            replies: Vec::with_capacity(commands),
-            failed: None,
             created_at: now_rfc3339(),
+            changes: Changes {
+                replies: Vec::with_capacity(commands),
+                ..Changes::default()
+            },
         }
     }
 
@@ -90,10 +84,10 @@ impl<'t> Batch<'t> {
         let Batch {
             txn,
             tables,
-            published,
             created_at,
-            ..
+            changes,
         } = self;
+        let published = &mut changes.published;
         let tables = open_tables(txn, tables)?;
         published.reserve(events.len());
         for event in events {
@@ -120,9 +114,9 @@ impl<'t> Batch<'t> {
     ) {
         if let Err(err @ (StoreError::Storage(_) | StoreError::Corrupt(_))) = &result {
             // The transaction may hold part of this command: fail the whole batch.
-            self.failed = Some(err.clone());
+            self.changes.failed = Some(err.clone());
         }
-        self.replies.push(Box::new(move |failure| {
+        self.changes.replies.push(Box::new(move |failure| {
             let result = match (failure, result) {
                 (Some(err), Ok(_)) => Err(err.clone()),
                 (_, result) => result,
@@ -133,24 +127,8 @@ impl<'t> Batch<'t> {
     }
 
     /// Closes the tables and hands back what the commit needs.
-    pub(super) fn finish(self) -> Applied {
-        let Batch {
-            sessions,
-            dirty,
-            published,
-            running_before,
-            replies,
-            failed,
-            ..
-        } = self;
-        Applied {
-            sessions,
-            dirty,
-            published,
-            running_before,
-            replies,
-            failed,
-        }
+    pub(super) fn finish(self) -> Changes {
+        self.changes
     }
 }
 

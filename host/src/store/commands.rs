@@ -244,12 +244,7 @@ impl WriterHandle {
             .reserve()
             .await
             .map_err(|_| StoreError::WriterGone)?;
-        let (ack, reply) = outbox.push(events);
-        if let Some(reply) = reply {
-            let outbox = outbox.clone();
-            permit.send(Command::Append { outbox, reply });
-        }
-        Ok(ack)
+        Ok(send_append(permit, outbox, events))
     }
 
     /// `append` for callers that cannot wait (an outbound request ending
@@ -260,15 +255,14 @@ impl WriterHandle {
         outbox: &Arc<Outbox>,
         events: Vec<NewEvent>,
     ) -> Result<AppendAck, Vec<NewEvent>> {
-        let Ok(permit) = self.tx.try_reserve() else {
-            return Err(events);
+        let events = match outbox.join(events) {
+            Ok(ack) => return Ok(ack),
+            Err(events) => events,
         };
-        let (ack, reply) = outbox.push(events);
-        if let Some(reply) = reply {
-            let outbox = outbox.clone();
-            permit.send(Command::Append { outbox, reply });
+        match self.tx.try_reserve() {
+            Ok(permit) => Ok(send_append(permit, outbox, events)),
+            Err(_) => Err(events),
         }
-        Ok(ack)
     }
 
     /// Journals a turn's last events and releases it, in one commit.
@@ -369,4 +363,19 @@ impl Command {
             Command::TouchApiKey(_, _, r) => drop(r.send(Err(err))),
         }
     }
+}
+
+/// Queues `events` in `outbox` and, when no command is on its way for it,
+/// sends one in the queue slot already held.
+fn send_append(
+    permit: mpsc::Permit<'_, Command>,
+    outbox: &Arc<Outbox>,
+    events: Vec<NewEvent>,
+) -> AppendAck {
+    let (ack, reply) = outbox.push(events);
+    if let Some(reply) = reply {
+        let outbox = outbox.clone();
+        permit.send(Command::Append { outbox, reply });
+    }
+    ack
 }

@@ -60,16 +60,7 @@ impl Outbox {
     /// Adds `events` to the command already on its way, if there is one;
     /// hands them back otherwise.
     pub(super) fn join(&self, events: Vec<NewEvent>) -> Result<AppendAck, Vec<NewEvent>> {
-        let mut queued = self.lock();
-        match &queued.pending {
-            Some(ack) if ack.peek().is_none() => {
-                let ack = ack.clone();
-                queued.events.extend(events);
-                queued.last = Some(ack.clone());
-                Ok(ack)
-            }
-            _ => Err(events),
-        }
+        join_pending(&mut self.lock(), events)
     }
 
     /// Queues `events`. Returns the ack that covers them and, when no
@@ -79,13 +70,11 @@ impl Outbox {
         events: Vec<NewEvent>,
     ) -> (AppendAck, Option<oneshot::Sender<Result<(), StoreError>>>) {
         let mut queued = self.lock();
-        if let Some(ack) = &queued.pending {
-            if ack.peek().is_none() {
-                let ack = ack.clone();
-                queued.events.extend(events);
-                queued.last = Some(ack.clone());
-                return (ack, None);
-            }
+        let events = match join_pending(&mut queued, events) {
+            Ok(ack) => return (ack, None),
+            Err(events) => events,
+        };
+        if queued.pending.is_some() {
             // The command was dropped before the writer took anything (the
             // writer stopped: `WriterHandle::append` never drops one
             // unsent); its events failed with it.
@@ -116,6 +105,20 @@ impl Outbox {
         self.queued
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Adds `events` to the pending command, unless there is none (or it was
+/// dropped unanswered).
+fn join_pending(queued: &mut Queued, events: Vec<NewEvent>) -> Result<AppendAck, Vec<NewEvent>> {
+    match &queued.pending {
+        Some(ack) if ack.peek().is_none() => {
+            let ack = ack.clone();
+            queued.events.extend(events);
+            queued.last = Some(ack.clone());
+            Ok(ack)
+        }
+        _ => Err(events),
     }
 }
 

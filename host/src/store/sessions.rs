@@ -79,14 +79,14 @@ impl Writer {
         events.extend(turn_start_events(1, &input));
         let mut next_seq = 0;
         batch.write_events(id, &mut next_seq, events)?;
-        batch.sessions.insert(
+        batch.changes.sessions.insert(
             id,
             CachedSession {
                 record: record.clone(),
                 next_seq,
             },
         );
-        batch.dirty.insert(id);
+        batch.changes.dirty.insert(id);
         let ticket = TurnTicket {
             session_id: id,
             turn: 1,
@@ -144,7 +144,7 @@ impl Writer {
             input,
             reason: TurnReason::Input,
         };
-        batch.dirty.insert(id);
+        batch.changes.dirty.insert(id);
         Ok(ticket)
     }
 
@@ -231,7 +231,7 @@ impl Writer {
         session.record.resume = None;
         session.record.boot_id = None;
         session.record.updated_at = now_rfc3339();
-        batch.dirty.insert(id);
+        batch.changes.dirty.insert(id);
         self.broken.remove(&id);
         Ok(())
     }
@@ -291,7 +291,7 @@ impl Writer {
             .map_err(storage)?;
         index.remove(id.as_u128()).map_err(storage)?;
         drop(index);
-        batch.dirty.insert(id);
+        batch.changes.dirty.insert(id);
         let session = self.session(batch, id)?;
         session.next_seq = next_seq;
         session.record.turn = turn;
@@ -346,7 +346,7 @@ impl Writer {
             {
                 let session = self.session(batch, id)?;
                 session.record.boot_id = Some(boot);
-                batch.dirty.insert(id);
+                batch.changes.dirty.insert(id);
                 let reason = match record.resume {
                     Some(resume) => TurnReason::ApprovalDecision {
                         approved: resume.approved,

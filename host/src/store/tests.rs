@@ -8,12 +8,19 @@ use uuid::Uuid;
 
 use super::outbox::Outbox;
 use super::*;
+use crate::journal::NewEvent;
 
 fn open() -> (tempfile::TempDir, Store, WriterHandle) {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("db.redb")).unwrap();
     let writer = Writer::spawn(store.clone()).unwrap();
     (dir, store, writer)
+}
+
+/// Appends `events` to a turn and waits until they are committed.
+async fn append_committed(writer: &WriterHandle, outbox: &Arc<Outbox>, events: Vec<NewEvent>) {
+    let ack = writer.append(outbox, events).await.unwrap();
+    ack.await.unwrap().unwrap();
 }
 
 pub(super) fn new_deployment(version: Option<u64>) -> NewDeployment {
@@ -141,13 +148,7 @@ async fn the_writer_decides_turn_states_and_seq() {
         crate::journal::EventType::MessageStart,
         json!({"message_id": "m", "role": "assistant"}),
     );
-    writer
-        .append(&Arc::new(Outbox::new(session.id, 2)), vec![delta])
-        .await
-        .unwrap()
-        .await
-        .unwrap()
-        .unwrap();
+    append_committed(&writer, &Arc::new(Outbox::new(session.id, 2)), vec![delta]).await;
     let recovery = writer.recover(Uuid::now_v7()).await.unwrap();
     assert_eq!(recovery.closed, vec![session.id]);
     let record = store.session(session.id).unwrap().unwrap();
@@ -311,16 +312,8 @@ async fn a_resumed_turn_that_started_is_never_run_again() {
         crate::journal::EventType::MessageStart,
         json!({"message_id": "m", "role": "assistant"}),
     );
-    writer
-        .append(
-            &Arc::new(Outbox::new(session.id, resumed.turn)),
-            vec![start],
-        )
-        .await
-        .unwrap()
-        .await
-        .unwrap()
-        .unwrap();
+    let outbox = Arc::new(Outbox::new(session.id, resumed.turn));
+    append_committed(&writer, &outbox, vec![start]).await;
     let recovery = writer.recover(Uuid::now_v7()).await.unwrap();
     assert!(
         recovery.restarted.is_empty(),
@@ -340,7 +333,7 @@ async fn a_resumed_turn_that_started_is_never_run_again() {
 /// closes the turn itself (after a crash) the text it rebuilds from them is.
 #[tokio::test]
 async fn a_rebuilt_message_end_has_secrets_split_across_deltas_redacted() {
-    use crate::journal::{EventType, NewEvent};
+    use crate::journal::EventType;
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("db.redb")).unwrap();
     let redact: Redact = Arc::new(|text: &str| text.replace("sk-12345", "[REDACTED:TOKEN]"));
@@ -366,13 +359,7 @@ async fn a_rebuilt_message_end_has_secrets_split_across_deltas_redacted() {
         json!({"message_id": "m", "role": "assistant"}),
     );
     let events = vec![start, delta("the key is sk-12"), delta("345, keep it")];
-    writer
-        .append(&outbox, events)
-        .await
-        .unwrap()
-        .await
-        .unwrap()
-        .unwrap();
+    append_committed(&writer, &outbox, events).await;
     // The process "dies" here; the next one closes the turn.
     let recovery = writer.recover(Uuid::now_v7()).await.unwrap();
     assert_eq!(recovery.closed, vec![session.id]);

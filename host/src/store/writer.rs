@@ -16,7 +16,7 @@ use redb::WriteTransaction;
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use super::batch::{Applied, Batch};
+use super::batch::{Batch, Changes};
 use super::commands::{Command, QUEUE, WriterHandle};
 use super::deployments::{activate, create_deployment, finish_build, update_deployment};
 use super::error::storage;
@@ -144,7 +144,7 @@ impl Writer {
         for command in commands {
             self.apply(&mut batch, command);
         }
-        let Applied {
+        let Changes {
             sessions,
             dirty,
             published,
@@ -186,7 +186,7 @@ impl Writer {
     }
 
     fn apply(&mut self, batch: &mut Batch<'_>, command: Command) {
-        if let Some(err) = &batch.failed {
+        if let Some(err) = &batch.changes.failed {
             command.fail(err);
             return;
         }
@@ -292,7 +292,7 @@ impl Writer {
         batch: &'b mut Batch<'_>,
         id: Uuid,
     ) -> Result<&'b mut CachedSession, StoreError> {
-        if !batch.sessions.contains_key(&id) {
+        if !batch.changes.sessions.contains_key(&id) {
             let cached = match self.sessions.get(&id) {
                 Some(cached) => cached.clone(),
                 None => {
@@ -301,12 +301,11 @@ impl Writer {
                 }
             };
             if cached.record.status == SessionStatus::Running {
-                batch.running_before.insert(id);
+                batch.changes.running_before.insert(id);
             }
-            batch.sessions.insert(id, cached);
+            batch.changes.sessions.insert(id, cached);
         }
-        batch
-            .sessions
+        (batch.changes.sessions)
             .get_mut(&id)
             .ok_or_else(|| StoreError::not_found("session", id))
     }

@@ -181,18 +181,11 @@ impl Outbound {
     /// turn's next write only when the writer's queue is full, or when an
     /// older record is already waiting (order is kept).
     fn record(&self, records: &mut Records, event: NewEvent) {
-        let event = if records.finished.is_empty() {
-            match self.writer.try_append(&self.outbox, vec![event]) {
-                Ok(_) => return,
-                Err(mut back) => match back.pop() {
-                    Some(event) => event,
-                    None => return,
-                },
-            }
-        } else {
-            event
-        };
-        records.finished.push(event);
+        if !records.finished.is_empty() {
+            records.finished.push(event);
+        } else if let Err(back) = self.writer.try_append(&self.outbox, vec![event]) {
+            records.finished.extend(back);
+        }
     }
 
     /// Marks a request as having left (its HTTP_REQUEST is committed).
