@@ -208,6 +208,12 @@ impl Keys {
             .contains_key(id)
     }
 
+    /// The ids of every key held now.
+    pub fn ids(&self) -> Vec<String> {
+        let keys = self.inner.read().unwrap_or_else(PoisonError::into_inner);
+        keys.keys().cloned().collect()
+    }
+
     pub fn has_platform_key(&self) -> bool {
         self.inner
             .read()

@@ -7,6 +7,7 @@ pub mod api;
 pub mod bench_api;
 pub mod build;
 pub mod cli;
+pub mod cluster;
 pub mod journal;
 pub mod keys;
 pub mod metrics;

@@ -16,6 +16,7 @@ use crate::build::Builder;
 use crate::keys::{self, Keys};
 use crate::runtime::{Redactor, Runtime};
 use crate::secrets::{MasterKey, Vault};
+use crate::store::postgres::{LeaseOptions, PgEngine};
 use crate::store::{KeyClass, Redact, Store, Writer};
 use crate::tokens::StreamTokens;
 
@@ -36,6 +37,17 @@ pub struct ServeOptions {
     pub outbound: crate::runtime::outbound::OutboundPolicy,
     /// redb's page cache, in bytes.
     pub journal_cache_bytes: usize,
+    /// The storage engine.
+    pub store: StoreChoice,
+}
+
+/// Where durable state lives (`--store`).
+#[derive(Debug, Clone)]
+pub enum StoreChoice {
+    /// One redb file in the data dir: one host.
+    Redb,
+    /// A PostgreSQL database that many hosts share.
+    Postgres { url: String, lease: LeaseOptions },
 }
 
 /// A server that is listening; `run` serves until shutdown.
@@ -53,9 +65,29 @@ impl Server {
         std::fs::create_dir_all(&options.data_dir).with_context(|| {
             format!("cannot create the data dir {}", options.data_dir.display())
         })?;
-        let path = options.data_dir.join("agenthost.redb");
-        let store = Store::open_with_cache(&path, options.journal_cache_bytes)
-            .context("cannot open the database")?;
+        // This process's id: the owner of the turns it runs.
+        let boot_id = Uuid::now_v7();
+        let (store, shared) = match &options.store {
+            StoreChoice::Redb => {
+                let path = options.data_dir.join("agenthost.redb");
+                let store = Store::open_with_cache(&path, options.journal_cache_bytes)
+                    .context("cannot open the database")?;
+                (store, None)
+            }
+            StoreChoice::Postgres { url, lease } => {
+                anyhow::ensure!(
+                    options.master_key.is_some(),
+                    "with --store postgres://, set AGENTHOST_MASTER_KEY (64 hex digits, the same on every host): secrets and stream tokens are shared"
+                );
+                let (url, lease) = (url.clone(), *lease);
+                // The sync client blocks: off the async workers.
+                let engine =
+                    tokio::task::spawn_blocking(move || PgEngine::open(&url, boot_id, lease))
+                        .await?
+                        .context("cannot open the PostgreSQL store")?;
+                (Store::new(engine.clone()), Some((engine, lease)))
+            }
+        };
         make_durable_dirs(&options.data_dir)?;
         let master = MasterKey::load(options.master_key.as_deref(), &options.data_dir)?;
         let vault = Arc::new(Vault::new(&master));
@@ -67,8 +99,7 @@ impl Server {
         let secrets = vault.clone();
         let redact: Redact =
             Arc::new(move |text: &str| Redactor::new(secrets.all()).redact(text).into_owned());
-        let writer = Writer::spawn_redacting(store.clone(), redact)?;
-        let boot_id = Uuid::now_v7();
+        let writer = Writer::spawn_for_host(store.clone(), boot_id, redact)?;
         let recovery = writer.recover(boot_id).await?;
         if !recovery.closed.is_empty() {
             tracing::warn!(
@@ -86,6 +117,17 @@ impl Server {
             options.max_concurrent_turns,
             options.outbound,
         )?;
+        if let Some((engine, lease)) = &shared {
+            let host = crate::cluster::Host {
+                store: store.clone(),
+                writer: writer.clone(),
+                runtime: runtime.clone(),
+                keys: keys.clone(),
+                vault: vault.clone(),
+                boot: boot_id,
+            };
+            crate::cluster::start(engine, *lease, host)?;
+        }
         let builder = Builder::spawn(runtime.clone(), writer.clone(), options.data_dir.clone())?;
         builder.resume_interrupted(&store, &writer).await?;
         if !recovery.restarted.is_empty() {

@@ -86,8 +86,8 @@ async fn secrets_are_sealed_injected_rotated_redacted_and_deleted() {
         "len=14 reversed=2-terces-olleh raw=[REDACTED:GREETING]"
     );
 
-    // The database file holds no value in the clear.
-    let db = std::fs::read(dir.path().join("agenthost.redb")).unwrap();
+    // The database holds no value in the clear.
+    let db = support::stored_bytes(dir.path());
     for value in ["hello-secret-1", "hello-secret-2"] {
         assert!(
             !db.windows(value.len()).any(|w| w == value.as_bytes()),

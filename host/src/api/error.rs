@@ -96,7 +96,9 @@ impl From<StoreError> for ApiError {
                 ApiError::new(StatusCode::CONFLICT, "conflict", message)
             }
             StoreError::Rejected(message) => ApiError::unprocessable("rejected", message),
-            StoreError::Storage(_) | StoreError::WriterGone => ApiError::unavailable(err),
+            StoreError::Storage(_) | StoreError::Unavailable(_) | StoreError::WriterGone => {
+                ApiError::unavailable(err)
+            }
             StoreError::Corrupt(_) => ApiError::internal(err),
         }
     }

@@ -8,6 +8,7 @@ mod package;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
@@ -87,8 +88,19 @@ pub struct ServeArgs {
     /// Turns running at once; further turns queue until a slot frees.
     #[arg(long, default_value_t = crate::runtime::DEFAULT_MAX_CONCURRENT_TURNS, env = "AGENTHOST_MAX_CONCURRENT_TURNS")]
     pub max_concurrent_turns: usize,
+    /// Where durable state lives: `redb` (the default: one file in the data
+    /// dir) or `postgres://USER@HOST:PORT/DB`, which many hosts can share
+    /// (docs/scale-out.md). With PostgreSQL the data dir holds only this
+    /// host's compiled artifacts and scratch files.
+    #[arg(long, default_value = "redb", env = "AGENTHOST_STORE")]
+    pub store: String,
+    /// With PostgreSQL: seconds a host's lease on a running turn lasts
+    /// without renewal; another host settles the turn at most about this
+    /// long after its host died (renewals and sweeps run every third of it).
+    #[arg(long, default_value_t = 5, env = "AGENTHOST_LEASE_SECS")]
+    pub lease_secs: u64,
     /// The journal's page cache in MiB (redb's; the kernel caches the file beyond it).
-    #[arg(long, default_value_t = crate::store::DEFAULT_CACHE_BYTES >> 20, env = "AGENTHOST_JOURNAL_CACHE_MB")]
+    #[arg(long, default_value_t = crate::store::redb::DEFAULT_CACHE_BYTES >> 20, env = "AGENTHOST_JOURNAL_CACHE_MB")]
     pub journal_cache_mb: usize,
     /// The outbound ceiling: origins any deployment may call at most
     /// (`scheme://host[:port]`, `*.` subdomains, `:*` any port; `*` for
@@ -107,6 +119,25 @@ pub struct ServeArgs {
 }
 
 impl ServeArgs {
+    /// The engine `--store` names.
+    pub fn store_engine(&self) -> anyhow::Result<crate::server::StoreChoice> {
+        use crate::server::StoreChoice;
+        let store = self.store.trim();
+        if store == "redb" {
+            return Ok(StoreChoice::Redb);
+        }
+        if store.starts_with("postgres://") || store.starts_with("postgresql://") {
+            let lease = crate::store::postgres::LeaseOptions {
+                ttl: Duration::from_secs(self.lease_secs.max(1)),
+            };
+            return Ok(StoreChoice::Postgres {
+                url: store.to_string(),
+                lease,
+            });
+        }
+        anyhow::bail!("--store: expected `redb` or a postgres:// URL, got `{store}`")
+    }
+
     /// The outbound policy these flags describe.
     pub fn outbound_policy(&self) -> anyhow::Result<crate::runtime::outbound::OutboundPolicy> {
         use crate::runtime::outbound::{OriginPattern, OutboundPolicy, origin};

@@ -159,8 +159,12 @@ impl Runtime {
         }
         let runtime = self.clone();
         let active = Active::new(&self.active);
+        // From now until the turn's end this host owns it (on PostgreSQL,
+        // its lease is renewed while it waits for a slot and while it runs).
+        let hold = self.store.hold_turn(ticket.session_id);
         tokio::spawn(async move {
             let _active = active;
+            let _hold = hold;
             let Ok(_slot) = runtime.slots.clone().acquire_owned().await else {
                 return;
             };

@@ -1,5 +1,9 @@
-//! The writer's commands, the types they carry, and `WriterHandle`, which
-//! sends them to the writer thread (`writer.rs`) and awaits their replies.
+//! How a command reaches the writer: the `Op` trait every domain command
+//! implements, the queue, and `WriterHandle`, which sends commands to the
+//! writer thread (`writer.rs`) and awaits their replies.
+//!
+//! A new command is one struct with an `Op` impl beside its rule in
+//! `domain/`, and (for convenience) one method here.
 
 use std::sync::Arc;
 
@@ -8,133 +12,90 @@ use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
 use super::StoreError;
-use super::batch::Reply;
-use super::outbox::{AppendAck, Outbox};
-use super::records::{
-    AgentDescription, ApiKeyRecord, Artifact, DeploymentRecord, LimitsRecord, PendingApproval,
-    SecretRecord, SessionRecord,
+use super::batch::Batch;
+use super::domain::{
+    Activate, Append, BuildOutcome, CreateDeployment, CreateSession, Decide, Decision,
+    DeleteApiKey, DeleteSecret, FinishBuild, FinishTurn, NewDeployment, PostInput, PutApiKey,
+    PutSecret, Recover, Recovery, SetArtifact, TouchApiKey, TurnOutcome, TurnTicket,
 };
-use super::sessions::Recovery;
+use super::outbox::{AppendAck, Outbox};
+use super::records::{ApiKeyRecord, Artifact, DeploymentRecord, SecretRecord, SessionRecord};
 use crate::journal::NewEvent;
 
 /// Commands waiting for the writer before senders wait (backpressure).
 pub(super) const QUEUE: usize = 8192;
 
-/// A deployment to register (the writer assigns the version).
-#[derive(Debug, Clone)]
-pub struct NewDeployment {
-    pub app_slug: String,
-    /// A version pinned by the manifest; refused when it exists.
-    pub version: Option<u64>,
-    pub manifest: String,
-    pub entry: String,
-    /// Tools the manifest gates.
-    pub manifest_gated: Vec<String>,
-    /// The operator's approval policy for this deployment.
-    pub approval_policy: Vec<String>,
-    /// The secrets the manifest declares.
-    pub secrets: Vec<String>,
-    /// The manifest's per-turn limits.
-    pub limits: LimitsRecord,
-    /// The manifest's outbound allowlist.
-    pub outbound: Vec<String>,
+pub(super) type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
+
+/// One writer command: its inputs and its rule, applied inside a batch.
+///
+/// `apply` may run more than once for one command (an engine retries a
+/// transaction that lost a race), each time from the state the transaction
+/// sees: it must not consume its inputs.
+pub(super) trait Op: Send + 'static {
+    type Output: Send + 'static;
+    fn apply(&mut self, batch: &mut Batch<'_>) -> Result<Self::Output, StoreError>;
+    /// The command's batch failed before the command was applied.
+    fn abandon(&mut self) {}
 }
 
-/// How a build ended.
-#[derive(Debug, Clone)]
-pub enum BuildOutcome {
-    Succeeded {
-        description: AgentDescription,
-        artifact: Artifact,
-    },
-    Failed(String),
+/// A command in the writer's queue: an `Op`, its latest result and its reply.
+pub(super) trait Queued: Send {
+    /// Applies the command (unless the batch already failed) and keeps its result.
+    fn apply(&mut self, batch: &mut Batch<'_>);
+    /// Answers once the batch committed (`failure: None`) or failed.
+    fn reply(self: Box<Self>, failure: Option<&StoreError>);
 }
 
-/// Why a turn runs.
-#[derive(Debug, Clone, PartialEq)]
-pub enum TurnReason {
-    Input,
-    /// A decision on the gated call that suspended the previous turn.
-    ApprovalDecision {
-        approved: bool,
-        approver: String,
-        pending: Box<PendingApproval>,
-    },
+struct Pending<O: Op> {
+    op: O,
+    result: Option<Result<O::Output, StoreError>>,
+    reply: Reply<O::Output>,
 }
 
-/// A human's decision, as the API hands it to the writer.
-#[derive(Debug, Clone)]
-pub struct Decision {
-    pub approved: bool,
-    pub approver: String,
-    /// The id of the API key that decided.
-    pub key_id: String,
+impl<O: Op> Queued for Pending<O> {
+    fn apply(&mut self, batch: &mut Batch<'_>) {
+        if batch.failed() {
+            self.result = None;
+            return;
+        }
+        let result = self.op.apply(batch);
+        if let Err(err) = &result
+            && err.fails_batch()
+        {
+            // The transaction may hold part of this command: fail the whole batch.
+            batch.fail(err.clone());
+        }
+        self.result = Some(result);
+    }
+
+    fn reply(mut self: Box<Self>, failure: Option<&StoreError>) {
+        let result = match (failure, self.result.take()) {
+            // A rejection stands whatever happened to the batch.
+            (_, Some(Err(rejected))) => Err(rejected),
+            (None, Some(ok)) => ok,
+            (Some(err), Some(Ok(_))) => Err(err.clone()),
+            (Some(err), None) => {
+                self.op.abandon();
+                Err(err.clone())
+            }
+            (None, None) => Err(StoreError::Storage(
+                "the writer committed a batch without applying one of its commands".into(),
+            )),
+        };
+        // The caller may have gone away (client disconnected); that is fine.
+        let _ = self.reply.send(result);
+    }
 }
 
-/// Everything needed to run a scheduled turn.
-#[derive(Debug, Clone)]
-pub struct TurnTicket {
-    pub session_id: Uuid,
-    pub turn: u32,
-    pub deployment_id: Uuid,
-    pub app_slug: String,
-    pub route: String,
-    pub input: Value,
-    pub reason: TurnReason,
-}
+pub(super) type Command = Box<dyn Queued>;
 
-/// How a turn ended; decides the session's next status.
-#[derive(Debug, Clone, PartialEq)]
-pub enum TurnOutcome {
-    Ended,
-    Errored,
-    SessionEnded,
-    /// The turn suspended on a gated call; its last event is TOOL_APPROVAL_REQUIRED.
-    Suspended(Box<PendingApproval>),
-}
-
-pub(super) enum Command {
-    CreateDeployment(NewDeployment, Reply<DeploymentRecord>),
-    FinishBuild(Uuid, BuildOutcome, Reply<DeploymentRecord>),
-    SetArtifact(Uuid, Artifact, Reply<()>),
-    CreateSession {
-        app: String,
-        route: String,
-        input: Value,
-        boot: Uuid,
-        reply: Reply<(SessionRecord, TurnTicket)>,
-    },
-    PostInput {
-        session: Uuid,
-        input: Value,
-        boot: Uuid,
-        reply: Reply<TurnTicket>,
-    },
-    /// Takes what the turn's outbox holds.
-    Append {
-        outbox: Arc<Outbox>,
-        reply: Reply<()>,
-    },
-    FinishTurn {
-        session: Uuid,
-        turn: u32,
-        events: Vec<NewEvent>,
-        outcome: TurnOutcome,
-        reply: Reply<()>,
-    },
-    Decide {
-        session: Uuid,
-        decision: Decision,
-        boot: Uuid,
-        reply: Reply<TurnTicket>,
-    },
-    Recover(Uuid, Reply<Recovery>),
-    PutApiKey(ApiKeyRecord, Reply<()>),
-    DeleteApiKey(String, Reply<ApiKeyRecord>),
-    PutSecret(SecretRecord, Reply<(SecretRecord, bool)>),
-    DeleteSecret(String, Reply<()>),
-    Activate(Uuid, Reply<DeploymentRecord>),
-    TouchApiKey(String, String, Reply<()>),
+fn queued<O: Op>(op: O, reply: Reply<O::Output>) -> Command {
+    Box::new(Pending {
+        op,
+        result: None,
+        reply,
+    })
 }
 
 /// Sends commands to the writer thread. Cheap to clone.
@@ -144,20 +105,20 @@ pub struct WriterHandle {
 }
 
 impl WriterHandle {
-    async fn call<T>(&self, make: impl FnOnce(Reply<T>) -> Command) -> Result<T, StoreError> {
+    async fn call<O: Op>(&self, op: O) -> Result<O::Output, StoreError> {
         let (tx, rx) = oneshot::channel();
         self.tx
-            .send(make(tx))
+            .send(queued(op, tx))
             .await
             .map_err(|_| StoreError::WriterGone)?;
         rx.await.map_err(|_| StoreError::WriterGone)?
     }
 
     /// For threads outside the async runtime (the builder).
-    fn blocking_call<T>(&self, make: impl FnOnce(Reply<T>) -> Command) -> Result<T, StoreError> {
+    fn blocking_call<O: Op>(&self, op: O) -> Result<O::Output, StoreError> {
         let (tx, rx) = oneshot::channel();
         self.tx
-            .blocking_send(make(tx))
+            .blocking_send(queued(op, tx))
             .map_err(|_| StoreError::WriterGone)?;
         rx.blocking_recv().map_err(|_| StoreError::WriterGone)?
     }
@@ -166,7 +127,7 @@ impl WriterHandle {
         &self,
         new: NewDeployment,
     ) -> Result<DeploymentRecord, StoreError> {
-        self.call(|r| Command::CreateDeployment(new, r)).await
+        self.call(CreateDeployment(new)).await
     }
 
     pub fn blocking_finish_build(
@@ -174,7 +135,7 @@ impl WriterHandle {
         id: Uuid,
         outcome: BuildOutcome,
     ) -> Result<DeploymentRecord, StoreError> {
-        self.blocking_call(|r| Command::FinishBuild(id, outcome, r))
+        self.blocking_call(FinishBuild(id, outcome))
     }
 
     pub async fn finish_build(
@@ -182,11 +143,11 @@ impl WriterHandle {
         id: Uuid,
         outcome: BuildOutcome,
     ) -> Result<DeploymentRecord, StoreError> {
-        self.call(|r| Command::FinishBuild(id, outcome, r)).await
+        self.call(FinishBuild(id, outcome)).await
     }
 
     pub async fn set_artifact(&self, id: Uuid, artifact: Artifact) -> Result<(), StoreError> {
-        self.call(|r| Command::SetArtifact(id, artifact, r)).await
+        self.call(SetArtifact(id, artifact)).await
     }
 
     /// Creates a session pinned to the app's current deployment and schedules turn 1.
@@ -197,12 +158,11 @@ impl WriterHandle {
         input: Value,
         boot: Uuid,
     ) -> Result<(SessionRecord, TurnTicket), StoreError> {
-        self.call(|reply| Command::CreateSession {
+        self.call(CreateSession {
             app,
             route,
             input,
             boot,
-            reply,
         })
         .await
     }
@@ -214,11 +174,10 @@ impl WriterHandle {
         input: Value,
         boot: Uuid,
     ) -> Result<TurnTicket, StoreError> {
-        self.call(|reply| Command::PostInput {
+        self.call(PostInput {
             session,
             input,
             boot,
-            reply,
         })
         .await
     }
@@ -273,12 +232,11 @@ impl WriterHandle {
         events: Vec<NewEvent>,
         outcome: TurnOutcome,
     ) -> Result<(), StoreError> {
-        self.call(|reply| Command::FinishTurn {
+        self.call(FinishTurn {
             session,
             turn,
             events,
             outcome,
-            reply,
         })
         .await
     }
@@ -292,27 +250,26 @@ impl WriterHandle {
         decision: Decision,
         boot: Uuid,
     ) -> Result<TurnTicket, StoreError> {
-        self.call(|reply| Command::Decide {
+        self.call(Decide {
             session,
             decision,
             boot,
-            reply,
         })
         .await
     }
 
-    /// Settles every turn an earlier process left running (see `Recovery`).
+    /// Settles every turn no live host owns (see `Recovery`).
     pub async fn recover(&self, boot: Uuid) -> Result<Recovery, StoreError> {
-        self.call(|r| Command::Recover(boot, r)).await
+        self.call(Recover(boot)).await
     }
 
     pub async fn put_api_key(&self, record: ApiKeyRecord) -> Result<(), StoreError> {
-        self.call(|r| Command::PutApiKey(record, r)).await
+        self.call(PutApiKey(record)).await
     }
 
     /// Revokes a key; refuses (409) to revoke the last platform key.
     pub async fn delete_api_key(&self, id: String) -> Result<ApiKeyRecord, StoreError> {
-        self.call(|r| Command::DeleteApiKey(id, r)).await
+        self.call(DeleteApiKey(id)).await
     }
 
     /// Stores a sealed secret (create or rotate); returns it and whether it is new.
@@ -320,48 +277,21 @@ impl WriterHandle {
         &self,
         record: SecretRecord,
     ) -> Result<(SecretRecord, bool), StoreError> {
-        self.call(|r| Command::PutSecret(record, r)).await
+        self.call(PutSecret(record)).await
     }
 
     pub async fn delete_secret(&self, name: String) -> Result<(), StoreError> {
-        self.call(|r| Command::DeleteSecret(name, r)).await
+        self.call(DeleteSecret(name)).await
     }
 
     /// Makes a built deployment its app's current one (rollback or re-activation).
     pub async fn activate(&self, id: Uuid) -> Result<DeploymentRecord, StoreError> {
-        self.call(|r| Command::Activate(id, r)).await
+        self.call(Activate(id)).await
     }
 
     /// Records a key's last use (the caller rate-limits).
     pub async fn touch_api_key(&self, id: String, at: String) -> Result<(), StoreError> {
-        self.call(|r| Command::TouchApiKey(id, at, r)).await
-    }
-}
-
-impl Command {
-    pub(super) fn fail(self, err: &StoreError) {
-        let err = err.clone();
-        match self {
-            Command::CreateDeployment(_, r) => drop(r.send(Err(err))),
-            Command::FinishBuild(_, _, r) => drop(r.send(Err(err))),
-            Command::SetArtifact(_, _, r) => drop(r.send(Err(err))),
-            Command::CreateSession { reply, .. } => drop(reply.send(Err(err))),
-            Command::PostInput { reply, .. } => drop(reply.send(Err(err))),
-            Command::Append { outbox, reply } => {
-                // Dropped with the batch: the turn's next event starts afresh.
-                drop(outbox.take());
-                drop(reply.send(Err(err)));
-            }
-            Command::FinishTurn { reply, .. } => drop(reply.send(Err(err))),
-            Command::Decide { reply, .. } => drop(reply.send(Err(err))),
-            Command::Recover(_, r) => drop(r.send(Err(err))),
-            Command::PutApiKey(_, r) => drop(r.send(Err(err))),
-            Command::DeleteApiKey(_, r) => drop(r.send(Err(err))),
-            Command::PutSecret(_, r) => drop(r.send(Err(err))),
-            Command::DeleteSecret(_, r) => drop(r.send(Err(err))),
-            Command::Activate(_, r) => drop(r.send(Err(err))),
-            Command::TouchApiKey(_, _, r) => drop(r.send(Err(err))),
-        }
+        self.call(TouchApiKey(id, at)).await
     }
 }
 
@@ -374,8 +304,7 @@ fn send_append(
 ) -> AppendAck {
     let (ack, reply) = outbox.push(events);
     if let Some(reply) = reply {
-        let outbox = outbox.clone();
-        permit.send(Command::Append { outbox, reply });
+        permit.send(queued(Append::new(outbox.clone()), reply));
     }
     ack
 }

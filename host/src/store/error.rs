@@ -12,9 +12,14 @@ pub enum StoreError {
     /// The request is well-formed but refused (HTTP 422).
     #[error("{0}")]
     Rejected(String),
-    /// redb failed (I/O, disk full, ...). Nothing of the failed batch was committed.
+    /// The engine failed (I/O, disk full, ...). Nothing of the failed batch
+    /// was committed; on redb, writes stop until a restart.
     #[error("storage failure: {0}")]
     Storage(String),
+    /// The engine cannot be reached for now (PostgreSQL down or restarting).
+    /// Nothing of the failed batch was committed; the next call tries again.
+    #[error("storage unavailable: {0}")]
+    Unavailable(String),
     /// A stored record could not be decoded.
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
@@ -30,11 +35,15 @@ impl StoreError {
             key: key.to_string(),
         }
     }
-}
 
-/// Maps any redb error to `StoreError::Storage`.
-pub fn storage(err: impl Into<redb::Error>) -> StoreError {
-    StoreError::Storage(err.into().to_string())
+    /// Whether a command failing this way may have left part of itself in
+    /// the transaction, so that the whole batch must fail.
+    pub fn fails_batch(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Storage(_) | StoreError::Unavailable(_) | StoreError::Corrupt(_)
+        )
+    }
 }
 
 /// Maps a record decoding error to `StoreError::Corrupt`.

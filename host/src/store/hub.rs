@@ -22,7 +22,14 @@ const CHANNEL_CAPACITY: usize = 128;
 pub struct Hub {
     /// Per watched session: its channel and how many subscriptions hold it
     /// (counted under the lock, so the last one out always frees it).
-    channels: Mutex<HashMap<Uuid, (broadcast::Sender<StoredEvent>, usize)>>,
+    channels: Mutex<HashMap<Uuid, Channel>>,
+}
+
+struct Channel {
+    tx: broadcast::Sender<StoredEvent>,
+    subscribers: usize,
+    /// The seq after the newest event published, once one was.
+    next: Option<u64>,
 }
 
 /// A subscription; unsubscribes (and frees the channel when it was the last) on drop.
@@ -35,11 +42,13 @@ pub struct Subscription {
 impl Hub {
     pub fn subscribe(self: &Arc<Self>, session: Uuid) -> Subscription {
         let mut channels = self.channels.lock().unwrap_or_else(PoisonError::into_inner);
-        let (tx, count) = channels
-            .entry(session)
-            .or_insert_with(|| (broadcast::channel(CHANNEL_CAPACITY).0, 0));
-        *count += 1;
-        let rx = tx.subscribe();
+        let channel = channels.entry(session).or_insert_with(|| Channel {
+            tx: broadcast::channel(CHANNEL_CAPACITY).0,
+            subscribers: 0,
+            next: None,
+        });
+        channel.subscribers += 1;
+        let rx = channel.tx.subscribe();
         Subscription {
             hub: self.clone(),
             session,
@@ -47,18 +56,42 @@ impl Hub {
         }
     }
 
-    /// Publishes committed events, in seq order per session.
+    /// Publishes committed events, in seq order per session. An event
+    /// older than one already published is skipped (with several hosts,
+    /// the listener and the writer may both bring it).
     pub fn publish(&self, events: &[(Uuid, StoredEvent)]) {
-        let channels = self.channels.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut channels = self.channels.lock().unwrap_or_else(PoisonError::into_inner);
         if channels.is_empty() {
             return;
         }
         for (session, event) in events {
-            if let Some((tx, _)) = channels.get(session) {
+            if let Some(channel) = channels.get_mut(session) {
+                if channel.next.is_some_and(|next| event.seq < next) {
+                    continue;
+                }
+                channel.next = Some(event.seq + 1);
                 // No receiver left is fine: the channel is about to be dropped.
-                let _ = tx.send(event.clone());
+                let _ = channel.tx.send(event.clone());
             }
         }
+    }
+
+    /// Where to read from to publish events `first..=last` of a session:
+    /// `None` when nobody watches it or they are published already.
+    pub fn missing(&self, session: Uuid, first: u64, last: u64) -> Option<u64> {
+        let channels = self.channels.lock().unwrap_or_else(PoisonError::into_inner);
+        let channel = channels.get(&session)?;
+        match channel.next {
+            Some(next) if next > last => None,
+            Some(next) => Some(next),
+            None => Some(first),
+        }
+    }
+
+    /// The sessions watched now.
+    pub fn watched(&self) -> Vec<Uuid> {
+        let channels = self.channels.lock().unwrap_or_else(PoisonError::into_inner);
+        channels.keys().copied().collect()
     }
 
     /// Number of sessions with at least one live subscription.
@@ -77,9 +110,9 @@ impl Drop for Subscription {
             .channels
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if let Some((_, count)) = channels.get_mut(&self.session) {
-            *count -= 1;
-            if *count == 0 {
+        if let Some(channel) = channels.get_mut(&self.session) {
+            channel.subscribers -= 1;
+            if channel.subscribers == 0 {
                 channels.remove(&self.session);
             }
         }

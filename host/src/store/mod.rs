@@ -1,108 +1,90 @@
-//! Durable state in one redb file: the journal, sessions, apps, deployments, keys.
+//! Durable state: the journal, sessions, apps, deployments, keys, secrets.
 //!
-//! Reads go straight to redb in short read transactions (never held across an
-//! await). Every write is a command to the single writer thread (`writer`),
-//! which checks it against committed and pending state, commits a batch with
-//! `Durability::Immediate`, then acknowledges and publishes to the `hub`.
+//! Three layers, top down: `domain` (the rules, written once: each command
+//! an `Op`), the writer (`writer`, `batch`, `commands`, `outbox`: one
+//! thread applies batches of commands in one transaction, commits, then
+//! acknowledges and publishes to the `hub`), and the engines behind the
+//! boundary in `engine` (`redb`, the embedded default). Reads go straight
+//! to the engine in short transactions of their own, never held across an
+//! await.
 
-mod apikeys;
 mod batch;
 mod commands;
-mod deployments;
+mod domain;
+mod engine;
 mod error;
 mod hub;
 mod outbox;
-mod reads;
+pub mod postgres;
 mod records;
-mod recovery;
-mod secrets;
-pub mod sessions;
-mod tables;
-mod txn;
+pub mod redb;
 mod writer;
 
+use std::ops::Deref;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use redb::Database;
-
-pub use commands::{
-    BuildOutcome, Decision, NewDeployment, TurnOutcome, TurnReason, TurnTicket, WriterHandle,
+pub use commands::WriterHandle;
+pub use domain::{
+    BuildOutcome, Decision, NewDeployment, Recovery, TurnOutcome, TurnReason, TurnTicket,
+    input_text,
 };
+pub use engine::{ApprovalItem, Engine, EventPosition, SessionFilter};
 pub use error::StoreError;
 pub use hub::{Hub, Subscription};
 pub use outbox::{AppendAck, Outbox};
-pub use reads::{ApprovalItem, EventPosition, SessionFilter};
 pub use records::{
     AgentDescription, ApiKeyRecord, AppRecord, Artifact, DeploymentRecord, DeploymentStatus,
     KeyClass, LimitsRecord, PendingApproval, ResumeRecord, SecretRecord, SessionRecord,
     SessionStatus, ToolCallRecord, ToolInfo,
 };
-pub use recovery::Redact;
 pub use writer::Writer;
 
-use error::storage;
+/// Takes secret values out of a text the writer rebuilt from the journal
+/// (a message it closes itself after a crash or a failed write).
+pub type Redact = Arc<dyn Fn(&str) -> String + Send + Sync>;
 
-/// Shared handle to the database: cheap to clone.
+/// Shared handle to the engine: cheap to clone. Its read queries are the
+/// engine's (`Engine`), reached through `Deref`.
 #[derive(Clone)]
 pub struct Store {
-    db: Arc<Database>,
+    engine: Arc<dyn Engine>,
     hub: Arc<Hub>,
-    /// Set when a commit failed (disk full, I/O error): writes stop, not ready.
+    /// Set when a commit failed on redb (disk full, I/O error): writes stop, not ready.
     degraded: Arc<AtomicBool>,
 }
 
-/// redb's page cache unless the operator says otherwise (`--journal-cache-mb`).
-/// redb's own default is 1 GiB, which a busy server fills within a minute;
-/// the kernel's page cache still holds the file beyond it.
-pub const DEFAULT_CACHE_BYTES: usize = 256 << 20;
-
 impl Store {
-    /// Opens (or creates) the database file and makes sure every table exists.
+    /// Opens (or creates) a redb database file with the default page cache.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
-        Store::open_with_cache(path, DEFAULT_CACHE_BYTES)
+        Store::open_with_cache(path, redb::DEFAULT_CACHE_BYTES)
     }
 
     /// `open` with a page cache of `cache_bytes`.
     pub fn open_with_cache(path: &Path, cache_bytes: usize) -> Result<Store, StoreError> {
-        Store::init(
-            Database::builder()
-                .set_cache_size(cache_bytes)
-                .create(path)
-                .map_err(storage)?,
-        )
+        Ok(Store::new(redb::RedbEngine::open(path, cache_bytes)?))
     }
 
-    /// Opens a database on a given storage backend (tests inject failures with it).
-    pub fn open_with_backend(backend: impl redb::StorageBackend) -> Result<Store, StoreError> {
-        Store::init(
-            Database::builder()
-                .create_with_backend(backend)
-                .map_err(storage)?,
-        )
-    }
-
-    fn init(db: Database) -> Result<Store, StoreError> {
-        let txn = db.begin_write().map_err(storage)?;
-        {
-            txn.open_table(tables::EVENTS).map_err(storage)?;
-            txn.open_table(tables::EVENT_IDS).map_err(storage)?;
-            txn.open_table(tables::SESSIONS).map_err(storage)?;
-            txn.open_table(tables::APPS).map_err(storage)?;
-            txn.open_table(tables::APP_SLUGS).map_err(storage)?;
-            txn.open_table(tables::DEPLOYMENTS).map_err(storage)?;
-            txn.open_table(tables::APP_DEPLOYMENTS).map_err(storage)?;
-            txn.open_table(tables::API_KEYS).map_err(storage)?;
-            txn.open_table(tables::PENDING_APPROVALS).map_err(storage)?;
-            txn.open_table(tables::SECRETS).map_err(storage)?;
-        }
-        txn.commit().map_err(storage)?;
-        Ok(Store {
-            db: Arc::new(db),
+    /// A store over an engine.
+    pub fn new(engine: impl Engine) -> Store {
+        Store {
+            engine: Arc::new(engine),
             hub: Arc::new(Hub::default()),
             degraded: Arc::default(),
-        })
+        }
+    }
+
+    /// Runs a blocking read on the blocking pool.
+    pub async fn read<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
+    {
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || f(&store))
+            .await
+            .map_err(|e| StoreError::Storage(format!("read task failed: {e}")))?
     }
 
     /// Whether writes have stopped after a storage failure.
@@ -116,6 +98,14 @@ impl Store {
 
     pub fn hub(&self) -> &Arc<Hub> {
         &self.hub
+    }
+}
+
+impl Deref for Store {
+    type Target = dyn Engine;
+
+    fn deref(&self) -> &Self::Target {
+        &*self.engine
     }
 }
 

@@ -24,7 +24,7 @@ use tokio::sync::oneshot;
 use uuid::Uuid;
 
 use super::outbox::{AppendAck, Outbox};
-use super::writer::SESSION_CACHE;
+use super::redb::{DEFAULT_CACHE_BYTES, RedbEngine, SESSION_CACHE};
 use super::*;
 use crate::journal::{EventType, NewEvent, StoredEvent};
 
@@ -320,15 +320,21 @@ fn input(text: bool) -> Value {
     }
 }
 
+/// Opens the file with a writer that keeps `cache` sessions cached.
+fn open(path: &Path, cache: usize) -> Result<Store, StoreError> {
+    let engine = RedbEngine::open(path, DEFAULT_CACHE_BYTES)?.with_session_cache(cache);
+    Ok(Store::new(engine))
+}
+
 /// Reopens the file once the previous writer thread has let go of it.
-async fn reopen(path: &Path) -> Result<Store, TestCaseError> {
-    let mut reopened = Store::open(path);
+async fn reopen(path: &Path, cache: usize) -> Result<Store, TestCaseError> {
+    let mut reopened = open(path, cache);
     for _ in 0..500 {
         if reopened.is_ok() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
-        reopened = Store::open(path);
+        reopened = open(path, cache);
     }
     reopened.map_err(|e| TestCaseError::fail(format!("reopen: {e}")))
 }
@@ -378,9 +384,8 @@ impl Harness {
         tiny_cache: bool,
     ) -> Result<Self, TestCaseError> {
         let cache = if tiny_cache { 1 } else { SESSION_CACHE };
-        let store = Store::open(&path).map_err(|e| fail("open", e))?;
-        let writer =
-            Writer::spawn_with_session_cache(store.clone(), cache).map_err(|e| fail("spawn", e))?;
+        let store = open(&path, cache).map_err(|e| fail("open", e))?;
+        let writer = Writer::spawn(store.clone()).map_err(|e| fail("spawn", e))?;
         let d = writer
             .create_deployment(new_deployment(None))
             .await
@@ -690,11 +695,8 @@ impl Harness {
                     session.observer = None;
                 }
                 self.store = None;
-                let store = reopen(&self.path).await?;
-                self.writer = Some(
-                    Writer::spawn_with_session_cache(store.clone(), self.session_cache)
-                        .map_err(|e| fail("spawn", e))?,
-                );
+                let store = reopen(&self.path, self.session_cache).await?;
+                self.writer = Some(Writer::spawn(store.clone()).map_err(|e| fail("spawn", e))?);
                 for session in &mut self.sessions {
                     // A new process: the running turns' outboxes died with the old one.
                     session.outbox = Arc::new(Outbox::new(session.id, session.turn));

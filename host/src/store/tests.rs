@@ -162,7 +162,7 @@ async fn the_writer_decides_turn_states_and_seq() {
 /// A file backend whose writes and syncs fail once `fail` is set (disk full).
 #[derive(Debug)]
 struct FailingBackend {
-    inner: redb::backends::FileBackend,
+    inner: ::redb::backends::FileBackend,
     fail: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
@@ -175,7 +175,7 @@ impl FailingBackend {
     }
 }
 
-impl redb::StorageBackend for FailingBackend {
+impl ::redb::StorageBackend for FailingBackend {
     fn len(&self) -> Result<u64, std::io::Error> {
         self.inner.len()
     }
@@ -209,10 +209,10 @@ async fn a_failing_disk_stops_writes_and_nothing_half_written_is_streamed() {
         .open(&path)
         .unwrap();
     let backend = FailingBackend {
-        inner: redb::backends::FileBackend::new(file).unwrap(),
+        inner: ::redb::backends::FileBackend::new(file).unwrap(),
         fail: fail.clone(),
     };
-    let store = Store::open_with_backend(backend).unwrap();
+    let store = Store::new(redb::RedbEngine::open_with_backend(backend).unwrap());
     let writer = Writer::spawn(store.clone()).unwrap();
     let d = writer
         .create_deployment(new_deployment(None))
@@ -337,14 +337,15 @@ async fn a_rebuilt_message_end_has_secrets_split_across_deltas_redacted() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("db.redb")).unwrap();
     let redact: Redact = Arc::new(|text: &str| text.replace("sk-12345", "[REDACTED:TOKEN]"));
-    let writer = Writer::spawn_redacting(store.clone(), redact).unwrap();
+    let host = Uuid::now_v7();
+    let writer = Writer::spawn_for_host(store.clone(), host, redact.clone()).unwrap();
     let d = writer
         .create_deployment(new_deployment(None))
         .await
         .unwrap();
     writer.finish_build(d.id, success()).await.unwrap();
     let (session, ticket) = writer
-        .create_session("app".into(), "/chat".into(), json!({}), Uuid::now_v7())
+        .create_session("app".into(), "/chat".into(), json!({}), host)
         .await
         .unwrap();
     let outbox = Arc::new(Outbox::new(session.id, ticket.turn));
@@ -361,7 +362,10 @@ async fn a_rebuilt_message_end_has_secrets_split_across_deltas_redacted() {
     let events = vec![start, delta("the key is sk-12"), delta("345, keep it")];
     append_committed(&writer, &outbox, events).await;
     // The process "dies" here; the next one closes the turn.
-    let recovery = writer.recover(Uuid::now_v7()).await.unwrap();
+    drop(writer);
+    let next = Uuid::now_v7();
+    let writer = Writer::spawn_for_host(store.clone(), next, redact).unwrap();
+    let recovery = writer.recover(next).await.unwrap();
     assert_eq!(recovery.closed, vec![session.id]);
     let events = store.events(session.id, 0, 100).unwrap();
     let end = events

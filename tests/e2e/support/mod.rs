@@ -4,6 +4,8 @@
 #![allow(dead_code)]
 
 pub mod fake_openai;
+#[path = "../../support/pg_cluster.rs"]
+pub mod pg_cluster;
 mod sse;
 
 use std::io::{BufRead, BufReader};
@@ -59,6 +61,57 @@ pub fn guest(name: &str) -> Vec<u8> {
     std::fs::read(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
 }
 
+/// The master key every host of a PostgreSQL test shares.
+pub const TEST_MASTER_KEY: &str =
+    "5ecc0de5ecc0de5ecc0de5ecc0de5ecc0de5ecc0de5ecc0de5ecc0de5ecc0de5";
+
+/// Whether the e2e suite runs on PostgreSQL (`AGENTHOST_TEST_STORE=postgres`)
+/// rather than the embedded redb.
+pub fn on_postgres() -> bool {
+    std::env::var("AGENTHOST_TEST_STORE").is_ok_and(|s| s == "postgres")
+}
+
+/// On PostgreSQL: the URL of the database of this data dir (one per test
+/// server, the same across its restarts).
+fn postgres_store(data_dir: &Path) -> Option<String> {
+    if !on_postgres() {
+        return None;
+    }
+    let name = data_dir.file_name()?.to_string_lossy().to_lowercase();
+    let name: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    let name = format!("t_{name}");
+    // The sync client cannot run on the test's async runtime thread.
+    std::thread::spawn(move || pg_cluster::database(&name))
+        .join()
+        .ok()
+}
+
+/// Everything the store of `data_dir` holds, as bytes: the redb file, or
+/// on PostgreSQL the tables' rows as text.
+pub fn stored_bytes(data_dir: &Path) -> Vec<u8> {
+    let Some(url) = postgres_store(data_dir) else {
+        return std::fs::read(data_dir.join("agenthost.redb")).expect("read the redb file");
+    };
+    std::thread::spawn(move || {
+        let mut client = postgres::Client::connect(&url, postgres::NoTls).expect("connect");
+        let mut out = Vec::new();
+        for table in ["secrets", "sessions", "events", "api_keys", "deployments"] {
+            for row in client
+                .query(&format!("SELECT t::text FROM {table} t"), &[])
+                .expect("read a table")
+            {
+                out.extend_from_slice(row.get::<_, String>(0).as_bytes());
+            }
+        }
+        out
+    })
+    .join()
+    .expect("read the database")
+}
+
 /// The real server, killed on drop.
 pub struct Server {
     child: Child,
@@ -74,11 +127,18 @@ impl Server {
 
     /// Starts the server with extra `serve` flags.
     pub async fn start_with(data_dir: &Path, flags: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_agenthost"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_agenthost"));
+        command
             .arg("serve")
             .arg("--data-dir")
             .arg(data_dir)
-            .args(["--addr", "127.0.0.1:0"])
+            .args(["--addr", "127.0.0.1:0"]);
+        if let Some(url) = postgres_store(data_dir) {
+            command
+                .args(["--store", &url, "--lease-secs", "2"])
+                .env("AGENTHOST_MASTER_KEY", TEST_MASTER_KEY);
+        }
+        let mut child = command
             .args(flags)
             .env("AGENTHOST_BOOTSTRAP_KEY", KEY)
             .env("RUST_LOG", "warn")

@@ -3,7 +3,10 @@
 //! Uuids are stored as `u128` (big-endian value of the 16 bytes), so keys of
 //! UUIDv7 ids sort by creation time.
 
-use redb::TableDefinition;
+use redb::{Database, TableDefinition};
+
+use super::storage;
+use crate::store::StoreError;
 
 /// (session, seq) → event record (see `journal::encode_record`).
 pub const EVENTS: TableDefinition<(u128, u64), &[u8]> = TableDefinition::new("events_v1");
@@ -27,3 +30,21 @@ pub const PENDING_APPROVALS: TableDefinition<u128, u64> =
 pub const SECRETS: TableDefinition<&str, &[u8]> = TableDefinition::new("secrets_v1");
 /// key id → ApiKeyRecord (JSON).
 pub const API_KEYS: TableDefinition<&str, &[u8]> = TableDefinition::new("api_keys_v1");
+
+/// Makes sure every table exists.
+pub(super) fn create_all(db: &Database) -> Result<(), StoreError> {
+    let txn = db.begin_write().map_err(storage)?;
+    {
+        txn.open_table(EVENTS).map_err(storage)?;
+        txn.open_table(EVENT_IDS).map_err(storage)?;
+        txn.open_table(SESSIONS).map_err(storage)?;
+        txn.open_table(APPS).map_err(storage)?;
+        txn.open_table(APP_SLUGS).map_err(storage)?;
+        txn.open_table(DEPLOYMENTS).map_err(storage)?;
+        txn.open_table(APP_DEPLOYMENTS).map_err(storage)?;
+        txn.open_table(API_KEYS).map_err(storage)?;
+        txn.open_table(PENDING_APPROVALS).map_err(storage)?;
+        txn.open_table(SECRETS).map_err(storage)?;
+    }
+    txn.commit().map_err(storage)
+}

@@ -1,50 +1,23 @@
-//! Read-only queries: each one a short read transaction, run off the async workers.
+//! The redb engine's read-only queries: each one a short read transaction.
 
 use redb::{ReadableDatabase, ReadableTable};
 use uuid::Uuid;
 
-use super::error::{corrupt, storage};
-use super::records::{
-    ApiKeyRecord, AppRecord, DeploymentRecord, SecretRecord, SessionRecord, SessionStatus,
-};
-use super::{Store, StoreError, tables};
+use super::{RedbEngine, storage, tables};
 use crate::journal::{StoredEvent, decode_record};
-
-/// Where an event id points.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct EventPosition {
-    pub session: Uuid,
-    pub seq: u64,
-}
-
-/// Filters and cursor of `GET /sessions`.
-#[derive(Debug, Clone, Default)]
-pub struct SessionFilter {
-    pub app_id: Option<Uuid>,
-    pub status: Option<SessionStatus>,
-    /// Return sessions strictly older than this one.
-    pub before: Option<Uuid>,
-    pub limit: usize,
-}
+use crate::store::StoreError;
+use crate::store::engine::{ApprovalItem, Engine, EventPosition, SessionFilter, WriteEngine};
+use crate::store::error::corrupt;
+use crate::store::records::{
+    ApiKeyRecord, AppRecord, DeploymentRecord, DeploymentStatus, SecretRecord, SessionRecord,
+};
 
 fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
     serde_json::from_slice(bytes).map_err(corrupt)
 }
 
-impl Store {
-    /// Runs a blocking read on the blocking pool.
-    pub async fn read<T, F>(&self, f: F) -> Result<T, StoreError>
-    where
-        T: Send + 'static,
-        F: FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
-    {
-        let store = self.clone();
-        tokio::task::spawn_blocking(move || f(&store))
-            .await
-            .map_err(|e| StoreError::Storage(format!("read task failed: {e}")))?
-    }
-
-    pub fn session(&self, id: Uuid) -> Result<Option<SessionRecord>, StoreError> {
+impl Engine for RedbEngine {
+    fn session(&self, id: Uuid) -> Result<Option<SessionRecord>, StoreError> {
         let txn = self.db.begin_read().map_err(storage)?;
         let table = txn.open_table(tables::SESSIONS).map_err(storage)?;
         match table.get(id.as_u128()).map_err(storage)? {
@@ -54,7 +27,7 @@ impl Store {
     }
 
     /// Sessions newest first, filtered; `limit` is applied after filtering.
-    pub fn sessions(&self, filter: &SessionFilter) -> Result<Vec<SessionRecord>, StoreError> {
+    fn sessions(&self, filter: &SessionFilter) -> Result<Vec<SessionRecord>, StoreError> {
         let txn = self.db.begin_read().map_err(storage)?;
         let table = txn.open_table(tables::SESSIONS).map_err(storage)?;
         let upper = filter.before.map(|id| id.as_u128()).unwrap_or(u128::MAX);
@@ -76,7 +49,7 @@ impl Store {
     }
 
     /// Up to `limit` events of a session with seq >= `from`, in seq order.
-    pub fn events(
+    fn events(
         &self,
         session: Uuid,
         from: u64,
@@ -106,7 +79,7 @@ impl Store {
     }
 
     /// Resolves an event id to its session and seq.
-    pub fn event_position(&self, id: Uuid) -> Result<Option<EventPosition>, StoreError> {
+    fn event_position(&self, id: Uuid) -> Result<Option<EventPosition>, StoreError> {
         let txn = self.db.begin_read().map_err(storage)?;
         let table = txn.open_table(tables::EVENT_IDS).map_err(storage)?;
         Ok(table.get(id.as_u128()).map_err(storage)?.map(|v| {
@@ -119,7 +92,7 @@ impl Store {
     }
 
     /// An app by id or slug.
-    pub fn app(&self, id_or_slug: &str) -> Result<Option<AppRecord>, StoreError> {
+    fn app(&self, id_or_slug: &str) -> Result<Option<AppRecord>, StoreError> {
         let txn = self.db.begin_read().map_err(storage)?;
         let apps = txn.open_table(tables::APPS).map_err(storage)?;
         let id = match Uuid::parse_str(id_or_slug) {
@@ -136,7 +109,7 @@ impl Store {
         }
     }
 
-    pub fn apps(&self) -> Result<Vec<AppRecord>, StoreError> {
+    fn apps(&self) -> Result<Vec<AppRecord>, StoreError> {
         let txn = self.db.begin_read().map_err(storage)?;
         let apps = txn.open_table(tables::APPS).map_err(storage)?;
         let mut out = Vec::new();
@@ -147,7 +120,7 @@ impl Store {
         Ok(out)
     }
 
-    pub fn deployment(&self, id: Uuid) -> Result<Option<DeploymentRecord>, StoreError> {
+    fn deployment(&self, id: Uuid) -> Result<Option<DeploymentRecord>, StoreError> {
         let txn = self.db.begin_read().map_err(storage)?;
         let table = txn.open_table(tables::DEPLOYMENTS).map_err(storage)?;
         match table.get(id.as_u128()).map_err(storage)? {
@@ -157,7 +130,7 @@ impl Store {
     }
 
     /// An app's deployments, newest version first.
-    pub fn deployments(&self, app_id: Uuid) -> Result<Vec<DeploymentRecord>, StoreError> {
+    fn deployments(&self, app_id: Uuid) -> Result<Vec<DeploymentRecord>, StoreError> {
         let txn = self.db.begin_read().map_err(storage)?;
         let index = txn.open_table(tables::APP_DEPLOYMENTS).map_err(storage)?;
         let table = txn.open_table(tables::DEPLOYMENTS).map_err(storage)?;
@@ -178,21 +151,21 @@ impl Store {
     }
 
     /// Deployments still marked `building` (interrupted by a restart).
-    pub fn building_deployments(&self) -> Result<Vec<DeploymentRecord>, StoreError> {
+    fn building_deployments(&self) -> Result<Vec<DeploymentRecord>, StoreError> {
         let txn = self.db.begin_read().map_err(storage)?;
         let table = txn.open_table(tables::DEPLOYMENTS).map_err(storage)?;
         let mut out = Vec::new();
         for row in table.iter().map_err(storage)? {
             let (_, v) = row.map_err(storage)?;
             let record: DeploymentRecord = decode(v.value())?;
-            if record.status == super::DeploymentStatus::Building {
+            if record.status == DeploymentStatus::Building {
                 out.push(record);
             }
         }
         Ok(out)
     }
 
-    pub fn api_keys(&self) -> Result<Vec<ApiKeyRecord>, StoreError> {
+    fn api_keys(&self) -> Result<Vec<ApiKeyRecord>, StoreError> {
         let txn = self.db.begin_read().map_err(storage)?;
         let table = txn.open_table(tables::API_KEYS).map_err(storage)?;
         let mut out = Vec::new();
@@ -202,18 +175,9 @@ impl Store {
         }
         Ok(out)
     }
-}
 
-/// A pending approval as `GET /approvals` lists it.
-#[derive(Debug, Clone)]
-pub struct ApprovalItem {
-    pub session: SessionRecord,
-    pub event: StoredEvent,
-}
-
-impl Store {
     /// Sessions awaiting a decision, newest session first, optionally of one app.
-    pub fn pending_approvals(
+    fn pending_approvals(
         &self,
         app_id: Option<Uuid>,
         before: Option<Uuid>,
@@ -254,11 +218,9 @@ impl Store {
         }
         Ok(out)
     }
-}
 
-impl Store {
     /// Every secret, sealed, by name.
-    pub fn secrets(&self) -> Result<Vec<SecretRecord>, StoreError> {
+    fn secrets(&self) -> Result<Vec<SecretRecord>, StoreError> {
         let txn = self.db.begin_read().map_err(storage)?;
         let table = txn.open_table(tables::SECRETS).map_err(storage)?;
         let mut out = Vec::new();
@@ -267,5 +229,9 @@ impl Store {
             out.push(decode(v.value())?);
         }
         Ok(out)
+    }
+
+    fn write_engine(&self) -> Result<Box<dyn WriteEngine>, StoreError> {
+        Ok(self.write_side())
     }
 }

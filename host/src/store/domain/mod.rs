@@ -1,0 +1,99 @@
+//! The domain: the rules of sessions, turns, approvals, deployments, keys
+//! and secrets, written once over the storage boundary (`store::engine`).
+//!
+//! Each command is a struct with an `Op` impl (`store::commands`) beside
+//! its rule; the writer applies it inside a batch (`store::batch`), which
+//! gives it the engine's transaction and the batch's view of sessions. No
+//! file here knows which engine it runs on.
+
+mod deployments;
+mod keys;
+mod recovery;
+mod secrets;
+mod sessions;
+
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::records::{AgentDescription, Artifact, LimitsRecord, PendingApproval};
+
+pub(super) use deployments::{Activate, CreateDeployment, FinishBuild, SetArtifact};
+pub(super) use keys::{DeleteApiKey, PutApiKey, TouchApiKey};
+pub(super) use recovery::Recover;
+pub use recovery::Recovery;
+pub(super) use secrets::{DeleteSecret, PutSecret};
+pub use sessions::input_text;
+pub(super) use sessions::{Append, CreateSession, Decide, FinishTurn, PostInput};
+
+/// A deployment to register (the writer assigns the version).
+#[derive(Debug, Clone)]
+pub struct NewDeployment {
+    pub app_slug: String,
+    /// A version pinned by the manifest; refused when it exists.
+    pub version: Option<u64>,
+    pub manifest: String,
+    pub entry: String,
+    /// Tools the manifest gates.
+    pub manifest_gated: Vec<String>,
+    /// The operator's approval policy for this deployment.
+    pub approval_policy: Vec<String>,
+    /// The secrets the manifest declares.
+    pub secrets: Vec<String>,
+    /// The manifest's per-turn limits.
+    pub limits: LimitsRecord,
+    /// The manifest's outbound allowlist.
+    pub outbound: Vec<String>,
+}
+
+/// How a build ended.
+#[derive(Debug, Clone)]
+pub enum BuildOutcome {
+    Succeeded {
+        description: AgentDescription,
+        artifact: Artifact,
+    },
+    Failed(String),
+}
+
+/// Why a turn runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TurnReason {
+    Input,
+    /// A decision on the gated call that suspended the previous turn.
+    ApprovalDecision {
+        approved: bool,
+        approver: String,
+        pending: Box<PendingApproval>,
+    },
+}
+
+/// A human's decision, as the API hands it to the writer.
+#[derive(Debug, Clone)]
+pub struct Decision {
+    pub approved: bool,
+    pub approver: String,
+    /// The id of the API key that decided.
+    pub key_id: String,
+}
+
+/// Everything needed to run a scheduled turn.
+#[derive(Debug, Clone)]
+pub struct TurnTicket {
+    pub session_id: Uuid,
+    pub turn: u32,
+    pub deployment_id: Uuid,
+    pub app_slug: String,
+    pub route: String,
+    pub input: Value,
+    pub reason: TurnReason,
+}
+
+/// How a turn ended; decides the session's next status.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TurnOutcome {
+    Ended,
+    Errored,
+    SessionEnded,
+    /// The turn suspended on a gated call; its last event is TOOL_APPROVAL_REQUIRED.
+    Suspended(Box<PendingApproval>),
+}

@@ -1,0 +1,181 @@
+//! The recovery rules: settling turns that no live host owns (the process
+//! died, or on PostgreSQL a host's lease expired), and closing a turn the
+//! runner could not close itself: its open messages get a MESSAGE_END
+//! marked `incomplete`, rebuilt from what the journal committed, then
+//! TURN_ERROR.
+
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use super::sessions::finish_turn;
+use super::{TurnOutcome, TurnReason, TurnTicket};
+use crate::journal::{EventType, NewEvent, StoredEvent};
+use crate::store::StoreError;
+use crate::store::batch::Batch;
+use crate::store::commands::Op;
+use crate::store::error::corrupt;
+
+/// What `Recover` did.
+#[derive(Debug, Default)]
+pub struct Recovery {
+    /// Accepted turns that never left a trace: to be scheduled again.
+    pub restarted: Vec<TurnTicket>,
+    /// Turns closed with TURN_ERROR `host_restarted`.
+    pub closed: Vec<Uuid>,
+}
+
+/// Settles the turns no live host owns, for host `boot`: a turn that left
+/// no trace in the journal (it never started, or died before its first
+/// effect) is handed back to be run again here; any other is closed with
+/// TURN_ERROR. A resumed turn that did start is never run again behind the
+/// user's back.
+pub(in crate::store) struct Recover(pub Uuid);
+
+impl Op for Recover {
+    type Output = Recovery;
+
+    fn apply(&mut self, batch: &mut Batch<'_>) -> Result<Recovery, StoreError> {
+        let boot = self.0;
+        let mut recovery = Recovery::default();
+        for record in batch.tx.orphaned_turns(boot)? {
+            let (id, turn) = (record.id, record.turn);
+            // This host owns the turn from now on, whatever it does with it.
+            batch.session(id)?.record.boot_id = Some(boot);
+            batch.touch(id);
+            let journal = batch.tx.last_turn_events(id)?;
+            if let Some(input) = untouched_turn_input(&journal)? {
+                let reason = match record.resume {
+                    Some(resume) => TurnReason::ApprovalDecision {
+                        approved: resume.approved,
+                        approver: resume.approver,
+                        pending: Box::new(resume.pending),
+                    },
+                    None => TurnReason::Input,
+                };
+                recovery.restarted.push(TurnTicket {
+                    session_id: id,
+                    turn,
+                    deployment_id: record.deployment_id,
+                    app_slug: record.app_slug,
+                    route: record.route,
+                    input,
+                    reason,
+                });
+                continue;
+            }
+            let message = match &record.resume {
+                Some(resume) if resume.approved => format!(
+                    "the host stopped while this resumed turn was running: the approved tool call `{}` ({}) may or may not have run, and is not run again; send a new input to continue",
+                    resume.pending.call.tool_call_id, resume.pending.call.name
+                ),
+                _ => "the host stopped while this turn was running; send a new input to continue"
+                    .to_string(),
+            };
+            let events = closing_events(batch, id, turn, "host_restarted", &message)?;
+            finish_turn(batch, id, turn, &events, TurnOutcome::Errored)?;
+            recovery.closed.push(id);
+        }
+        Ok(recovery)
+    }
+}
+
+/// The events that close `turn` of `session` with TURN_ERROR `kind`. A
+/// message's text is rebuilt from its committed deltas and passed through
+/// the writer's redactor: a secret split across two deltas was redacted in
+/// neither.
+pub(in crate::store) fn closing_events(
+    batch: &mut Batch<'_>,
+    session: Uuid,
+    turn: u32,
+    kind: &str,
+    message: &str,
+) -> Result<Vec<NewEvent>, StoreError> {
+    let journal = batch.tx.last_turn_events(session)?;
+    let redact = batch.state.redact.as_ref();
+    let mut events: Vec<NewEvent> = open_messages(&journal)
+        .into_iter()
+        .map(|(id, role, text)| {
+            let text = redact.map_or(text.clone(), |redact| redact(&text));
+            NewEvent::new(
+                EventType::MessageEnd,
+                json!({"message_id": id, "role": role, "text": text, "incomplete": true}),
+            )
+        })
+        .collect();
+    events.push(NewEvent::new(
+        EventType::TurnError,
+        json!({"turn": turn, "kind": kind, "message": message}),
+    ));
+    Ok(events)
+}
+
+/// Messages of the last turn (`journal`, from its TURN_STARTED on) that
+/// were started and never ended, with their committed text, in the order
+/// they were started.
+fn open_messages(journal: &[StoredEvent]) -> Vec<(String, String, String)> {
+    let mut open: Vec<(String, String, String)> = Vec::new();
+    for event in journal {
+        let kind = event.event_type();
+        if !matches!(kind, "MESSAGE_START" | "MESSAGE_DELTA" | "MESSAGE_END") {
+            continue;
+        }
+        let Ok(envelope) = serde_json::from_str::<Value>(&event.json) else {
+            continue;
+        };
+        let payload = &envelope["payload"];
+        let Some(id) = payload["message_id"].as_str() else {
+            continue;
+        };
+        match kind {
+            "MESSAGE_START" => {
+                let role = payload["role"].as_str().unwrap_or("assistant").to_string();
+                open.push((id.to_string(), role, String::new()));
+            }
+            "MESSAGE_DELTA" => {
+                if let Some(message) = open.iter_mut().find(|(m, _, _)| m == id) {
+                    message
+                        .2
+                        .push_str(payload["delta"]["text"].as_str().unwrap_or_default());
+                }
+            }
+            _ => open.retain(|(m, _, _)| m != id),
+        }
+    }
+    open
+}
+
+/// The input of the last turn (`journal`, from its TURN_STARTED on) if that
+/// turn left no trace: after its TURN_STARTED only the host's own user
+/// message was journaled. Such a turn had no effect (a guest's only effects
+/// are journaled host calls), so it can run again. `None` when the turn
+/// did something.
+fn untouched_turn_input(journal: &[StoredEvent]) -> Result<Option<Value>, StoreError> {
+    let Some((start, after)) = journal.split_first() else {
+        return Ok(None);
+    };
+    if start.event_type() != "TURN_STARTED" || after.len() > 3 {
+        return Ok(None);
+    }
+    let parse = |event: &StoredEvent| -> Result<Value, StoreError> {
+        serde_json::from_str(&event.json).map_err(corrupt)
+    };
+    let mut user_message: Option<String> = None;
+    for event in after {
+        let envelope = parse(event)?;
+        let payload = &envelope["payload"];
+        let untouched = match envelope["type"].as_str() {
+            Some("MESSAGE_START") if payload["role"] == "user" => {
+                user_message = payload["message_id"].as_str().map(String::from);
+                true
+            }
+            Some("MESSAGE_DELTA" | "MESSAGE_END") => {
+                user_message.is_some() && payload["message_id"].as_str() == user_message.as_deref()
+            }
+            _ => false,
+        };
+        if !untouched {
+            return Ok(None);
+        }
+    }
+    Ok(Some(parse(start)?["payload"]["input"].clone()))
+}

@@ -1,0 +1,404 @@
+//! The session state machine: create, input (the 409 rules), a turn's
+//! appends and its final commit (a suspension included), and the
+//! exactly-once approval decision that starts the resumed turn.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use super::recovery::closing_events;
+use super::{Decision, TurnOutcome, TurnReason, TurnTicket};
+use crate::journal::{EventType, NewEvent};
+use crate::store::batch::Batch;
+use crate::store::commands::Op;
+use crate::store::engine::SessionRow;
+use crate::store::error::corrupt;
+use crate::store::outbox::Outbox;
+use crate::store::records::{ResumeRecord, SessionRecord, SessionStatus};
+use crate::store::{StoreError, now_rfc3339};
+
+/// Creates a session pinned to the app's current deployment, with turn 1 started.
+pub(in crate::store) struct CreateSession {
+    pub app: String,
+    pub route: String,
+    pub input: Value,
+    pub boot: Uuid,
+}
+
+impl Op for CreateSession {
+    type Output = (SessionRecord, TurnTicket);
+
+    fn apply(&mut self, batch: &mut Batch<'_>) -> Result<Self::Output, StoreError> {
+        let app =
+            (batch.tx.app(&self.app)?).ok_or_else(|| StoreError::not_found("app", &self.app))?;
+        let deployment_id = app.current_deployment.ok_or_else(|| {
+            StoreError::Conflict(format!(
+                "app `{}` has no active deployment yet: deploy it first",
+                app.slug
+            ))
+        })?;
+        let deployment = (batch.tx.deployment(deployment_id)?)
+            .ok_or_else(|| corrupt(format!("current deployment {deployment_id} is missing")))?;
+        let routes = deployment
+            .description
+            .as_ref()
+            .map(|d| d.routes.as_slice())
+            .unwrap_or_default();
+        if !routes.contains(&self.route) {
+            return Err(StoreError::NotFound {
+                what: "route",
+                key: format!(
+                    "{}` (app `{}` serves: {})",
+                    self.route,
+                    app.slug,
+                    routes.join(", ")
+                ),
+            });
+        }
+        let now = now_rfc3339();
+        let id = Uuid::now_v7();
+        let record = SessionRecord {
+            id,
+            app_id: app.id,
+            app_slug: app.slug.clone(),
+            route: self.route.clone(),
+            deployment_id,
+            deployment_version: deployment.version,
+            status: SessionStatus::Running,
+            turn: 1,
+            created_at: now.clone(),
+            updated_at: now,
+            boot_id: Some(self.boot),
+            pending_approval: None,
+            resume: None,
+        };
+        let mut events = vec![NewEvent::new(
+            EventType::SessionCreated,
+            json!({
+                "app_id": app.id,
+                "app": app.slug,
+                "route": self.route,
+                "deployment_id": deployment_id,
+                "deployment_version": deployment.version,
+                "input": self.input,
+            }),
+        )];
+        events.extend(turn_start_events(1, &self.input));
+        batch.insert_session(SessionRow {
+            record: record.clone(),
+            next_seq: 0,
+        });
+        batch.write_events(id, &events)?;
+        let ticket = TurnTicket {
+            session_id: id,
+            turn: 1,
+            deployment_id,
+            app_slug: app.slug,
+            route: self.route.clone(),
+            input: self.input.clone(),
+            reason: TurnReason::Input,
+        };
+        Ok((record, ticket))
+    }
+}
+
+/// A follow-up input: starts the session's next turn, or refuses (409).
+pub(in crate::store) struct PostInput {
+    pub session: Uuid,
+    pub input: Value,
+    pub boot: Uuid,
+}
+
+impl Op for PostInput {
+    type Output = TurnTicket;
+
+    fn apply(&mut self, batch: &mut Batch<'_>) -> Result<TurnTicket, StoreError> {
+        let id = self.session;
+        let session = batch.session(id)?;
+        match session.record.status {
+            SessionStatus::Idle | SessionStatus::Errored => {}
+            SessionStatus::Running => {
+                return Err(StoreError::Conflict(
+                    "a turn is in progress: send the input after its TURN_ENDED or TURN_ERROR"
+                        .into(),
+                ));
+            }
+            SessionStatus::AwaitingApproval => {
+                return Err(StoreError::Conflict(
+                    "the session is awaiting an approval decision: decide it first".into(),
+                ));
+            }
+            SessionStatus::Ended => {
+                return Err(StoreError::Conflict(
+                    "the session has ended and accepts no more input".into(),
+                ));
+            }
+        }
+        let turn = session.record.turn + 1;
+        batch.write_events(id, &turn_start_events(turn, &self.input))?;
+        let session = batch.session(id)?;
+        session.record.turn = turn;
+        session.record.status = SessionStatus::Running;
+        session.record.boot_id = Some(self.boot);
+        session.record.updated_at = now_rfc3339();
+        let ticket = TurnTicket {
+            session_id: id,
+            turn,
+            deployment_id: session.record.deployment_id,
+            app_slug: session.record.app_slug.clone(),
+            route: session.record.route.clone(),
+            input: self.input.clone(),
+            reason: TurnReason::Input,
+        };
+        batch.touch(id);
+        Ok(ticket)
+    }
+}
+
+/// Checks that `turn` is the session's running turn, and that this host
+/// still owns it (the fencing check: an owner is a host's boot id, and a
+/// host never runs two runners of one turn at once).
+fn running_turn(batch: &mut Batch<'_>, id: Uuid, turn: u32) -> Result<(), StoreError> {
+    let host = batch.state.host;
+    let session = batch.session(id)?;
+    if session.record.status != SessionStatus::Running || session.record.turn != turn {
+        return Err(StoreError::Conflict(format!(
+            "turn {turn} of session {id} is not running"
+        )));
+    }
+    if host.is_some() && session.record.boot_id != host {
+        return Err(StoreError::Conflict(format!(
+            "this host no longer holds the lease on turn {turn} of session {id}"
+        )));
+    }
+    Ok(())
+}
+
+/// What a running turn's outbox holds, taken when the writer reaches it.
+pub(in crate::store) struct Append {
+    outbox: Arc<Outbox>,
+    /// Taken from the outbox on the first apply (kept for a retried transaction).
+    events: Option<Vec<NewEvent>>,
+}
+
+impl Append {
+    pub(in crate::store) fn new(outbox: Arc<Outbox>) -> Self {
+        Append {
+            outbox,
+            events: None,
+        }
+    }
+}
+
+impl Op for Append {
+    type Output = ();
+
+    fn apply(&mut self, batch: &mut Batch<'_>) -> Result<(), StoreError> {
+        let outbox = &self.outbox;
+        let events = self.events.get_or_insert_with(|| outbox.take());
+        let (id, turn) = (outbox.session(), outbox.turn());
+        running_turn(batch, id, turn)?;
+        if batch.is_broken(id) {
+            // A rejection, not a storage failure: the rest of the batch goes on.
+            return Err(StoreError::Conflict(
+                "an earlier write of this turn failed; the turn cannot go on".into(),
+            ));
+        }
+        batch.write_events(id, events)
+    }
+
+    fn abandon(&mut self) {
+        if self.events.is_none() {
+            // Dropped with the batch: the turn's next event starts afresh.
+            drop(self.outbox.take());
+        }
+    }
+}
+
+/// A turn's last events and the session's next status, in one commit.
+pub(in crate::store) struct FinishTurn {
+    pub session: Uuid,
+    pub turn: u32,
+    pub events: Vec<NewEvent>,
+    pub outcome: TurnOutcome,
+}
+
+impl Op for FinishTurn {
+    type Output = ();
+
+    fn apply(&mut self, batch: &mut Batch<'_>) -> Result<(), StoreError> {
+        finish_turn(
+            batch,
+            self.session,
+            self.turn,
+            &self.events,
+            self.outcome.clone(),
+        )
+    }
+}
+
+pub(super) fn finish_turn(
+    batch: &mut Batch<'_>,
+    id: Uuid,
+    turn: u32,
+    events: &[NewEvent],
+    mut outcome: TurnOutcome,
+) -> Result<(), StoreError> {
+    running_turn(batch, id, turn)?;
+    if batch.is_broken(id) {
+        // Some of this turn's events were never committed: say so instead.
+        let closing = closing_events(
+            batch,
+            id,
+            turn,
+            "storage",
+            "the host could not record part of this turn",
+        )?;
+        batch.write_events(id, &closing)?;
+        outcome = TurnOutcome::Errored;
+    } else {
+        batch.write_events(id, events)?;
+    }
+    let next_seq = batch.session(id)?.next_seq;
+    if let TurnOutcome::Suspended(pending) = &mut outcome {
+        // TOOL_APPROVAL_REQUIRED is the turn's last event.
+        pending.event_seq = next_seq - 1;
+        batch.tx.set_pending_approval(id, Some(pending.event_seq))?;
+    }
+    let session = batch.session(id)?;
+    session.record.status = match &outcome {
+        TurnOutcome::Ended => SessionStatus::Idle,
+        TurnOutcome::Errored => SessionStatus::Errored,
+        TurnOutcome::SessionEnded => SessionStatus::Ended,
+        TurnOutcome::Suspended(_) => SessionStatus::AwaitingApproval,
+    };
+    session.record.pending_approval = match outcome {
+        TurnOutcome::Suspended(pending) => Some(*pending),
+        _ => None,
+    };
+    session.record.resume = None;
+    session.record.boot_id = None;
+    session.record.updated_at = now_rfc3339();
+    batch.touch(id);
+    batch.changes.unbroken.insert(id);
+    Ok(())
+}
+
+/// A human's decision on the session's pending approval, and the resumed
+/// turn's start; 409 when nothing is pending. Of two racing decisions
+/// exactly one wins: both are commands of the one writer (and, on
+/// PostgreSQL, the session's row is locked for the transaction).
+pub(in crate::store) struct Decide {
+    pub session: Uuid,
+    pub decision: Decision,
+    pub boot: Uuid,
+}
+
+impl Op for Decide {
+    type Output = TurnTicket;
+
+    fn apply(&mut self, batch: &mut Batch<'_>) -> Result<TurnTicket, StoreError> {
+        let (id, decision) = (self.session, &self.decision);
+        let session = batch.session(id)?;
+        let pending = match (&session.record.status, &session.record.pending_approval) {
+            (SessionStatus::AwaitingApproval, Some(pending)) => pending.clone(),
+            _ => {
+                return Err(StoreError::Conflict(
+                    "no approval is pending: it was already decided, or the turn ended".into(),
+                ));
+            }
+        };
+        let turn = session.record.turn + 1;
+        let call = &pending.call;
+        let kind = if decision.approved {
+            EventType::ToolApprovalGranted
+        } else {
+            EventType::ToolApprovalDenied
+        };
+        let events = [
+            NewEvent::new(
+                kind,
+                json!({
+                    "tool_call_id": call.tool_call_id,
+                    "name": call.name,
+                    "approver": decision.approver,
+                    "key_id": decision.key_id,
+                }),
+            ),
+            NewEvent::new(
+                EventType::TurnStarted,
+                json!({
+                    "turn": turn,
+                    "reason": {
+                        "kind": "approval_decision",
+                        "approved": decision.approved,
+                        "tool_call_id": call.tool_call_id,
+                        "approver": decision.approver,
+                    },
+                    "input": pending.input,
+                }),
+            ),
+        ];
+        batch.write_events(id, &events)?;
+        batch.tx.set_pending_approval(id, None)?;
+        batch.touch(id);
+        let session = batch.session(id)?;
+        session.record.turn = turn;
+        session.record.status = SessionStatus::Running;
+        session.record.boot_id = Some(self.boot);
+        session.record.pending_approval = None;
+        session.record.resume = Some(ResumeRecord {
+            approved: decision.approved,
+            approver: decision.approver.clone(),
+            pending: pending.clone(),
+        });
+        session.record.updated_at = now_rfc3339();
+        Ok(TurnTicket {
+            session_id: id,
+            turn,
+            deployment_id: session.record.deployment_id,
+            app_slug: session.record.app_slug.clone(),
+            route: session.record.route.clone(),
+            input: pending.input.clone(),
+            reason: TurnReason::ApprovalDecision {
+                approved: decision.approved,
+                approver: decision.approver.clone(),
+                pending: Box::new(pending),
+            },
+        })
+    }
+}
+
+/// TURN_STARTED, then the input as a user message when it is text.
+pub(super) fn turn_start_events(turn: u32, input: &Value) -> Vec<NewEvent> {
+    let mut events = vec![NewEvent::new(
+        EventType::TurnStarted,
+        json!({"turn": turn, "reason": {"kind": "input"}, "input": input}),
+    )];
+    if let Some(text) = input_text(input) {
+        let message_id = format!("msg_{}", Uuid::now_v7().simple());
+        events.push(NewEvent::new(
+            EventType::MessageStart,
+            json!({"message_id": message_id, "role": "user"}),
+        ));
+        events.push(NewEvent::new(
+            EventType::MessageDelta,
+            json!({"message_id": message_id, "delta": {"type": "text", "text": text}}),
+        ));
+        events.push(NewEvent::new(
+            EventType::MessageEnd,
+            json!({"message_id": message_id, "role": "user", "text": text}),
+        ));
+    }
+    events
+}
+
+/// The text of a text input: a JSON string, or an object's string field `text`.
+pub fn input_text(input: &Value) -> Option<&str> {
+    match input {
+        Value::String(text) => Some(text),
+        Value::Object(map) => map.get("text").and_then(Value::as_str),
+        _ => None,
+    }
+}

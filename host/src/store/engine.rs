@@ -1,0 +1,169 @@
+//! The storage boundary: what the domain needs from an engine (redb or
+//! PostgreSQL), and nothing of how either keeps it.
+//!
+//! `Engine` answers the read-only queries (each a short transaction of its
+//! own) and opens the writer's side. `WriteEngine::transact` runs one batch
+//! of domain commands in one durable write transaction; `WriteTx` is what
+//! those commands see inside it. The rules themselves (the session state
+//! machine, versions, the exactly-once decision, recovery) live in
+//! `store::domain` and are written once against these traits.
+
+use std::collections::{HashMap, HashSet};
+
+use uuid::Uuid;
+
+use super::StoreError;
+use super::records::{
+    ApiKeyRecord, AppRecord, DeploymentRecord, SecretRecord, SessionRecord, SessionStatus,
+};
+use crate::journal::StoredEvent;
+
+/// A session as a write transaction sees it: its record and the seq its
+/// next event gets.
+#[derive(Debug, Clone)]
+pub struct SessionRow {
+    pub record: SessionRecord,
+    pub next_seq: u64,
+}
+
+/// One event on its way into the journal.
+#[derive(Debug, Clone, Copy)]
+pub struct EventRow<'a> {
+    pub session: Uuid,
+    pub seq: u64,
+    pub id: Uuid,
+    /// The wire name of its type (`MESSAGE_DELTA`, ...).
+    pub event_type: &'static str,
+    /// Its stored form (`journal::encode_record`).
+    pub record: &'a [u8],
+}
+
+/// Where an event id points.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventPosition {
+    pub session: Uuid,
+    pub seq: u64,
+}
+
+/// Filters and cursor of `GET /sessions`.
+#[derive(Debug, Clone, Default)]
+pub struct SessionFilter {
+    pub app_id: Option<Uuid>,
+    pub status: Option<SessionStatus>,
+    /// Return sessions strictly older than this one.
+    pub before: Option<Uuid>,
+    pub limit: usize,
+}
+
+/// A pending approval as `GET /approvals` lists it.
+#[derive(Debug, Clone)]
+pub struct ApprovalItem {
+    pub session: SessionRecord,
+    pub event: StoredEvent,
+}
+
+/// A storage engine: the read-only queries, and the writer's side.
+///
+/// Reads block (they run on tokio's blocking pool through `Store::read`)
+/// and never see a batch before it is committed.
+pub trait Engine: Send + Sync + 'static {
+    fn session(&self, id: Uuid) -> Result<Option<SessionRecord>, StoreError>;
+    /// Sessions newest first, filtered; `limit` is applied after filtering.
+    fn sessions(&self, filter: &SessionFilter) -> Result<Vec<SessionRecord>, StoreError>;
+    /// Up to `limit` events of a session with seq >= `from`, in seq order.
+    fn events(
+        &self,
+        session: Uuid,
+        from: u64,
+        limit: usize,
+    ) -> Result<Vec<StoredEvent>, StoreError>;
+    /// Resolves an event id to its session and seq.
+    fn event_position(&self, id: Uuid) -> Result<Option<EventPosition>, StoreError>;
+    /// An app by id or slug.
+    fn app(&self, id_or_slug: &str) -> Result<Option<AppRecord>, StoreError>;
+    fn apps(&self) -> Result<Vec<AppRecord>, StoreError>;
+    fn deployment(&self, id: Uuid) -> Result<Option<DeploymentRecord>, StoreError>;
+    /// An app's deployments, newest version first.
+    fn deployments(&self, app_id: Uuid) -> Result<Vec<DeploymentRecord>, StoreError>;
+    /// Deployments still marked `building` (interrupted by a restart).
+    fn building_deployments(&self) -> Result<Vec<DeploymentRecord>, StoreError>;
+    fn api_keys(&self) -> Result<Vec<ApiKeyRecord>, StoreError>;
+    /// Sessions awaiting a decision, newest session first, optionally of one app.
+    fn pending_approvals(
+        &self,
+        app_id: Option<Uuid>,
+        before: Option<Uuid>,
+        limit: usize,
+    ) -> Result<Vec<ApprovalItem>, StoreError>;
+    /// Every secret, sealed, by name.
+    fn secrets(&self) -> Result<Vec<SecretRecord>, StoreError>;
+
+    /// Marks a turn as running on this host until the returned value is
+    /// dropped: a shared engine renews this host's lease on it meanwhile.
+    fn hold_turn(&self, _session: Uuid) -> Option<Box<dyn Send>> {
+        None
+    }
+
+    /// The writer thread's side of the engine (called once, by `Writer`).
+    fn write_engine(&self) -> Result<Box<dyn WriteEngine>, StoreError>;
+}
+
+/// The writer thread's handle on the engine.
+pub trait WriteEngine: Send {
+    /// Runs `apply` in one write transaction and commits it durably.
+    ///
+    /// An engine may call `apply` more than once (a transaction that lost a
+    /// race with another host is rolled back and retried), so `apply` must
+    /// start from scratch each time. On `Err` nothing of the batch is kept.
+    fn transact(
+        &mut self,
+        apply: &mut dyn FnMut(&mut dyn WriteTx) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError>;
+}
+
+/// What a domain command sees inside a write transaction: committed state
+/// plus what the transaction wrote so far.
+pub trait WriteTx {
+    /// A session and its next seq (PostgreSQL locks its row for the
+    /// transaction, so two hosts never decide on one session at once).
+    fn load_session(&mut self, id: Uuid) -> Result<Option<SessionRow>, StoreError>;
+    /// Saves the records of `dirty` sessions, last thing before the commit.
+    /// `touched` is every session the transaction loaded or created, as it
+    /// leaves them (an engine may cache them).
+    fn save_sessions(
+        &mut self,
+        touched: HashMap<Uuid, SessionRow>,
+        dirty: &HashSet<Uuid>,
+    ) -> Result<(), StoreError>;
+    /// Journals one event: `record` is its stored form (`journal::encode_record`).
+    fn insert_event(&mut self, event: EventRow<'_>) -> Result<(), StoreError>;
+    /// The session's events from its last `TURN_STARTED` on (all of them
+    /// when it has none), oldest first, this transaction's included.
+    fn last_turn_events(&mut self, session: Uuid) -> Result<Vec<StoredEvent>, StoreError>;
+    /// Sessions with a running turn that no live host owns: on redb every
+    /// running session of an earlier process (`boot`); on PostgreSQL the
+    /// running sessions whose lease has expired.
+    fn orphaned_turns(&mut self, boot: Uuid) -> Result<Vec<SessionRecord>, StoreError>;
+    /// Indexes (`Some(seq of its TOOL_APPROVAL_REQUIRED)`) or un-indexes a
+    /// session's pending approval.
+    fn set_pending_approval(&mut self, session: Uuid, seq: Option<u64>) -> Result<(), StoreError>;
+
+    fn app(&mut self, id_or_slug: &str) -> Result<Option<AppRecord>, StoreError>;
+    /// Saves an app (`new`: also claims its slug).
+    fn put_app(&mut self, app: &AppRecord, new: bool) -> Result<(), StoreError>;
+    fn deployment(&mut self, id: Uuid) -> Result<Option<DeploymentRecord>, StoreError>;
+    /// Saves a deployment (`new`: also indexes its app and version).
+    fn put_deployment(&mut self, record: &DeploymentRecord, new: bool) -> Result<(), StoreError>;
+    fn version_exists(&mut self, app: Uuid, version: u64) -> Result<bool, StoreError>;
+    fn latest_version(&mut self, app: Uuid) -> Result<Option<u64>, StoreError>;
+
+    fn api_keys(&mut self) -> Result<Vec<ApiKeyRecord>, StoreError>;
+    fn api_key(&mut self, id: &str) -> Result<Option<ApiKeyRecord>, StoreError>;
+    fn put_api_key(&mut self, record: &ApiKeyRecord) -> Result<(), StoreError>;
+    fn remove_api_key(&mut self, id: &str) -> Result<(), StoreError>;
+
+    fn secret(&mut self, name: &str) -> Result<Option<SecretRecord>, StoreError>;
+    fn put_secret(&mut self, record: &SecretRecord) -> Result<(), StoreError>;
+    /// Whether there was one to remove.
+    fn remove_secret(&mut self, name: &str) -> Result<bool, StoreError>;
+}

@@ -1,0 +1,79 @@
+//! Leases on running turns. A host owns the turns it starts (the session
+//! row's `owner`); while it runs them it renews their `lease_expires` every
+//! third of the lease. A host that dies stops renewing; once the lease has
+//! expired, any host's sweep (`Recover`) settles the turn with the same
+//! rules as a restart. A host that lost its lease can no longer append: the
+//! writer refuses a turn's events unless the session's owner is its host.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use postgres::NoTls;
+use uuid::Uuid;
+
+use super::{LiveTurns, describe};
+use crate::store::StoreError;
+
+/// How long a lease lasts without renewal (`--lease-secs`).
+#[derive(Debug, Clone, Copy)]
+pub struct LeaseOptions {
+    pub ttl: Duration,
+}
+
+impl Default for LeaseOptions {
+    fn default() -> Self {
+        LeaseOptions {
+            ttl: Duration::from_secs(5),
+        }
+    }
+}
+
+impl LeaseOptions {
+    pub(super) fn ttl_secs(&self) -> f64 {
+        self.ttl.as_secs_f64()
+    }
+
+    /// How often leases are renewed, and expired ones looked for.
+    pub fn tick(&self) -> Duration {
+        (self.ttl / 3).max(Duration::from_millis(100))
+    }
+}
+
+/// Starts the thread that renews this host's leases.
+pub(super) fn spawn_keeper(
+    config: postgres::Config,
+    host: Uuid,
+    lease: LeaseOptions,
+    live: Arc<LiveTurns>,
+) -> Result<(), StoreError> {
+    std::thread::Builder::new()
+        .name("lease-keeper".into())
+        .spawn(move || {
+            let mut client = None;
+            loop {
+                std::thread::sleep(lease.tick());
+                let sessions = live.snapshot();
+                if sessions.is_empty() {
+                    continue;
+                }
+                if client.as_ref().is_none_or(postgres::Client::is_closed) {
+                    client = config.connect(NoTls).ok();
+                }
+                let Some(c) = client.as_mut() else {
+                    tracing::warn!("cannot reach PostgreSQL to renew this host's leases");
+                    continue;
+                };
+                let renewed = c.execute(
+                    "UPDATE sessions SET lease_expires = now() + make_interval(secs => $3)
+                     WHERE owner = $1 AND status = 'running' AND id = ANY($2)",
+                    &[&host, &sessions, &lease.ttl_secs()],
+                );
+                if let Err(err) = renewed {
+                    tracing::warn!(error = %describe(&err), "cannot renew this host's leases");
+                    client = None;
+                }
+            }
+        })
+        .map_err(|e| StoreError::Storage(format!("cannot start the lease keeper: {e}")))?;
+    Ok(())
+}

@@ -1,0 +1,234 @@
+//! The PostgreSQL engine (`--store postgres://...`): what many hosts share.
+//!
+//! Every host holds a pool of connections for reads and one connection for
+//! its writer. A write transaction locks the rows of the sessions it
+//! decides on (`SELECT ... FOR UPDATE`), so two hosts never decide on one
+//! session at once; a transaction that loses a race (deadlock,
+//! serialization failure) is rolled back and retried whole. A running turn
+//! is owned by the host that started it (the session row's `owner`, with a
+//! lease that host renews while it runs the turn, `lease.rs`); a host whose
+//! lease expired can no longer append, and another host settles the turn
+//! with the recovery rules. Commits announce themselves with NOTIFY, and
+//! each host's listener (`listen.rs`) wakes the streams it serves.
+
+mod lease;
+mod listen;
+mod reads;
+mod schema;
+mod tx;
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use postgres::{Client, NoTls};
+use r2d2_postgres::PostgresConnectionManager;
+use uuid::Uuid;
+
+use super::StoreError;
+use super::engine::{WriteEngine, WriteTx};
+pub use lease::LeaseOptions;
+pub use listen::Change;
+use tx::PgTx;
+
+type Pool = r2d2::Pool<PostgresConnectionManager<NoTls>>;
+
+/// The NOTIFY channel every host listens on.
+const CHANNEL: &str = "agenthost";
+
+/// Maps a PostgreSQL error: the server is gone or refused for now (the
+/// next call tries again), or the transaction lost a race (retried).
+pub(super) fn pg(err: &postgres::Error) -> StoreError {
+    StoreError::Unavailable(describe(err))
+}
+
+fn describe(err: &postgres::Error) -> String {
+    match err.as_db_error() {
+        Some(db) => format!("{}: {}", db.code().code(), db.message()),
+        None => err.to_string(),
+    }
+}
+
+fn pool_error(err: r2d2::Error) -> StoreError {
+    StoreError::Unavailable(format!("no PostgreSQL connection: {err}"))
+}
+
+/// Whether a failed transaction may succeed when run again at once.
+fn lost_race(err: &postgres::Error) -> bool {
+    use postgres::error::SqlState;
+    err.code().is_some_and(|c| {
+        *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED
+    })
+}
+
+/// The sessions this host is running a turn of: their leases are renewed
+/// and this host never settles them as orphans.
+#[derive(Default)]
+pub struct LiveTurns(Mutex<HashSet<Uuid>>);
+
+impl LiveTurns {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<Uuid>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(super) fn snapshot(&self) -> Vec<Uuid> {
+        self.lock().iter().copied().collect()
+    }
+}
+
+/// Held while a turn runs on this host; forgets the turn on drop.
+pub struct TurnHold {
+    live: Arc<LiveTurns>,
+    session: Uuid,
+}
+
+impl Drop for TurnHold {
+    fn drop(&mut self) {
+        self.live.lock().remove(&self.session);
+    }
+}
+
+/// The PostgreSQL engine of one host (cheap to clone).
+#[derive(Clone)]
+pub struct PgEngine {
+    config: postgres::Config,
+    pool: Pool,
+    host: Uuid,
+    lease: LeaseOptions,
+    live: Arc<LiveTurns>,
+}
+
+impl PgEngine {
+    /// Connects, runs the schema migrations (refusing a schema newer than
+    /// this binary knows), and opens the read pool. `host` is this
+    /// process's id: the owner of the turns it runs.
+    pub fn open(url: &str, host: Uuid, lease: LeaseOptions) -> Result<PgEngine, StoreError> {
+        let config: postgres::Config = url
+            .parse()
+            .map_err(|e| StoreError::Rejected(format!("invalid --store URL: {e}")))?;
+        let mut client = config.connect(NoTls).map_err(|e| pg(&e))?;
+        schema::migrate(&mut client)?;
+        let manager = PostgresConnectionManager::new(config.clone(), NoTls);
+        let pool = r2d2::Pool::builder()
+            .max_size(16)
+            .min_idle(Some(2))
+            .connection_timeout(Duration::from_secs(5))
+            .build(manager)
+            .map_err(pool_error)?;
+        Ok(PgEngine {
+            config,
+            pool,
+            host,
+            lease,
+            live: Arc::default(),
+        })
+    }
+
+    fn conn(&self) -> Result<r2d2::PooledConnection<PostgresConnectionManager<NoTls>>, StoreError> {
+        self.pool.get().map_err(pool_error)
+    }
+
+    /// Marks a turn as running here until the hold is dropped.
+    pub fn hold(&self, session: Uuid) -> TurnHold {
+        self.live.lock().insert(session);
+        TurnHold {
+            live: self.live.clone(),
+            session,
+        }
+    }
+
+    /// Starts the lease keeper (renewals) of this host.
+    pub fn keep_leases(&self) -> Result<(), StoreError> {
+        lease::spawn_keeper(
+            self.config.clone(),
+            self.host,
+            self.lease,
+            self.live.clone(),
+        )
+    }
+
+    /// Starts this host's listener: `changed` is called for every change
+    /// another transaction (of any host) committed.
+    pub fn listen(&self, changed: Box<dyn Fn(Change) + Send>) -> Result<(), StoreError> {
+        listen::spawn(self.config.clone(), changed)
+    }
+}
+
+/// The writer's side: one connection (re-made after a failure) and the lease settings.
+struct PgWriter {
+    config: postgres::Config,
+    client: Option<Client>,
+    lease: LeaseOptions,
+    live: Arc<LiveTurns>,
+}
+
+/// How often a transaction that lost a race is run again before the batch fails.
+const RETRIES: usize = 5;
+
+impl PgWriter {
+    fn client(&mut self) -> Result<&mut Client, StoreError> {
+        if self.client.as_ref().is_none_or(|c| c.is_closed()) {
+            self.client = Some(self.config.connect(NoTls).map_err(|e| pg(&e))?);
+        }
+        self.client
+            .as_mut()
+            .ok_or_else(|| StoreError::Unavailable("no connection".into()))
+    }
+
+    fn attempt(
+        &mut self,
+        apply: &mut dyn FnMut(&mut dyn WriteTx) -> Result<(), StoreError>,
+    ) -> Result<(), Attempt> {
+        let (lease, live) = (self.lease, self.live.clone());
+        let client = self.client().map_err(Attempt::Failed)?;
+        let txn = client.transaction().map_err(Attempt::from)?;
+        let mut tx = PgTx::new(txn, lease, live);
+        apply(&mut tx).map_err(|err| tx.take_race().map_or(Attempt::Failed(err), Attempt::Lost))?;
+        let started = std::time::Instant::now();
+        tx.commit()?;
+        crate::metrics::get()
+            .commit
+            .observe(started.elapsed().as_secs_f64());
+        Ok(())
+    }
+}
+
+pub(super) enum Attempt {
+    Lost(postgres::Error),
+    Failed(StoreError),
+}
+
+impl From<postgres::Error> for Attempt {
+    fn from(err: postgres::Error) -> Self {
+        if lost_race(&err) {
+            Attempt::Lost(err)
+        } else {
+            Attempt::Failed(pg(&err))
+        }
+    }
+}
+
+impl WriteEngine for PgWriter {
+    fn transact(
+        &mut self,
+        apply: &mut dyn FnMut(&mut dyn WriteTx) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let mut tries = 0;
+        loop {
+            match self.attempt(apply) {
+                Ok(()) => return Ok(()),
+                Err(Attempt::Lost(err)) if tries < RETRIES => {
+                    tries += 1;
+                    tracing::debug!(error = %describe(&err), tries, "transaction lost a race; running it again");
+                }
+                Err(Attempt::Lost(err)) => return Err(pg(&err)),
+                Err(Attempt::Failed(err)) => {
+                    if self.client.as_ref().is_some_and(|c| c.is_closed()) {
+                        self.client = None;
+                    }
+                    return Err(err);
+                }
+            }
+        }
+    }
+}

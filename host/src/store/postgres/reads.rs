@@ -1,0 +1,183 @@
+//! The PostgreSQL engine's read-only queries, each on a pooled connection.
+
+use postgres::types::{Json, ToSql};
+use uuid::Uuid;
+
+use super::{PgEngine, PgWriter, pg};
+use crate::journal::{StoredEvent, decode_record};
+use crate::store::StoreError;
+use crate::store::engine::{ApprovalItem, Engine, EventPosition, SessionFilter, WriteEngine};
+use crate::store::error::corrupt;
+use crate::store::records::{
+    ApiKeyRecord, AppRecord, DeploymentRecord, SecretRecord, SessionRecord,
+};
+
+type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
+
+impl PgEngine {
+    fn rows(&self, sql: &str, params: Params<'_>) -> Result<Vec<postgres::Row>, StoreError> {
+        self.conn()?.query(sql, params).map_err(|e| pg(&e))
+    }
+
+    fn records<T: serde::de::DeserializeOwned>(
+        &self,
+        sql: &str,
+        params: Params<'_>,
+    ) -> Result<Vec<T>, StoreError> {
+        self.rows(sql, params)?
+            .iter()
+            .map(|row| row.try_get::<_, Json<T>>(0).map(|j| j.0).map_err(corrupt))
+            .collect()
+    }
+
+    fn record<T: serde::de::DeserializeOwned>(
+        &self,
+        sql: &str,
+        params: Params<'_>,
+    ) -> Result<Option<T>, StoreError> {
+        Ok(self.records(sql, params)?.into_iter().next())
+    }
+}
+
+fn event(session: Uuid, row: &postgres::Row) -> Result<StoredEvent, StoreError> {
+    let seq: i64 = row.try_get(0).map_err(corrupt)?;
+    let bytes: &[u8] = row.try_get(1).map_err(corrupt)?;
+    decode_record(seq as u64, bytes)
+        .ok_or_else(|| corrupt(format!("event {session}/{seq} has an unknown format")))
+}
+
+impl Engine for PgEngine {
+    fn session(&self, id: Uuid) -> Result<Option<SessionRecord>, StoreError> {
+        self.record("SELECT record FROM sessions WHERE id = $1", &[&id])
+    }
+
+    fn sessions(&self, filter: &SessionFilter) -> Result<Vec<SessionRecord>, StoreError> {
+        let status = filter.status.map(|s| s.as_str());
+        self.records(
+            "SELECT record FROM sessions
+             WHERE ($1::uuid IS NULL OR app_id = $1) AND ($2::text IS NULL OR status = $2)
+               AND ($3::uuid IS NULL OR id < $3)
+             ORDER BY id DESC LIMIT $4",
+            &[
+                &filter.app_id,
+                &status,
+                &filter.before,
+                &(filter.limit as i64),
+            ],
+        )
+    }
+
+    fn events(
+        &self,
+        session: Uuid,
+        from: u64,
+        limit: usize,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let rows = self.rows(
+            "SELECT seq, record FROM events WHERE session_id = $1 AND seq >= $2
+             ORDER BY seq LIMIT $3",
+            &[
+                &session,
+                &(from.min(i64::MAX as u64) as i64),
+                &(limit as i64),
+            ],
+        )?;
+        rows.iter().map(|row| event(session, row)).collect()
+    }
+
+    fn event_position(&self, id: Uuid) -> Result<Option<EventPosition>, StoreError> {
+        let rows = self.rows("SELECT session_id, seq FROM events WHERE id = $1", &[&id])?;
+        match rows.first() {
+            Some(row) => {
+                let session: Uuid = row.try_get(0).map_err(corrupt)?;
+                let seq: i64 = row.try_get(1).map_err(corrupt)?;
+                Ok(Some(EventPosition {
+                    session,
+                    seq: seq as u64,
+                }))
+            }
+            None => Ok(None),
+        }
+    }
+
+    fn app(&self, id_or_slug: &str) -> Result<Option<AppRecord>, StoreError> {
+        match Uuid::parse_str(id_or_slug) {
+            Ok(id) => self.record("SELECT record FROM apps WHERE id = $1", &[&id]),
+            Err(_) => self.record("SELECT record FROM apps WHERE slug = $1", &[&id_or_slug]),
+        }
+    }
+
+    fn apps(&self) -> Result<Vec<AppRecord>, StoreError> {
+        self.records("SELECT record FROM apps ORDER BY id", &[])
+    }
+
+    fn deployment(&self, id: Uuid) -> Result<Option<DeploymentRecord>, StoreError> {
+        self.record("SELECT record FROM deployments WHERE id = $1", &[&id])
+    }
+
+    fn deployments(&self, app_id: Uuid) -> Result<Vec<DeploymentRecord>, StoreError> {
+        self.records(
+            "SELECT record FROM deployments WHERE app_id = $1 ORDER BY version DESC",
+            &[&app_id],
+        )
+    }
+
+    fn building_deployments(&self) -> Result<Vec<DeploymentRecord>, StoreError> {
+        self.records(
+            "SELECT record FROM deployments WHERE status = 'building' ORDER BY id",
+            &[],
+        )
+    }
+
+    fn api_keys(&self) -> Result<Vec<ApiKeyRecord>, StoreError> {
+        self.records("SELECT record FROM api_keys ORDER BY id", &[])
+    }
+
+    fn pending_approvals(
+        &self,
+        app_id: Option<Uuid>,
+        before: Option<Uuid>,
+        limit: usize,
+    ) -> Result<Vec<ApprovalItem>, StoreError> {
+        let rows = self.rows(
+            "SELECT s.record, e.seq, e.record FROM pending_approvals p
+             JOIN sessions s ON s.id = p.session_id
+             JOIN events e ON e.session_id = p.session_id AND e.seq = p.seq
+             WHERE ($1::uuid IS NULL OR s.app_id = $1) AND ($2::uuid IS NULL OR p.session_id < $2)
+             ORDER BY p.session_id DESC LIMIT $3",
+            &[&app_id, &before, &(limit as i64)],
+        )?;
+        rows.iter()
+            .map(|row| {
+                let session: SessionRecord =
+                    row.try_get::<_, Json<SessionRecord>>(0).map_err(corrupt)?.0;
+                let seq: i64 = row.try_get(1).map_err(corrupt)?;
+                let bytes: &[u8] = row.try_get(2).map_err(corrupt)?;
+                let event = decode_record(seq as u64, bytes).ok_or_else(|| {
+                    corrupt(format!("approval event {}/{seq} is unreadable", session.id))
+                })?;
+                Ok(ApprovalItem { session, event })
+            })
+            .collect()
+    }
+
+    fn secrets(&self) -> Result<Vec<SecretRecord>, StoreError> {
+        self.records("SELECT record FROM secrets ORDER BY name", &[])
+    }
+
+    fn hold_turn(&self, session: Uuid) -> Option<Box<dyn Send>> {
+        Some(Box::new(self.hold(session)))
+    }
+
+    fn write_engine(&self) -> Result<Box<dyn WriteEngine>, StoreError> {
+        Ok(Box::new(PgWriter {
+            config: self.config.clone(),
+            client: None,
+            lease: self.lease,
+            live: self.live.clone(),
+        }))
+    }
+}

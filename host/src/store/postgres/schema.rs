@@ -1,0 +1,95 @@
+//! The PostgreSQL schema and its versioned migrations, run at start under
+//! an advisory lock (hosts starting together migrate once). A host refuses
+//! a database whose schema is newer than it knows.
+//!
+//! Records are the same JSON as on redb (`records.rs`), events the same
+//! stored bytes (`journal::encode_record`): one format, two engines.
+
+use postgres::Client;
+
+use super::pg;
+use crate::store::StoreError;
+
+/// Migration N brings the schema from version N to N + 1. Append only.
+const MIGRATIONS: &[&str] = &[
+    // 1: everything the redb file holds, plus leases and stored bundles.
+    "CREATE TABLE apps (
+        id uuid PRIMARY KEY,
+        slug text NOT NULL UNIQUE,
+        record jsonb NOT NULL
+    );
+    CREATE TABLE deployments (
+        id uuid PRIMARY KEY,
+        app_id uuid NOT NULL,
+        version bigint NOT NULL,
+        status text NOT NULL,
+        record jsonb NOT NULL,
+        UNIQUE (app_id, version)
+    );
+    CREATE TABLE sessions (
+        id uuid PRIMARY KEY,
+        app_id uuid NOT NULL,
+        status text NOT NULL,
+        owner uuid,
+        lease_expires timestamptz,
+        record jsonb NOT NULL
+    );
+    CREATE INDEX sessions_running ON sessions (lease_expires) WHERE status = 'running';
+    CREATE INDEX sessions_app ON sessions (app_id, id);
+    CREATE TABLE events (
+        session_id uuid NOT NULL,
+        seq bigint NOT NULL,
+        id uuid NOT NULL UNIQUE,
+        type text NOT NULL,
+        record bytea NOT NULL,
+        PRIMARY KEY (session_id, seq)
+    );
+    CREATE TABLE pending_approvals (
+        session_id uuid PRIMARY KEY,
+        seq bigint NOT NULL
+    );
+    CREATE TABLE api_keys (id text PRIMARY KEY, record jsonb NOT NULL);
+    CREATE TABLE secrets (name text PRIMARY KEY, record jsonb NOT NULL);
+    CREATE TABLE blobs (
+        kind text NOT NULL,
+        id uuid NOT NULL,
+        bytes bytea NOT NULL,
+        PRIMARY KEY (kind, id)
+    );",
+];
+
+/// The schema version this binary writes.
+pub const VERSION: i32 = MIGRATIONS.len() as i32;
+
+/// Brings the database to `VERSION`, or refuses a newer one.
+pub(super) fn migrate(client: &mut Client) -> Result<(), StoreError> {
+    let mut txn = client.transaction().map_err(|e| pg(&e))?;
+    // Any constant: hosts starting together take turns here.
+    txn.execute("SELECT pg_advisory_xact_lock(7305546369283716417)", &[])
+        .map_err(|e| pg(&e))?;
+    txn.batch_execute("CREATE TABLE IF NOT EXISTS agenthost_schema (version integer NOT NULL)")
+        .map_err(|e| pg(&e))?;
+    let current: i32 = match txn
+        .query_opt("SELECT version FROM agenthost_schema", &[])
+        .map_err(|e| pg(&e))?
+    {
+        Some(row) => row.get(0),
+        None => {
+            txn.execute("INSERT INTO agenthost_schema (version) VALUES (0)", &[])
+                .map_err(|e| pg(&e))?;
+            0
+        }
+    };
+    if current > VERSION {
+        return Err(StoreError::Rejected(format!(
+            "the database's schema is version {current}, newer than this agenthost knows ({VERSION}): upgrade agenthost"
+        )));
+    }
+    for (from, migration) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+        txn.batch_execute(migration).map_err(|e| pg(&e))?;
+        tracing::info!(version = from + 1, "migrated the PostgreSQL schema");
+    }
+    txn.execute("UPDATE agenthost_schema SET version = $1", &[&VERSION])
+        .map_err(|e| pg(&e))?;
+    txn.commit().map_err(|e| pg(&e))
+}

@@ -1,0 +1,385 @@
+//! A PostgreSQL write transaction as the domain sees it (`WriteTx`).
+//!
+//! Sessions are locked as they are loaded (`FOR UPDATE`). Events are
+//! buffered and go in as one multi-row insert (before any journal read and
+//! at the end); the sessions the batch changed go in as one upsert, which
+//! also sets their owner and lease. Changes other hosts must learn of are
+//! announced with one NOTIFY statement before the commit (delivered only if
+//! it commits).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use postgres::Transaction;
+use postgres::types::Json;
+use uuid::Uuid;
+
+use super::{Attempt, CHANNEL, Change, LeaseOptions, LiveTurns, lost_race, pg};
+use crate::journal::{StoredEvent, decode_record};
+use crate::store::StoreError;
+use crate::store::engine::{EventRow, SessionRow, WriteTx};
+use crate::store::error::corrupt;
+use crate::store::records::{
+    ApiKeyRecord, AppRecord, DeploymentRecord, SecretRecord, SessionRecord, SessionStatus,
+};
+
+pub(super) struct PgTx<'c> {
+    txn: Transaction<'c>,
+    lease: LeaseOptions,
+    live: Arc<LiveTurns>,
+    /// Events not yet sent: session, seq, id, type, record.
+    events: Vec<(Uuid, i64, Uuid, &'static str, Vec<u8>)>,
+    /// What to NOTIFY at commit.
+    notes: Vec<String>,
+    /// First and newest seq written per session, for the NOTIFY.
+    written: HashMap<Uuid, (u64, u64)>,
+    /// The error that lost a race, if one did (the writer retries).
+    race: Option<postgres::Error>,
+}
+
+impl<'c> PgTx<'c> {
+    pub(super) fn new(txn: Transaction<'c>, lease: LeaseOptions, live: Arc<LiveTurns>) -> Self {
+        PgTx {
+            txn,
+            lease,
+            live,
+            events: Vec::new(),
+            notes: Vec::new(),
+            written: HashMap::new(),
+            race: None,
+        }
+    }
+
+    /// The error that made the transaction lose a race, if one did.
+    pub(super) fn take_race(&mut self) -> Option<postgres::Error> {
+        self.race.take()
+    }
+
+    /// Maps an error, keeping it when it lost a race (the writer retries).
+    fn lost(&mut self, err: postgres::Error) -> StoreError {
+        let mapped = pg(&err);
+        if lost_race(&err) {
+            self.race = Some(err);
+        }
+        mapped
+    }
+
+    fn query(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<postgres::Row>, StoreError> {
+        match self.txn.query(sql, params) {
+            Ok(rows) => Ok(rows),
+            Err(err) => Err(self.lost(err)),
+        }
+    }
+
+    fn execute(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn postgres::types::ToSql + Sync)],
+    ) -> Result<u64, StoreError> {
+        match self.txn.execute(sql, params) {
+            Ok(n) => Ok(n),
+            Err(err) => Err(self.lost(err)),
+        }
+    }
+
+    /// Sends the buffered events.
+    fn flush(&mut self) -> Result<(), StoreError> {
+        if self.events.is_empty() {
+            return Ok(());
+        }
+        let events = std::mem::take(&mut self.events);
+        let mut sessions = Vec::with_capacity(events.len());
+        let mut seqs = Vec::with_capacity(events.len());
+        let mut ids = Vec::with_capacity(events.len());
+        let mut types = Vec::with_capacity(events.len());
+        let mut records = Vec::with_capacity(events.len());
+        for (session, seq, id, kind, record) in events {
+            sessions.push(session);
+            seqs.push(seq);
+            ids.push(id);
+            types.push(kind);
+            records.push(record);
+        }
+        self.execute(
+            "INSERT INTO events (session_id, seq, id, type, record)
+             SELECT * FROM unnest($1::uuid[], $2::int8[], $3::uuid[], $4::text[], $5::bytea[])",
+            &[&sessions, &seqs, &ids, &types, &records],
+        )?;
+        Ok(())
+    }
+
+    /// Announces what changed, then commits.
+    pub(super) fn commit(mut self) -> Result<(), Attempt> {
+        if let Err(err) = self.flush() {
+            return Err(self.race.take().map_or(Attempt::Failed(err), Attempt::Lost));
+        }
+        let mut notes = std::mem::take(&mut self.notes);
+        notes.extend(
+            (self.written.iter())
+                .map(|(session, (first, last))| Change::events_note(*session, *first, *last)),
+        );
+        if !notes.is_empty() {
+            self.txn.execute(
+                "SELECT pg_notify($1, note) FROM unnest($2::text[]) AS note",
+                &[&CHANNEL, &notes],
+            )?;
+        }
+        Ok(self.txn.commit()?)
+    }
+
+    fn record<T: serde::de::DeserializeOwned>(
+        row: &postgres::Row,
+        column: usize,
+    ) -> Result<T, StoreError> {
+        row.try_get::<_, Json<T>>(column)
+            .map(|json| json.0)
+            .map_err(corrupt)
+    }
+
+    fn one<T: serde::de::DeserializeOwned>(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn postgres::types::ToSql + Sync)],
+    ) -> Result<Option<T>, StoreError> {
+        match self.query(sql, params)?.first() {
+            Some(row) => Self::record(row, 0).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn all<T: serde::de::DeserializeOwned>(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<T>, StoreError> {
+        let rows = self.query(sql, params)?;
+        rows.iter().map(|row| Self::record(row, 0)).collect()
+    }
+}
+
+impl WriteTx for PgTx<'_> {
+    fn load_session(&mut self, id: Uuid) -> Result<Option<SessionRow>, StoreError> {
+        let rows = self.query(
+            "SELECT record, (SELECT COALESCE(max(seq) + 1, 0) FROM events WHERE session_id = $1)
+             FROM sessions WHERE id = $1 FOR UPDATE",
+            &[&id],
+        )?;
+        let Some(row) = rows.first() else {
+            return Ok(None);
+        };
+        let record: SessionRecord = Self::record(row, 0)?;
+        let next_seq: i64 = row.try_get(1).map_err(corrupt)?;
+        Ok(Some(SessionRow {
+            record,
+            next_seq: next_seq as u64,
+        }))
+    }
+
+    fn save_sessions(
+        &mut self,
+        touched: HashMap<Uuid, SessionRow>,
+        dirty: &HashSet<Uuid>,
+    ) -> Result<(), StoreError> {
+        self.flush()?;
+        if dirty.is_empty() {
+            return Ok(());
+        }
+        let mut ids = Vec::with_capacity(dirty.len());
+        let mut apps = Vec::with_capacity(dirty.len());
+        let mut statuses = Vec::with_capacity(dirty.len());
+        let mut owners: Vec<Option<Uuid>> = Vec::with_capacity(dirty.len());
+        let mut records = Vec::with_capacity(dirty.len());
+        for id in dirty {
+            let Some(row) = touched.get(id) else { continue };
+            let record = &row.record;
+            ids.push(*id);
+            apps.push(record.app_id);
+            statuses.push(record.status.as_str());
+            owners.push(match record.status {
+                SessionStatus::Running => record.boot_id,
+                _ => None,
+            });
+            records.push(serde_json::to_value(record).map_err(corrupt)?);
+        }
+        let lease = self.lease.ttl_secs();
+        self.execute(
+            "INSERT INTO sessions (id, app_id, status, owner, lease_expires, record)
+             SELECT id, app, status, owner,
+                    CASE WHEN owner IS NULL THEN NULL ELSE now() + make_interval(secs => $6) END,
+                    record
+             FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::uuid[], $5::jsonb[])
+                  AS s(id, app, status, owner, record)
+             ON CONFLICT (id) DO UPDATE SET status = excluded.status, owner = excluded.owner,
+                 lease_expires = excluded.lease_expires, record = excluded.record",
+            &[&ids, &apps, &statuses, &owners, &records, &lease],
+        )?;
+        Ok(())
+    }
+
+    fn insert_event(&mut self, event: EventRow<'_>) -> Result<(), StoreError> {
+        let range = (self.written)
+            .entry(event.session)
+            .or_insert((event.seq, event.seq));
+        range.1 = range.1.max(event.seq);
+        self.events.push((
+            event.session,
+            event.seq as i64,
+            event.id,
+            event.event_type,
+            event.record.to_vec(),
+        ));
+        Ok(())
+    }
+
+    fn last_turn_events(&mut self, session: Uuid) -> Result<Vec<StoredEvent>, StoreError> {
+        self.flush()?;
+        let rows = self.query(
+            "SELECT seq, record FROM events WHERE session_id = $1 AND seq >= COALESCE(
+                 (SELECT max(seq) FROM events WHERE session_id = $1 AND type = 'TURN_STARTED'), 0)
+             ORDER BY seq",
+            &[&session],
+        )?;
+        rows.iter()
+            .map(|row| {
+                let seq: i64 = row.try_get(0).map_err(corrupt)?;
+                let bytes: &[u8] = row.try_get(1).map_err(corrupt)?;
+                decode_record(seq as u64, bytes)
+                    .ok_or_else(|| corrupt(format!("event {session}/{seq} is unreadable")))
+            })
+            .collect()
+    }
+
+    fn orphaned_turns(&mut self, _boot: Uuid) -> Result<Vec<SessionRecord>, StoreError> {
+        // Expired leases only: a live host keeps renewing its own. This
+        // host never settles a turn it is still running.
+        let live = self.live.snapshot();
+        self.all(
+            "SELECT record FROM sessions
+             WHERE status = 'running' AND (lease_expires IS NULL OR lease_expires < now())
+               AND NOT (id = ANY($1))
+             ORDER BY id LIMIT 64 FOR UPDATE SKIP LOCKED",
+            &[&live],
+        )
+    }
+
+    fn set_pending_approval(&mut self, session: Uuid, seq: Option<u64>) -> Result<(), StoreError> {
+        match seq {
+            Some(seq) => self.execute(
+                "INSERT INTO pending_approvals (session_id, seq) VALUES ($1, $2)
+                 ON CONFLICT (session_id) DO UPDATE SET seq = excluded.seq",
+                &[&session, &(seq as i64)],
+            )?,
+            None => self.execute(
+                "DELETE FROM pending_approvals WHERE session_id = $1",
+                &[&session],
+            )?,
+        };
+        Ok(())
+    }
+
+    fn app(&mut self, id_or_slug: &str) -> Result<Option<AppRecord>, StoreError> {
+        match Uuid::parse_str(id_or_slug) {
+            Ok(id) => self.one("SELECT record FROM apps WHERE id = $1", &[&id]),
+            Err(_) => self.one("SELECT record FROM apps WHERE slug = $1", &[&id_or_slug]),
+        }
+    }
+
+    fn put_app(&mut self, app: &AppRecord, _new: bool) -> Result<(), StoreError> {
+        self.execute(
+            "INSERT INTO apps (id, slug, record) VALUES ($1, $2, $3)
+             ON CONFLICT (id) DO UPDATE SET record = excluded.record",
+            &[&app.id, &app.slug, &Json(app)],
+        )?;
+        self.notes.push(format!("a:{}", app.id));
+        Ok(())
+    }
+
+    fn deployment(&mut self, id: Uuid) -> Result<Option<DeploymentRecord>, StoreError> {
+        self.one("SELECT record FROM deployments WHERE id = $1", &[&id])
+    }
+
+    fn put_deployment(&mut self, record: &DeploymentRecord, _new: bool) -> Result<(), StoreError> {
+        let status = serde_json::to_value(record.status).map_err(corrupt)?;
+        let status = status.as_str().unwrap_or_default().to_string();
+        self.execute(
+            "INSERT INTO deployments (id, app_id, version, status, record) VALUES ($1, $2, $3, $4, $5)
+             ON CONFLICT (id) DO UPDATE SET status = excluded.status, record = excluded.record",
+            &[&record.id, &record.app_id, &(record.version as i64), &status, &Json(record)],
+        )?;
+        Ok(())
+    }
+
+    fn version_exists(&mut self, app: Uuid, version: u64) -> Result<bool, StoreError> {
+        let rows = self.query(
+            "SELECT 1 FROM deployments WHERE app_id = $1 AND version = $2",
+            &[&app, &(version as i64)],
+        )?;
+        Ok(!rows.is_empty())
+    }
+
+    fn latest_version(&mut self, app: Uuid) -> Result<Option<u64>, StoreError> {
+        // Lock the app's row: two hosts deploying it at once get distinct versions.
+        self.execute("SELECT 1 FROM apps WHERE id = $1 FOR UPDATE", &[&app])?;
+        let rows = self.query(
+            "SELECT max(version) FROM deployments WHERE app_id = $1",
+            &[&app],
+        )?;
+        let version: Option<i64> = match rows.first() {
+            Some(row) => row.try_get(0).map_err(corrupt)?,
+            None => None,
+        };
+        Ok(version.map(|v| v as u64))
+    }
+
+    fn api_keys(&mut self) -> Result<Vec<ApiKeyRecord>, StoreError> {
+        self.all("SELECT record FROM api_keys ORDER BY id FOR UPDATE", &[])
+    }
+
+    fn api_key(&mut self, id: &str) -> Result<Option<ApiKeyRecord>, StoreError> {
+        self.one("SELECT record FROM api_keys WHERE id = $1", &[&id])
+    }
+
+    fn put_api_key(&mut self, record: &ApiKeyRecord) -> Result<(), StoreError> {
+        let known = self.api_key(&record.id)?;
+        self.execute(
+            "INSERT INTO api_keys (id, record) VALUES ($1, $2)
+             ON CONFLICT (id) DO UPDATE SET record = excluded.record",
+            &[&record.id, &Json(record)],
+        )?;
+        // A last-used time is nobody else's business; a new or replaced key is.
+        if known.is_none_or(|k| k.sha256 != record.sha256 || k.class != record.class) {
+            self.notes.push(format!("k:{}", record.id));
+        }
+        Ok(())
+    }
+
+    fn remove_api_key(&mut self, id: &str) -> Result<(), StoreError> {
+        self.execute("DELETE FROM api_keys WHERE id = $1", &[&id])?;
+        self.notes.push(format!("k:{id}"));
+        Ok(())
+    }
+
+    fn secret(&mut self, name: &str) -> Result<Option<SecretRecord>, StoreError> {
+        self.one("SELECT record FROM secrets WHERE name = $1", &[&name])
+    }
+
+    fn put_secret(&mut self, record: &SecretRecord) -> Result<(), StoreError> {
+        self.execute(
+            "INSERT INTO secrets (name, record) VALUES ($1, $2)
+             ON CONFLICT (name) DO UPDATE SET record = excluded.record",
+            &[&record.name, &Json(record)],
+        )?;
+        self.notes.push(format!("s:{}", record.name));
+        Ok(())
+    }
+
+    fn remove_secret(&mut self, name: &str) -> Result<bool, StoreError> {
+        let removed = self.execute("DELETE FROM secrets WHERE name = $1", &[&name])?;
+        self.notes.push(format!("s:{name}"));
+        Ok(removed > 0)
+    }
+}

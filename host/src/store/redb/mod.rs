@@ -1,0 +1,123 @@
+//! The embedded engine: everything in one redb file (the default).
+//!
+//! Reads are short read transactions; the writer's transactions commit with
+//! `Durability::Immediate` and quick repair. The writer keeps the sessions
+//! it touched cached between batches (at most `SESSION_CACHE` past a batch;
+//! idle ones are dropped and re-read): it is the only writer of the file.
+
+mod reads;
+mod tables;
+mod tx;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use redb::Database;
+use uuid::Uuid;
+
+use super::StoreError;
+use super::engine::{SessionRow, WriteEngine, WriteTx};
+use super::records::SessionStatus;
+use tx::RedbTx;
+
+/// redb's page cache unless the operator says otherwise (`--journal-cache-mb`).
+/// redb's own default is 1 GiB, which a busy server fills within a minute;
+/// the kernel's page cache still holds the file beyond it.
+pub const DEFAULT_CACHE_BYTES: usize = 256 << 20;
+/// Sessions the writer keeps cached between batches; past this, the ones
+/// without a running turn are dropped (and re-read from redb when needed).
+pub const SESSION_CACHE: usize = 4096;
+
+/// Maps any redb error to `StoreError::Storage`.
+pub(super) fn storage(err: impl Into<redb::Error>) -> StoreError {
+    StoreError::Storage(err.into().to_string())
+}
+
+/// The redb engine: one database file.
+pub struct RedbEngine {
+    db: Arc<Database>,
+    session_cache: usize,
+}
+
+impl RedbEngine {
+    /// Opens (or creates) the database file with a page cache of
+    /// `cache_bytes` and makes sure every table exists.
+    pub fn open(path: &Path, cache_bytes: usize) -> Result<RedbEngine, StoreError> {
+        RedbEngine::init(
+            Database::builder()
+                .set_cache_size(cache_bytes)
+                .create(path)
+                .map_err(storage)?,
+        )
+    }
+
+    /// Opens a database on a given storage backend (tests inject failures with it).
+    pub fn open_with_backend(backend: impl redb::StorageBackend) -> Result<RedbEngine, StoreError> {
+        RedbEngine::init(
+            Database::builder()
+                .create_with_backend(backend)
+                .map_err(storage)?,
+        )
+    }
+
+    /// Another number of sessions the writer keeps cached (the model test
+    /// evicts on every batch).
+    pub fn with_session_cache(mut self, sessions: usize) -> Self {
+        self.session_cache = sessions;
+        self
+    }
+
+    fn init(db: Database) -> Result<RedbEngine, StoreError> {
+        tables::create_all(&db)?;
+        Ok(RedbEngine {
+            db: Arc::new(db),
+            session_cache: SESSION_CACHE,
+        })
+    }
+
+    pub(super) fn write_side(&self) -> Box<dyn WriteEngine> {
+        Box::new(RedbWriter {
+            db: self.db.clone(),
+            sessions: HashMap::new(),
+            session_cache: self.session_cache,
+        })
+    }
+}
+
+/// The writer thread's side: the committed view of the sessions it touched.
+struct RedbWriter {
+    db: Arc<Database>,
+    sessions: HashMap<Uuid, SessionRow>,
+    session_cache: usize,
+}
+
+impl WriteEngine for RedbWriter {
+    fn transact(
+        &mut self,
+        apply: &mut dyn FnMut(&mut dyn WriteTx) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let mut txn = self.db.begin_write().map_err(storage)?;
+        // Acknowledged means on disk; commits also save the allocator
+        // state, so a restart after a crash is fast.
+        if let Err(err) = txn.set_durability(redb::Durability::Immediate) {
+            tracing::error!(error = %err, "cannot set immediate durability");
+        }
+        txn.set_quick_repair(true);
+        let touched = {
+            let mut tx = RedbTx::new(&txn, &self.sessions)?;
+            apply(&mut tx)?;
+            tx.into_touched()
+        };
+        let started = std::time::Instant::now();
+        txn.commit().map_err(storage)?;
+        crate::metrics::get()
+            .commit
+            .observe(started.elapsed().as_secs_f64());
+        self.sessions.extend(touched);
+        if self.sessions.len() > self.session_cache {
+            (self.sessions).retain(|_, s| s.record.status == SessionStatus::Running);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,145 @@
+//! A real PostgreSQL for tests: one cluster per test process, made with
+//! Debian's `initdb` in a temp dir and run as the unprivileged `postgres`
+//! account when the tests run as root, on a free port of 127.0.0.1. It
+//! dies with the test process. Each caller gets a database of its own.
+//!
+//! Shared by the unit tests (`#[path]`-included) and the e2e support.
+
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+struct Cluster {
+    port: u16,
+    /// Keeps the cluster's directory until the process exits.
+    _dir: PathBuf,
+}
+
+fn bindir() -> PathBuf {
+    if let Ok(dir) = std::env::var("AGENTHOST_TEST_PG_BINDIR") {
+        return PathBuf::from(dir);
+    }
+    let out = Command::new("pg_config")
+        .arg("--bindir")
+        .output()
+        .expect("PostgreSQL is needed for these tests: run scripts/test, or install postgresql (pg_config not found)");
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// The uid and gid to run PostgreSQL as: ours, unless we are root.
+fn account() -> Option<(u32, u32)> {
+    // SAFETY: getuid has no preconditions.
+    if unsafe { libc::getuid() } != 0 {
+        return None;
+    }
+    let out = Command::new("id").args(["-u", "postgres"]).output().ok()?;
+    let uid = String::from_utf8_lossy(&out.stdout).trim().parse().ok()?;
+    let out = Command::new("id").args(["-g", "postgres"]).output().ok()?;
+    let gid = String::from_utf8_lossy(&out.stdout).trim().parse().ok()?;
+    Some((uid, gid))
+}
+
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    listener.local_addr().expect("local addr").port()
+}
+
+fn as_account(command: &mut Command) -> &mut Command {
+    if let Some((uid, gid)) = account() {
+        command.uid(uid).gid(gid);
+    }
+    command
+}
+
+fn start() -> Cluster {
+    let base = std::env::temp_dir().join(format!("agenthost-pg-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(&base).expect("create the cluster dir");
+    if let Some((uid, gid)) = account() {
+        std::os::unix::fs::chown(&base, Some(uid), Some(gid)).expect("chown the cluster dir");
+    }
+    let data = base.join("data");
+    let bin = bindir();
+    let status = as_account(&mut Command::new(bin.join("initdb")))
+        .args(["-D"])
+        .arg(&data)
+        .args(["-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8"])
+        .stdout(Stdio::null())
+        .status()
+        .expect("run initdb");
+    assert!(status.success(), "initdb failed");
+    let port = free_port();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let postgres = bin.join("postgres");
+    let (data_arg, socket_dir) = (data.clone(), base.clone());
+    // A thread that lives as long as the process owns the server, so the
+    // server gets SIGKILL when the test process ends (PDEATHSIG is per thread).
+    std::thread::spawn(move || {
+        let mut command = Command::new(postgres);
+        command
+            .arg("-D")
+            .arg(&data_arg)
+            .args(["-p", &port.to_string(), "-c", "listen_addresses=127.0.0.1"])
+            .arg("-k")
+            .arg(&socket_dir)
+            .args(["-c", "max_connections=400", "-c", "shared_buffers=64MB"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        as_account(&mut command);
+        // SAFETY: prctl is async-signal-safe.
+        unsafe {
+            command.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let child = command.spawn();
+        let _ = tx.send(child.map(|c| c.id()).map_err(|e| e.to_string()));
+        loop {
+            std::thread::park();
+        }
+    });
+    rx.recv()
+        .expect("the postgres thread answers")
+        .expect("start postgres");
+    let started = Instant::now();
+    loop {
+        if postgres::Client::connect(&url_of(port, "postgres"), postgres::NoTls).is_ok() {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "PostgreSQL did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Cluster { port, _dir: base }
+}
+
+fn url_of(port: u16, db: &str) -> String {
+    format!("postgres://postgres@127.0.0.1:{port}/{db}")
+}
+
+fn cluster() -> &'static Cluster {
+    static CLUSTER: OnceLock<Cluster> = OnceLock::new();
+    CLUSTER.get_or_init(start)
+}
+
+/// The URL of database `name` (made on first use) in this process's cluster.
+pub fn database(name: &str) -> String {
+    let cluster = cluster();
+    let mut admin = postgres::Client::connect(&url_of(cluster.port, "postgres"), postgres::NoTls)
+        .expect("connect to the test cluster");
+    let exists = admin
+        .query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&name])
+        .expect("look the database up")
+        .is_some();
+    if !exists {
+        admin
+            .batch_execute(&format!("CREATE DATABASE \"{name}\""))
+            .expect("create the database");
+    }
+    url_of(cluster.port, name)
+}
