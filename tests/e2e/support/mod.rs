@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod fake_openai;
 mod sse;
 
@@ -74,11 +75,16 @@ impl Server {
 
     /// Starts the server with extra `serve` flags.
     pub async fn start_with(data_dir: &Path, flags: &[&str]) -> Server {
+        Server::start_at(data_dir, "127.0.0.1:0", flags).await
+    }
+
+    /// Starts the server on `addr` (e.g. the address of a server it replaces).
+    pub async fn start_at(data_dir: &Path, addr: &str, flags: &[&str]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_agenthost"))
             .arg("serve")
             .arg("--data-dir")
             .arg(data_dir)
-            .args(["--addr", "127.0.0.1:0"])
+            .args(["--addr", addr])
             .args(flags)
             .env("AGENTHOST_BOOTSTRAP_KEY", KEY)
             .env("RUST_LOG", "warn")
