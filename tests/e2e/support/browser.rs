@@ -130,7 +130,11 @@ impl Browser {
             }
             if started.elapsed() > PATIENCE {
                 let page = self.js("document.body.innerText").await;
-                panic!("waited {PATIENCE:?} for {what} (`{expression}`); the page reads:\n{page}");
+                let errors = self.errors().await;
+                panic!(
+                    "waited {PATIENCE:?} for {what} (`{expression}`); the page reads:\n{page}\n\
+                     the browser logged: {errors:#?}"
+                );
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -152,6 +156,20 @@ impl Browser {
     /// The visible text of the element matching `css`, once it exists.
     pub async fn text(&self, css: &str) -> String {
         self.find(css).await.text().await.expect("text")
+    }
+
+    /// The text of the element matching `css`, once it contains `needle`.
+    pub async fn text_with(&self, css: &str, needle: &str) -> String {
+        self.until(
+            &format!("{css} to say `{needle}`"),
+            &format!(
+                "document.querySelector({})?.innerText.includes({})",
+                json!(css),
+                json!(needle)
+            ),
+        )
+        .await;
+        self.text(css).await
     }
 
     /// Clicks the element matching `css` (a real click, through WebDriver).
@@ -296,7 +314,12 @@ impl Drop for Browser {
         if let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.driver_port)) {
             let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
             if stream.write_all(request.as_bytes()).is_ok() {
-                let _ = stream.read_to_end(&mut Vec::new());
+                // The answer's head comes once Chromium has quit.
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") && matches!(stream.read(&mut byte), Ok(1)) {
+                    head.push(byte[0]);
+                }
             }
         }
         let _ = self.driver.kill();
