@@ -6,6 +6,7 @@
 mod approvals;
 mod apps;
 mod auth;
+mod console;
 mod deployments;
 mod error;
 pub(crate) mod events;
@@ -23,7 +24,7 @@ use std::time::Instant;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request};
-use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::{MethodRouter, delete, get, post, put};
@@ -87,6 +88,7 @@ pub struct Endpoint {
 
 /// Every endpoint of the API, in one table: the router is built from it and
 /// the auth-matrix test runs every row, so no endpoint exists without its row.
+/// The web console's files are rows too (`Public`, `console.rs`).
 fn table() -> Vec<(Endpoint, MethodRouter<AppState>)> {
     use Access::*;
     let row = |method, path, access, handler| {
@@ -99,7 +101,7 @@ fn table() -> Vec<(Endpoint, MethodRouter<AppState>)> {
             handler,
         )
     };
-    vec![
+    let mut rows = vec![
         row("GET", "/healthz", Public, get(health::healthz)),
         row("GET", "/readyz", Public, get(health::readyz)),
         row("GET", "/metrics", Platform, get(health::metrics)),
@@ -162,7 +164,13 @@ fn table() -> Vec<(Endpoint, MethodRouter<AppState>)> {
             Session,
             post(sessions::stream_token),
         ),
-    ]
+    ];
+    // The web console's files: public, they carry no data (docs/console.md).
+    rows.extend(console::ASSETS.iter().enumerate().map(|(index, asset)| {
+        let serve = move |headers: HeaderMap| async move { console::serve(index, &headers) };
+        row("GET", asset.path, Public, get(serve))
+    }));
+    rows
 }
 
 /// The endpoint table (without handlers), for documentation and tests.

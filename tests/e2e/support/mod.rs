@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod fake_openai;
 #[path = "../../support/pg_cluster.rs"]
 pub mod pg_cluster;
@@ -127,12 +128,17 @@ impl Server {
 
     /// Starts the server with extra `serve` flags.
     pub async fn start_with(data_dir: &Path, flags: &[&str]) -> Server {
+        Server::start_at(data_dir, "127.0.0.1:0", flags).await
+    }
+
+    /// Starts the server on `addr` (e.g. the address of a server it replaces).
+    pub async fn start_at(data_dir: &Path, addr: &str, flags: &[&str]) -> Server {
         let mut command = Command::new(env!("CARGO_BIN_EXE_agenthost"));
         command
             .arg("serve")
             .arg("--data-dir")
             .arg(data_dir)
-            .args(["--addr", "127.0.0.1:0"]);
+            .args(["--addr", addr]);
         if let Some(url) = postgres_store(data_dir) {
             command
                 .args(["--store", &url, "--lease-secs", "2"])

@@ -1,0 +1,128 @@
+// session.js: one session, live: its details, its journal drawn as a chat
+// as it streams (transcript.js over stream.js), and a box to send the next
+// input (POST /sessions/{id}/input).
+
+import { api, seg } from './api.js';
+import { badge, describe, field, h, notice, shortId } from './dom.js';
+import { follow } from './stream.js';
+import { Transcript } from './transcript.js';
+
+/** The status an event leaves the session in, if it changes it. */
+const AFTER = {
+  TURN_STARTED: 'running',
+  TURN_ENDED: 'idle',
+  TURN_ERROR: 'errored',
+  TOOL_APPROVAL_REQUIRED: 'awaiting_approval',
+  SESSION_ENDED: 'ended',
+};
+
+export function render(main, ctx, id) {
+  const note = notice();
+  const status = h('span', { class: 'session-status' });
+  const turn = h('span');
+  const facts = h('dl', { class: 'facts-inline' });
+  const connection = h('p', { class: 'connection', role: 'status' }, 'Connecting…');
+  const transcript = new Transcript(id, ctx);
+  const input = h('textarea', { name: 'message', rows: '1' });
+  const [inputField] = field('Message', input, 'Enter sends; Shift+Enter starts a new line.', true);
+  const send = h('button', { type: 'submit', disabled: true }, 'Send');
+  const composer = h('form', { class: 'composer card', novalidate: true }, inputField, send);
+
+  main.append(
+    h('p', { class: 'crumbs' }, h('a', { href: '#/sessions' }, 'Sessions'), ' / ', shortId(id)),
+    h('div', { class: 'view-head' }, h('h1', null, 'Session ', h('code', null, shortId(id))), status),
+    facts,
+    connection,
+    note.el,
+    transcript.el,
+    composer);
+
+  let state = null;
+  const setStatus = (value) => {
+    state = value;
+    status.replaceChildren(badge(value));
+    status.dataset.status = value;
+    // The box stays usable (a draft survives a turn); only sending waits.
+    send.disabled = !(value === 'idle' || value === 'errored');
+    input.placeholder = {
+      running: 'The agent is working…',
+      awaiting_approval: 'Waiting for a decision',
+      ended: 'The session has ended',
+    }[value] || 'Message the agent';
+  };
+
+  let atBottom = true;
+  let pending = false;
+  const keepScrolled = () => {
+    if (pending) return;
+    atBottom = window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 120;
+    pending = true;
+    requestAnimationFrame(() => {
+      pending = false;
+      if (atBottom) composer.scrollIntoView({ block: 'end' });
+    });
+  };
+
+  let stop = () => {};
+  let left = false;
+  api('GET', `/sessions/${seg(id)}`).then((s) => {
+    if (left) return;
+    const pair = (name, value) => h('div', null, h('dt', null, name), h('dd', null, value));
+    facts.replaceChildren(
+      pair('App', s.app),
+      pair('Route', s.route),
+      pair('Deployment', `v${s.deployment_version}`),
+      pair('Turn', turn),
+      pair('Id', h('code', null, s.session_id)));
+    turn.textContent = String(s.turn);
+    setStatus(s.status);
+    stop = follow(id, {
+      onEvent(event) {
+        keepScrolled();
+        transcript.apply(event);
+        if (AFTER[event.type]) setStatus(AFTER[event.type]);
+        if (event.type === 'TURN_STARTED') turn.textContent = String(event.payload.turn);
+      },
+      onState({ state: now, resumedAfter, error }) {
+        connection.dataset.state = now;
+        connection.textContent = {
+          live: resumedAfter === null || resumedAfter === undefined
+            ? 'Live'
+            : `Live · reconnected, resumed after event ${resumedAfter}`,
+          reconnecting: 'Connection lost · reconnecting…',
+          ended: 'The session has ended; its journal is complete.',
+          closed: `The stream was closed: ${error ? describe(error) : 'unknown reason'}`,
+        }[now];
+      },
+    });
+  }).catch((error) => {
+    connection.textContent = '';
+    note.show(error.status === 404 ? 'No session has this id.' : describe(error), 'error');
+  });
+
+  input.addEventListener('keydown', (event) => {
+    if (event.key === 'Enter' && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      composer.requestSubmit();
+    }
+  });
+  composer.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    if (send.disabled) return;
+    send.disabled = true;
+    note.clear();
+    try {
+      await api('POST', `/sessions/${seg(id)}/input`, { input: input.value });
+      input.value = '';
+    } catch (error) {
+      note.show(describe(error), 'error');
+    }
+    // The stream says what the session does next (TURN_STARTED, ...).
+    setStatus(state);
+  });
+
+  return () => {
+    left = true;
+    stop();
+  };
+}
