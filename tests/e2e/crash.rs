@@ -14,26 +14,30 @@ use serde_json::{Value, json};
 use crate::support::{self, KEY, Server, status_and_json};
 
 #[derive(Default)]
-struct Seen {
+pub(crate) struct Seen {
     /// event id → (session, seq), as some client received it.
-    events: HashMap<String, (String, u64)>,
+    pub(crate) events: HashMap<String, (String, u64)>,
     /// session → turn numbers the server accepted (201/202).
-    accepted: HashMap<String, Vec<u64>>,
+    pub(crate) accepted: HashMap<String, Vec<u64>>,
+    /// Streams that skipped or repeated a seq.
+    pub(crate) broken_streams: Vec<String>,
 }
 
-/// One client: a session of its own, turns one after another, each streamed
-/// to its end; stops at the first failure (the server was killed).
-async fn client(
+/// One client: a session of its own, turns one after another (at most
+/// `turns`), each streamed to its end; stops at the first failure (the
+/// server was killed).
+pub(crate) async fn client(
     url: String,
     seen: Arc<Mutex<Seen>>,
     mut session: Option<String>,
+    turns: usize,
 ) -> Option<String> {
     let http = reqwest::Client::new();
     let words: Vec<String> = (0..rand::rng().random_range(50..400))
         .map(|i| format!("w{i}"))
         .collect();
     let input = json!(words.join(" "));
-    loop {
+    for _ in 0..turns {
         let (turn, id) = match &session {
             None => {
                 let body = json!({"app": "hello", "route": "/chat", "input": input});
@@ -79,10 +83,18 @@ async fn client(
             .await
             .ok()?;
         let mut stream = support::EventStream::new(response);
+        let mut previous: Option<u64> = None;
         loop {
             let event = stream.try_next(Duration::from_secs(20)).await;
             let Some(event) = event else { return session };
             let (eid, seq) = (event["id"].as_str()?.to_string(), event["seq"].as_u64()?);
+            if previous.is_some_and(|p| seq != p + 1) {
+                seen.lock()
+                    .unwrap()
+                    .broken_streams
+                    .push(format!("{id}: {previous:?} then {seq}"));
+            }
+            previous = Some(seq);
             seen.lock().unwrap().events.insert(eid, (id.clone(), seq));
             let terminal = matches!(event["type"].as_str(), Some("TURN_ENDED" | "TURN_ERROR"));
             if terminal && event["payload"]["turn"].as_u64() == Some(turn) {
@@ -90,10 +102,11 @@ async fn client(
             }
         }
     }
+    session
 }
 
 /// Reads a session's whole journal once its latest turn has ended.
-async fn journal(server: &Server, session: &str) -> Vec<Value> {
+pub(crate) async fn journal(server: &Server, session: &str) -> Vec<Value> {
     let mut record = Value::Null;
     for _ in 0..600 {
         let (_, r) = server.get(&format!("/sessions/{session}")).await;
@@ -131,7 +144,14 @@ async fn kill_9_at_random_points_loses_nothing_a_client_saw() {
         let clients: Vec<_> = sessions
             .iter()
             .cloned()
-            .map(|session| tokio::spawn(client(server.url.clone(), seen.clone(), session)))
+            .map(|session| {
+                tokio::spawn(client(
+                    server.url.clone(),
+                    seen.clone(),
+                    session,
+                    usize::MAX,
+                ))
+            })
             .collect();
         let pause = rand::rng().random_range(100..1200);
         tokio::time::sleep(Duration::from_millis(pause)).await;
@@ -149,6 +169,7 @@ async fn kill_9_at_random_points_loses_nothing_a_client_saw() {
         !seen.events.is_empty() && !seen.accepted.is_empty(),
         "the workload ran"
     );
+    assert!(seen.broken_streams.is_empty(), "{:?}", seen.broken_streams);
     let mut journals = HashMap::new();
     for session in seen.accepted.keys() {
         journals.insert(session.clone(), journal(&server, session).await);

@@ -7,6 +7,7 @@ mod assistant;
 mod auth;
 mod bench;
 mod browser;
+mod cluster;
 mod console;
 mod crash;
 mod deploy;

@@ -53,16 +53,16 @@ fn as_account(command: &mut Command) -> &mut Command {
     command
 }
 
-fn start() -> Cluster {
-    let base = std::env::temp_dir().join(format!("agenthost-pg-{}", std::process::id()));
+/// A fresh cluster directory with `initdb` run in it: (base dir, data dir).
+fn init(label: &str) -> (PathBuf, PathBuf) {
+    let base = std::env::temp_dir().join(format!("agenthost-pg-{}-{label}", std::process::id()));
     let _ = std::fs::remove_dir_all(&base);
     std::fs::create_dir_all(&base).expect("create the cluster dir");
     if let Some((uid, gid)) = account() {
         std::os::unix::fs::chown(&base, Some(uid), Some(gid)).expect("chown the cluster dir");
     }
     let data = base.join("data");
-    let bin = bindir();
-    let status = as_account(&mut Command::new(bin.join("initdb")))
+    let status = as_account(&mut Command::new(bindir().join("initdb")))
         .args(["-D"])
         .arg(&data)
         .args(["-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8"])
@@ -70,9 +70,28 @@ fn start() -> Cluster {
         .status()
         .expect("run initdb");
     assert!(status.success(), "initdb failed");
+    (base, data)
+}
+
+fn wait_until_up(port: u16) {
+    let started = Instant::now();
+    loop {
+        if postgres::Client::connect(&url_of(port, "postgres"), postgres::NoTls).is_ok() {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "PostgreSQL did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn start() -> Cluster {
+    let (base, data) = init("shared");
     let port = free_port();
     let (tx, rx) = std::sync::mpsc::channel();
-    let postgres = bin.join("postgres");
+    let postgres = bindir().join("postgres");
     let (data_arg, socket_dir) = (data.clone(), base.clone());
     // A thread that lives as long as the process owns the server, so the
     // server gets SIGKILL when the test process ends (PDEATHSIG is per thread).
@@ -104,18 +123,76 @@ fn start() -> Cluster {
     rx.recv()
         .expect("the postgres thread answers")
         .expect("start postgres");
-    let started = Instant::now();
-    loop {
-        if postgres::Client::connect(&url_of(port, "postgres"), postgres::NoTls).is_ok() {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "PostgreSQL did not start"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until_up(port);
     Cluster { port, _dir: base }
+}
+
+/// A cluster of one test's own, which it may stop and start again (on the
+/// same port and data); stopped for good on drop.
+pub struct OwnCluster {
+    base: PathBuf,
+    data: PathBuf,
+    port: u16,
+}
+
+impl OwnCluster {
+    pub fn new() -> OwnCluster {
+        let (base, data) = init(&format!("own-{}", free_port()));
+        let cluster = OwnCluster {
+            base,
+            data,
+            port: free_port(),
+        };
+        cluster.start();
+        cluster
+    }
+
+    fn pg_ctl(&self, args: &[&str]) {
+        let options = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1",
+            self.port,
+            self.base.display()
+        );
+        let status = as_account(&mut Command::new(bindir().join("pg_ctl")))
+            .arg("-D")
+            .arg(&self.data)
+            .args(["-o", &options, "-l"])
+            .arg(self.base.join("log"))
+            .args(args)
+            .stdout(Stdio::null())
+            .status()
+            .expect("run pg_ctl");
+        assert!(status.success(), "pg_ctl {args:?} failed");
+    }
+
+    /// Starts it and waits until it accepts connections.
+    pub fn start(&self) {
+        self.pg_ctl(&["-w", "start"]);
+        wait_until_up(self.port);
+    }
+
+    /// Stops it at once (`immediate`: like a crash of the database server).
+    pub fn stop(&self) {
+        self.pg_ctl(&["-w", "-m", "immediate", "stop"]);
+    }
+
+    /// The URL of database `name`, made on first use.
+    pub fn database(&self, name: &str) -> String {
+        create_database(self.port, name)
+    }
+}
+
+impl Drop for OwnCluster {
+    fn drop(&mut self) {
+        let _ = as_account(&mut Command::new(bindir().join("pg_ctl")))
+            .arg("-D")
+            .arg(&self.data)
+            .args(["-m", "immediate", "stop"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        let _ = std::fs::remove_dir_all(&self.base);
+    }
 }
 
 fn url_of(port: u16, db: &str) -> String {
@@ -129,8 +206,11 @@ fn cluster() -> &'static Cluster {
 
 /// The URL of database `name` (made on first use) in this process's cluster.
 pub fn database(name: &str) -> String {
-    let cluster = cluster();
-    let mut admin = postgres::Client::connect(&url_of(cluster.port, "postgres"), postgres::NoTls)
+    create_database(cluster().port, name)
+}
+
+fn create_database(port: u16, name: &str) -> String {
+    let mut admin = postgres::Client::connect(&url_of(port, "postgres"), postgres::NoTls)
         .expect("connect to the test cluster");
     let exists = admin
         .query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&name])
@@ -141,5 +221,5 @@ pub fn database(name: &str) -> String {
             .batch_execute(&format!("CREATE DATABASE \"{name}\""))
             .expect("create the database");
     }
-    url_of(cluster.port, name)
+    url_of(port, name)
 }

@@ -114,6 +114,10 @@ impl Builder {
             if self.bundle_path(record.id).exists() {
                 tracing::info!(deployment = %record.id, "restarting an interrupted build");
                 self.queue(&record);
+            } else if store.shared() {
+                // Uploaded to another host, which builds it (or, if that
+                // host is gone for good, it stays `building`: docs/scale-out.md).
+                continue;
             } else {
                 let message =
                     "the server stopped before this build started; deploy again".to_string();
@@ -183,7 +187,11 @@ fn build(
         let bytes =
             std::fs::read(&entry).map_err(|e| BuildError::Io(format!("read the entry: {e}")))?;
         let dir = deployment_dir(data_dir, job.deployment);
-        Ok(runtime.prepare(&job.entry, &bytes, &dir)?)
+        let prepared = runtime.prepare(&job.entry, &bytes, &dir)?;
+        runtime
+            .share_component(job.deployment, &bytes)
+            .map_err(crate::runtime::PrepareError::from)?;
+        Ok(prepared)
     })();
     let _ = std::fs::remove_dir_all(&work);
     result

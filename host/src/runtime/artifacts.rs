@@ -9,7 +9,7 @@ use wasmtime::component::Component;
 
 use super::RuntimeError;
 use super::engine::fingerprint;
-use crate::store::{Artifact, DeploymentRecord};
+use crate::store::{Artifact, DeploymentRecord, StoreError};
 
 const COMPONENT_FILE: &str = "component.wasm";
 const ARTIFACT_FILE: &str = "component.cwasm";
@@ -65,11 +65,14 @@ pub struct Loaded {
 }
 
 /// Loads a deployment's component: the precompiled artifact when its hash and
-/// engine match, otherwise a fresh compilation of the (hash-checked) original.
+/// engine match, otherwise a fresh compilation of the (hash-checked)
+/// original, which `shared` brings from the store when this host never had
+/// it (another host built the deployment).
 pub fn load(
     engine: &Engine,
     data_dir: &Path,
     record: &DeploymentRecord,
+    shared: &dyn Fn() -> Result<Option<Vec<u8>>, StoreError>,
 ) -> Result<Loaded, RuntimeError> {
     let artifact = record
         .artifact
@@ -92,8 +95,14 @@ pub fn load(
         }
         tracing::warn!(deployment = %record.id, "artifact missing or damaged; recompiling from the component");
     }
-    let original =
-        std::fs::read(dir.join(COMPONENT_FILE)).map_err(RuntimeError::io("read the component"))?;
+    let original = match std::fs::read(dir.join(COMPONENT_FILE)) {
+        Ok(bytes) => bytes,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => match shared()? {
+            Some(bytes) => bytes,
+            None => return Err(RuntimeError::io("read the component")(err)),
+        },
+        Err(err) => return Err(RuntimeError::io("read the component")(err)),
+    };
     if sha256_hex(&original) != artifact.component_sha256 {
         return Err(RuntimeError::Load(format!(
             "the stored component of deployment {} does not match its hash",

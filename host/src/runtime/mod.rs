@@ -205,10 +205,12 @@ impl Runtime {
         let outbound = self.outbound.effective(&record.outbound).into();
         let engine = self.engine.clone();
         let data_dir = self.data_dir.clone();
-        let loaded =
-            tokio::task::spawn_blocking(move || artifacts::load(&engine, &data_dir, &record))
-                .await
-                .map_err(|e| RuntimeError::Load(e.to_string()))??;
+        let store = self.store.clone();
+        let loaded = tokio::task::spawn_blocking(move || {
+            artifacts::load(&engine, &data_dir, &record, &|| store.component(deployment))
+        })
+        .await
+        .map_err(|e| RuntimeError::Load(e.to_string()))??;
         if let Some(artifact) = loaded.recompiled {
             self.writer.set_artifact(deployment, artifact).await?;
         }
@@ -229,6 +231,12 @@ impl Runtime {
             .unwrap_or_else(PoisonError::into_inner)
             .insert(deployment, deployed.clone());
         Ok(deployed)
+    }
+
+    /// Keeps a built component where the other hosts of a shared store can
+    /// reach it. Blocking: call off the async workers.
+    pub fn share_component(&self, deployment: Uuid, bytes: &[u8]) -> Result<(), RuntimeError> {
+        Ok(self.store.put_component(deployment, bytes)?)
     }
 
     fn cached(&self, deployment: Uuid) -> Option<Deployed> {

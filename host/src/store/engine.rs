@@ -98,6 +98,24 @@ pub trait Engine: Send + Sync + 'static {
     /// Every secret, sealed, by name.
     fn secrets(&self) -> Result<Vec<SecretRecord>, StoreError>;
 
+    /// Whether several hosts may share this engine.
+    fn shared(&self) -> bool {
+        false
+    }
+
+    /// Keeps a built deployment's component where every host can reach it,
+    /// so a host that did not build it compiles it on first use. The
+    /// embedded engine has one host, whose data dir holds the component
+    /// already: it keeps nothing here.
+    fn put_component(&self, _deployment: Uuid, _bytes: &[u8]) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// A component kept by `put_component`, if the engine keeps them.
+    fn component(&self, _deployment: Uuid) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(None)
+    }
+
     /// Marks a turn as running on this host until the returned value is
     /// dropped: a shared engine renews this host's lease on it meanwhile.
     fn hold_turn(&self, _session: Uuid) -> Option<Box<dyn Send>> {

@@ -117,4 +117,8 @@ pub fn now_rfc3339() -> String {
 #[cfg(test)]
 mod model_tests;
 #[cfg(test)]
+#[path = "../../../tests/support/pg_cluster.rs"]
+#[allow(dead_code)] // OwnCluster serves the e2e tests only.
+mod pg_cluster;
+#[cfg(test)]
 mod tests;

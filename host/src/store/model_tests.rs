@@ -10,7 +10,7 @@
 //! observes the hub, else from redb) and from then on they must never change.
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -24,6 +24,7 @@ use tokio::sync::oneshot;
 use uuid::Uuid;
 
 use super::outbox::{AppendAck, Outbox};
+use super::postgres::{LeaseOptions, PgEngine};
 use super::redb::{DEFAULT_CACHE_BYTES, RedbEngine, SESSION_CACHE};
 use super::*;
 use crate::journal::{EventType, NewEvent, StoredEvent};
@@ -320,21 +321,40 @@ fn input(text: bool) -> Value {
     }
 }
 
-/// Opens the file with a writer that keeps `cache` sessions cached.
-fn open(path: &Path, cache: usize) -> Result<Store, StoreError> {
-    let engine = RedbEngine::open(path, DEFAULT_CACHE_BYTES)?.with_session_cache(cache);
-    Ok(Store::new(engine))
+/// Where a case keeps its journal: a redb file, or a PostgreSQL database.
+#[derive(Clone)]
+enum Backend {
+    Redb(PathBuf),
+    Postgres(String),
 }
 
-/// Reopens the file once the previous writer thread has let go of it.
-async fn reopen(path: &Path, cache: usize) -> Result<Store, TestCaseError> {
-    let mut reopened = open(path, cache);
+/// Opens the store (a writer on redb keeps `cache` sessions cached); a
+/// "restart" on PostgreSQL is a new host on the same database.
+fn open(backend: &Backend, cache: usize) -> Result<Store, StoreError> {
+    match backend {
+        Backend::Redb(path) => {
+            let engine = RedbEngine::open(path, DEFAULT_CACHE_BYTES)?.with_session_cache(cache);
+            Ok(Store::new(engine))
+        }
+        Backend::Postgres(url) => {
+            // The sync client may not run on an async worker.
+            let engine = tokio::task::block_in_place(|| {
+                PgEngine::open(url, Uuid::now_v7(), LeaseOptions::default())
+            })?;
+            Ok(Store::new(engine))
+        }
+    }
+}
+
+/// Reopens the store once the previous writer thread has let go of it.
+async fn reopen(backend: &Backend, cache: usize) -> Result<Store, TestCaseError> {
+    let mut reopened = open(backend, cache);
     for _ in 0..500 {
         if reopened.is_ok() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
-        reopened = open(path, cache);
+        reopened = open(backend, cache);
     }
     reopened.map_err(|e| TestCaseError::fail(format!("reopen: {e}")))
 }
@@ -360,7 +380,7 @@ struct ModelSession {
 }
 
 struct Harness {
-    path: PathBuf,
+    backend: Backend,
     store: Option<Store>,
     writer: Option<WriterHandle>,
     boot: Uuid,
@@ -378,13 +398,13 @@ impl Harness {
     /// `tiny_cache`: the writer keeps one session cached, so nearly every
     /// command re-reads its session from redb.
     async fn start(
-        path: PathBuf,
+        backend: Backend,
         sessions: usize,
         observe: bool,
         tiny_cache: bool,
     ) -> Result<Self, TestCaseError> {
         let cache = if tiny_cache { 1 } else { SESSION_CACHE };
-        let store = open(&path, cache).map_err(|e| fail("open", e))?;
+        let store = open(&backend, cache).map_err(|e| fail("open", e))?;
         let writer = Writer::spawn(store.clone()).map_err(|e| fail("spawn", e))?;
         let d = writer
             .create_deployment(new_deployment(None))
@@ -395,7 +415,7 @@ impl Harness {
             .await
             .map_err(|e| fail("build", e))?;
         let mut harness = Harness {
-            path,
+            backend,
             store: Some(store),
             writer: Some(writer),
             boot: Uuid::now_v7(),
@@ -547,9 +567,8 @@ impl Harness {
                 let from = match cursor {
                     None => 0,
                     Some(event) => {
-                        let position = self
-                            .store()?
-                            .event_position(event)
+                        let store = self.store()?;
+                        let position = tokio::task::block_in_place(|| store.event_position(event))
                             .map_err(|e| fail("event_position", e))?;
                         match position {
                             Some(p) if p.session == id => p.seq + 1,
@@ -695,7 +714,7 @@ impl Harness {
                     session.observer = None;
                 }
                 self.store = None;
-                let store = reopen(&self.path, self.session_cache).await?;
+                let store = reopen(&self.backend, self.session_cache).await?;
                 self.writer = Some(Writer::spawn(store.clone()).map_err(|e| fail("spawn", e))?);
                 for session in &mut self.sessions {
                     // A new process: the running turns' outboxes died with the old one.
@@ -717,10 +736,11 @@ impl Harness {
             return Ok(());
         }
         let known = session.events.len();
-        let stored = self
-            .store()?
-            .events(session.id, known as u64, session.pending.len())
-            .map_err(|e| fail("events", e))?;
+        let store = self.store()?;
+        let stored = tokio::task::block_in_place(|| {
+            store.events(session.id, known as u64, session.pending.len())
+        })
+        .map_err(|e| fail("events", e))?;
         prop_assert_eq!(
             stored.len(),
             session.pending.len(),
@@ -807,8 +827,7 @@ impl Harness {
         Self::learn_from_hub(session).await?;
         self.learn_from_store(session)?;
         let store = self.store()?;
-        let stored = store
-            .events(session.id, 0, usize::MAX)
+        let stored = tokio::task::block_in_place(|| store.events(session.id, 0, usize::MAX))
             .map_err(|e| fail("events", e))?;
         let got: Vec<_> = stored
             .iter()
@@ -824,8 +843,7 @@ impl Harness {
             prop_assert_eq!(&envelope["seq"], &json!(event.seq));
             prop_assert_eq!(&envelope["session_id"], &json!(session.id));
             prop_assert_eq!(&envelope["type"], &json!(session.events[i].2));
-            let position = store
-                .event_position(event.id)
+            let position = tokio::task::block_in_place(|| store.event_position(event.id))
                 .map_err(|e| fail("event_position", e))?;
             prop_assert_eq!(
                 position,
@@ -845,6 +863,7 @@ impl Harness {
 }
 
 fn run_case(
+    engine: Engine,
     sessions: usize,
     observe: bool,
     tiny_cache: bool,
@@ -856,9 +875,15 @@ fn run_case(
         .build()
         .map_err(|e| fail("runtime", e))?;
     let dir = tempfile::tempdir().map_err(|e| fail("tempdir", e))?;
-    let path = dir.path().join("db.redb");
+    let backend = match engine {
+        Engine::Redb => Backend::Redb(dir.path().join("db.redb")),
+        Engine::Postgres => Backend::Postgres(pg_cluster::database(&format!(
+            "model_{}",
+            Uuid::now_v7().simple()
+        ))),
+    };
     runtime.block_on(async {
-        let mut harness = Harness::start(path, sessions, observe, tiny_cache).await?;
+        let mut harness = Harness::start(backend, sessions, observe, tiny_cache).await?;
         for op in ops {
             harness.apply(op).await?;
         }
@@ -866,15 +891,20 @@ fn run_case(
     })
 }
 
+#[derive(Clone, Copy, Debug)]
+enum Engine {
+    Redb,
+    Postgres,
+}
+
 /// The property: whatever the interleaving of appends, reconnections and
-/// restarts, redb holds exactly the model and every stream delivers exactly
-/// the model's events after its cursor, in order, once each.
-#[test]
-fn the_journal_matches_its_model_through_appends_reconnects_and_restarts() {
+/// restarts, the engine holds exactly the model and every stream delivers
+/// exactly the model's events after its cursor, in order, once each.
+fn journal_matches_its_model(engine: Engine, default_cases: u32) {
     let cases = std::env::var("PROPTEST_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(24);
+        .unwrap_or(default_cases);
     let mut runner = TestRunner::new(ProptestConfig {
         cases,
         max_shrink_iters: 256,
@@ -883,7 +913,7 @@ fn the_journal_matches_its_model_through_appends_reconnects_and_restarts() {
     });
     let total = Mutex::new(Stats::default());
     let result = runner.run(&case(), |(sessions, observe, tiny_cache, ops)| {
-        let stats = run_case(sessions, observe, tiny_cache, &ops)?;
+        let stats = run_case(engine, sessions, observe, tiny_cache, &ops)?;
         total
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -896,11 +926,23 @@ fn the_journal_matches_its_model_through_appends_reconnects_and_restarts() {
     let total = total
         .into_inner()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    println!("journal model: {total:?}");
-    if cases >= 24 {
+    println!("journal model ({engine:?}): {total:?}");
+    if cases >= 12 {
         // The run must have exercised both halves of the stream.
         assert!(total.replayed > 0 && total.tailed > 0, "{total:?}");
     }
+}
+
+#[test]
+fn the_journal_matches_its_model_through_appends_reconnects_and_restarts() {
+    journal_matches_its_model(Engine::Redb, 24);
+}
+
+/// The same property on PostgreSQL (fewer cases by default: each restart
+/// is a new host with new connections).
+#[test]
+fn on_postgres_the_journal_matches_its_model_through_appends_reconnects_and_restarts() {
+    journal_matches_its_model(Engine::Postgres, 12);
 }
 
 /// A reader that falls more than the hub's capacity behind gets `Lagged`,
@@ -908,7 +950,7 @@ fn the_journal_matches_its_model_through_appends_reconnects_and_restarts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lagging_reader_catches_up_from_redb() {
     let dir = tempfile::tempdir().unwrap();
-    let mut harness = Harness::start(dir.path().join("db.redb"), 1, false, false)
+    let mut harness = Harness::start(Backend::Redb(dir.path().join("db.redb")), 1, false, false)
         .await
         .unwrap();
     let (id, from) = (harness.sessions[0].id, 2);

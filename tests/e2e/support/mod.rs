@@ -133,13 +133,32 @@ impl Server {
 
     /// Starts the server on `addr` (e.g. the address of a server it replaces).
     pub async fn start_at(data_dir: &Path, addr: &str, flags: &[&str]) -> Server {
+        Server::launch(data_dir, addr, postgres_store(data_dir), flags).await
+    }
+
+    /// Starts one host of several sharing the PostgreSQL database `database`
+    /// (made on first use), each with its own data dir.
+    pub async fn start_host(data_dir: &Path, database: &str) -> Server {
+        let name = database.to_string();
+        let url = std::thread::spawn(move || pg_cluster::database(&name))
+            .join()
+            .expect("make the database");
+        Server::start_on(data_dir, &url).await
+    }
+
+    /// Starts a host on the PostgreSQL database at `url`.
+    pub async fn start_on(data_dir: &Path, url: &str) -> Server {
+        Server::launch(data_dir, "127.0.0.1:0", Some(url.to_string()), &[]).await
+    }
+
+    async fn launch(data_dir: &Path, addr: &str, store: Option<String>, flags: &[&str]) -> Server {
         let mut command = Command::new(env!("CARGO_BIN_EXE_agenthost"));
         command
             .arg("serve")
             .arg("--data-dir")
             .arg(data_dir)
             .args(["--addr", addr]);
-        if let Some(url) = postgres_store(data_dir) {
+        if let Some(url) = store {
             command
                 .args(["--store", &url, "--lease-secs", "2"])
                 .env("AGENTHOST_MASTER_KEY", TEST_MASTER_KEY);

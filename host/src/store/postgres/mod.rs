@@ -33,6 +33,20 @@ use tx::PgTx;
 
 type Pool = r2d2::Pool<PostgresConnectionManager<NoTls>>;
 
+/// The read pool, closed on a thread of its own when the last engine handle
+/// goes: closing a sync client blocks, which an async worker may not.
+struct Reads(Option<Pool>);
+
+impl Drop for Reads {
+    fn drop(&mut self) {
+        if let Some(pool) = self.0.take() {
+            let _ = std::thread::Builder::new()
+                .name("pg-pool-close".into())
+                .spawn(move || drop(pool));
+        }
+    }
+}
+
 /// The NOTIFY channel every host listens on.
 const CHANNEL: &str = "agenthost";
 
@@ -92,7 +106,7 @@ impl Drop for TurnHold {
 #[derive(Clone)]
 pub struct PgEngine {
     config: postgres::Config,
-    pool: Pool,
+    pool: Arc<Reads>,
     host: Uuid,
     lease: LeaseOptions,
     live: Arc<LiveTurns>,
@@ -117,7 +131,7 @@ impl PgEngine {
             .map_err(pool_error)?;
         Ok(PgEngine {
             config,
-            pool,
+            pool: Arc::new(Reads(Some(pool))),
             host,
             lease,
             live: Arc::default(),
@@ -125,7 +139,9 @@ impl PgEngine {
     }
 
     fn conn(&self) -> Result<r2d2::PooledConnection<PostgresConnectionManager<NoTls>>, StoreError> {
-        self.pool.get().map_err(pool_error)
+        let pool = (self.pool.0.as_ref())
+            .ok_or_else(|| StoreError::Unavailable("the read pool is closed".into()))?;
+        pool.get().map_err(pool_error)
     }
 
     /// Marks a turn as running here until the hold is dropped.

@@ -39,6 +39,11 @@ impl PgEngine {
     }
 }
 
+/// A row limit as PostgreSQL takes it (`usize::MAX` means no limit).
+fn clamp(limit: usize) -> i64 {
+    i64::try_from(limit).unwrap_or(i64::MAX)
+}
+
 fn event(session: Uuid, row: &postgres::Row) -> Result<StoredEvent, StoreError> {
     let seq: i64 = row.try_get(0).map_err(corrupt)?;
     let bytes: &[u8] = row.try_get(1).map_err(corrupt)?;
@@ -62,7 +67,7 @@ impl Engine for PgEngine {
                 &filter.app_id,
                 &status,
                 &filter.before,
-                &(filter.limit as i64),
+                &clamp(filter.limit),
             ],
         )
     }
@@ -79,11 +84,7 @@ impl Engine for PgEngine {
         let rows = self.rows(
             "SELECT seq, record FROM events WHERE session_id = $1 AND seq >= $2
              ORDER BY seq LIMIT $3",
-            &[
-                &session,
-                &(from.min(i64::MAX as u64) as i64),
-                &(limit as i64),
-            ],
+            &[&session, &(from.min(i64::MAX as u64) as i64), &clamp(limit)],
         )?;
         rows.iter().map(|row| event(session, row)).collect()
     }
@@ -148,7 +149,7 @@ impl Engine for PgEngine {
              JOIN events e ON e.session_id = p.session_id AND e.seq = p.seq
              WHERE ($1::uuid IS NULL OR s.app_id = $1) AND ($2::uuid IS NULL OR p.session_id < $2)
              ORDER BY p.session_id DESC LIMIT $3",
-            &[&app_id, &before, &(limit as i64)],
+            &[&app_id, &before, &clamp(limit)],
         )?;
         rows.iter()
             .map(|row| {
@@ -166,6 +167,32 @@ impl Engine for PgEngine {
 
     fn secrets(&self) -> Result<Vec<SecretRecord>, StoreError> {
         self.records("SELECT record FROM secrets ORDER BY name", &[])
+    }
+
+    fn shared(&self) -> bool {
+        true
+    }
+
+    fn put_component(&self, deployment: Uuid, bytes: &[u8]) -> Result<(), StoreError> {
+        self.conn()?
+            .execute(
+                "INSERT INTO blobs (kind, id, bytes) VALUES ('component', $1, $2)
+                 ON CONFLICT (kind, id) DO UPDATE SET bytes = excluded.bytes",
+                &[&deployment, &bytes],
+            )
+            .map_err(|e| pg(&e))?;
+        Ok(())
+    }
+
+    fn component(&self, deployment: Uuid) -> Result<Option<Vec<u8>>, StoreError> {
+        let rows = self.rows(
+            "SELECT bytes FROM blobs WHERE kind = 'component' AND id = $1",
+            &[&deployment],
+        )?;
+        match rows.first() {
+            Some(row) => Ok(Some(row.try_get(0).map_err(corrupt)?)),
+            None => Ok(None),
+        }
     }
 
     fn hold_turn(&self, session: Uuid) -> Option<Box<dyn Send>> {

@@ -1,0 +1,431 @@
+//! Several hosts on one PostgreSQL (docs/scale-out.md): any host serves
+//! any request and streams what another committed; keys revoked on one host
+//! are refused by all; one decision wins a race across hosts; the turn of a
+//! killed host is settled by another within the lease; a PostgreSQL
+//! restart is survived without restarting the hosts.
+//!
+//! These always run on PostgreSQL, whatever `AGENTHOST_TEST_STORE` says
+//! (`scripts/test` skips them in its PostgreSQL pass: they ran already).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::pg_cluster::OwnCluster;
+use crate::support::{self, Server};
+
+/// A database name of its own for one test's hosts.
+fn database(dir: &tempfile::TempDir) -> String {
+    let name = dir
+        .path()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .to_lowercase();
+    let name: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    format!("cluster_{name}")
+}
+
+fn text_of(events: &[Value]) -> String {
+    events
+        .iter()
+        .filter(|e| e["type"] == "MESSAGE_END" && e["payload"]["role"] == "assistant")
+        .map(|e| {
+            e["payload"]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect::<Vec<_>>()
+        .join(" | ")
+}
+
+#[tokio::test]
+async fn any_host_serves_any_request_and_streams_what_another_committed() {
+    let (dir_a, dir_b) = (support::data_dir(), support::data_dir());
+    let db = database(&dir_a);
+    let a = Server::start_host(dir_a.path(), &db).await;
+    let b = Server::start_host(dir_b.path(), &db).await;
+    // Built on A only: B compiles the stored component on first use.
+    a.deploy("hello", &support::guest("hello")).await;
+
+    // Created and run on B, watched on A.
+    let session = b.session("hello", "/chat", json!("apples on b")).await;
+    let mut on_a = a.events(&session, None).await;
+    let first = on_a.until(&["TURN_ENDED", "TURN_ERROR"]).await;
+    assert_eq!(first.last().unwrap()["type"], "TURN_ENDED", "{first:?}");
+    assert!(
+        text_of(&first).contains("You said: apples on b"),
+        "{first:?}"
+    );
+
+    // A follow-up run on A, watched on B from the last event A showed.
+    let last = first.last().unwrap();
+    let (status, body) = a
+        .post(
+            &format!("/sessions/{session}/input"),
+            json!({"input": "what did I say before?"}),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let mut on_b = b.events(&session, last["id"].as_str()).await;
+    let second = on_b.until(&["TURN_ENDED", "TURN_ERROR"]).await;
+    assert_eq!(second[0]["seq"], last["seq"].as_u64().unwrap() + 1);
+    assert!(
+        text_of(&second).contains("Before, you said: \"apples on b\""),
+        "{second:?}"
+    );
+    // The stream A has kept open saw the same events as B, in order.
+    let tail = on_a.until(&["TURN_ENDED", "TURN_ERROR"]).await;
+    let ids =
+        |events: &[Value]| -> Vec<String> { events.iter().map(|e| e["id"].to_string()).collect() };
+    assert_eq!(ids(&tail), ids(&second));
+
+    // Both hosts list the same session in the same state.
+    for host in [&a, &b] {
+        let (status, record) = host.get(&format!("/sessions/{session}")).await;
+        assert_eq!(status, 200);
+        assert_eq!(record["status"], "idle", "{record}");
+        assert_eq!(record["turn"], 2);
+    }
+}
+
+/// Retries `check` for up to 30 s (another host learns of a change
+/// through PostgreSQL's notifications, within milliseconds).
+async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let started = Instant::now();
+    while !check().await {
+        assert!(started.elapsed() < Duration::from_secs(30), "{what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_key_minted_on_one_host_works_on_all_and_revoking_it_anywhere_ends_its_streams() {
+    let (dir_a, dir_b) = (support::data_dir(), support::data_dir());
+    let db = database(&dir_a);
+    let a = Server::start_host(dir_a.path(), &db).await;
+    let b = Server::start_host(dir_b.path(), &db).await;
+    a.deploy("hello", &support::guest("hello")).await;
+    let (id, key) = a.mint_key("platform", "ops-team", None).await;
+    eventually("B accepts a key minted on A", || async {
+        b.get_as(&key, "/apps").await.0 == 200
+    })
+    .await;
+
+    // A stream opened on A with the key, revoked on B.
+    let session = a.session("hello", "/chat", json!("hi")).await;
+    let response = a
+        .client
+        .get(a.url(&format!("/sessions/{session}/events")))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let mut stream = support::EventStream::new(response);
+    stream.until(&["TURN_ENDED"]).await;
+    assert_eq!(b.delete(&format!("/api-keys/{id}")).await, 204);
+    eventually("A refuses a key revoked on B", || async {
+        a.get_as(&key, "/apps").await.0 == 401
+    })
+    .await;
+    assert_eq!(
+        stream.try_next(Duration::from_secs(10)).await,
+        None,
+        "the stream opened with the revoked key ended"
+    );
+}
+
+#[tokio::test]
+async fn of_two_hosts_deciding_one_approval_exactly_one_wins() {
+    let (dir_a, dir_b) = (support::data_dir(), support::data_dir());
+    let db = database(&dir_a);
+    let a = Server::start_host(dir_a.path(), &db).await;
+    let b = Server::start_host(dir_b.path(), &db).await;
+    a.deploy("ops", &support::guest("ops")).await;
+    let session = a.session("ops", "/ops", json!("add apples")).await;
+    let mut watcher = b.events(&session, None).await;
+    watcher.until(&["TURN_ENDED"]).await;
+    let (status, _) = b
+        .post(
+            &format!("/sessions/{session}/input"),
+            json!({"input": "delete apples"}),
+        )
+        .await;
+    assert_eq!(status, 202);
+    let suspended = watcher
+        .until(&["TOOL_APPROVAL_REQUIRED", "TURN_ENDED", "TURN_ERROR"])
+        .await;
+    assert_eq!(
+        suspended.last().unwrap()["type"],
+        "TOOL_APPROVAL_REQUIRED",
+        "{suspended:?}"
+    );
+    let path = format!("/sessions/{session}/approval");
+    let (on_a, on_b) = tokio::join!(
+        a.post(&path, json!({"approved": true, "approver": "alice"})),
+        b.post(&path, json!({"approved": false, "approver": "bob"})),
+    );
+    let mut statuses = [on_a.0, on_b.0];
+    statuses.sort();
+    assert_eq!(statuses, [202, 409], "{on_a:?} {on_b:?}");
+    let resumed = watcher.until(&["TURN_ENDED", "TURN_ERROR"]).await;
+    let decisions = resumed
+        .iter()
+        .filter(|e| {
+            matches!(
+                e["type"].as_str(),
+                Some("TOOL_APPROVAL_GRANTED" | "TOOL_APPROVAL_DENIED")
+            )
+        })
+        .count();
+    assert_eq!(decisions, 1, "{resumed:?}");
+    assert_eq!(resumed.last().unwrap()["type"], "TURN_ENDED", "{resumed:?}");
+}
+
+#[tokio::test]
+async fn the_turn_of_a_killed_host_is_settled_by_another_within_the_lease() {
+    let (dir_a, dir_b) = (support::data_dir(), support::data_dir());
+    let db = database(&dir_a);
+    let a = Server::start_host(dir_a.path(), &db).await;
+    let b = Server::start_host(dir_b.path(), &db).await;
+    a.deploy("slow", &support::guest("slow")).await;
+    // The turn runs on A (which accepted it); B watches it.
+    let session = a.session("slow", "/slow", json!({"sleep_ms": 60000})).await;
+    let mut on_b = b.events(&session, None).await;
+    let started = on_b.until(&["MESSAGE_DELTA"]).await;
+    let before_kill = started.last().unwrap()["seq"].as_u64().unwrap();
+    a.kill();
+
+    let rest = on_b.until(&["TURN_ERROR", "TURN_ENDED"]).await;
+    let error = rest.last().unwrap();
+    assert_eq!(error["type"], "TURN_ERROR", "{rest:?}");
+    assert_eq!(error["payload"]["kind"], "host_restarted", "{error}");
+    // Nothing was lost or written twice: the seqs go on from the last one seen.
+    assert_eq!(rest[0]["seq"], before_kill + 1, "{rest:?}");
+    let end = rest
+        .iter()
+        .find(|e| e["type"] == "MESSAGE_END")
+        .expect("the open message closed");
+    assert_eq!(end["payload"]["incomplete"], true);
+    assert_eq!(end["payload"]["text"], "sleeping");
+
+    // The session takes input again, on the host that is left.
+    let (status, body) = b
+        .post(
+            &format!("/sessions/{session}/input"),
+            json!({"input": {"sleep_ms": 10}}),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let next = on_b.until(&["TURN_ENDED", "TURN_ERROR"]).await;
+    assert_eq!(next.last().unwrap()["type"], "TURN_ENDED", "{next:?}");
+}
+
+#[tokio::test]
+async fn a_postgres_restart_answers_503_meanwhile_and_loses_nothing_acknowledged() {
+    let pg = Arc::new(tokio::task::spawn_blocking(OwnCluster::new).await.unwrap());
+    let url = {
+        let pg = pg.clone();
+        tokio::task::spawn_blocking(move || pg.database("restart"))
+            .await
+            .unwrap()
+    };
+    let dir = support::data_dir();
+    let host = Server::start_on(dir.path(), &url).await;
+    host.deploy("hello", &support::guest("hello")).await;
+    host.deploy("slow", &support::guest("slow")).await;
+    let session = host
+        .session("hello", "/chat", json!("before the outage"))
+        .await;
+    let before = host
+        .events(&session, None)
+        .await
+        .until(&["TURN_ENDED"])
+        .await;
+    // A turn in flight when the database goes away.
+    let busy = host
+        .session("slow", "/slow", json!({"sleep_ms": 1500}))
+        .await;
+    host.events(&busy, None)
+        .await
+        .until(&["MESSAGE_DELTA"])
+        .await;
+
+    let stopping = pg.clone();
+    tokio::task::spawn_blocking(move || stopping.stop())
+        .await
+        .unwrap();
+    let body = json!({"app": "hello", "route": "/chat", "input": "during"});
+    eventually(
+        "new work is refused with 503 while PostgreSQL is down",
+        || async {
+            let (status, error) = host.post("/sessions", body.clone()).await;
+            status == 503 && error["error"]["code"] == "unavailable"
+        },
+    )
+    .await;
+    let (status, ready) = host.get("/readyz").await;
+    assert_eq!(status, 503, "{ready}");
+
+    let starting = pg.clone();
+    tokio::task::spawn_blocking(move || starting.start())
+        .await
+        .unwrap();
+    // The host reconnects by itself.
+    eventually("the host serves again once PostgreSQL is back", || async {
+        host.post("/sessions", body.clone()).await.0 == 201
+    })
+    .await;
+    assert_eq!(host.get("/readyz").await.0, 200);
+
+    // Everything acknowledged before the outage is there, with the same ids.
+    let replay = host
+        .events(&session, None)
+        .await
+        .until(&["TURN_ENDED"])
+        .await;
+    assert_eq!(replay, before);
+    // The turn cut by the outage does not leave its session stuck: it is
+    // closed (or finished) and the session takes input again.
+    eventually("the interrupted turn is settled", || async {
+        let (_, record) = host.get(&format!("/sessions/{busy}")).await;
+        record["status"] != "running"
+    })
+    .await;
+    let (status, body) = host
+        .post(
+            &format!("/sessions/{busy}/input"),
+            json!({"input": {"sleep_ms": 10}}),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+}
+
+/// The crash test of `crash.rs` across three hosts: clients spread over
+/// the hosts (a session moves to another host every round), one host
+/// killed with SIGKILL at a random point each round and started again.
+/// Every event any client saw through any host is in the journal with the
+/// same id and seq, no stream skipped or repeated a seq, every accepted
+/// turn ended, and no session stays stuck.
+#[tokio::test]
+async fn hosts_killed_at_random_lose_nothing_any_client_saw_through_any_host() {
+    use rand::Rng;
+
+    use crate::crash::{Seen, client, journal};
+
+    let dirs: Vec<_> = (0..3).map(|_| support::data_dir()).collect();
+    let db = database(&dirs[0]);
+    let mut hosts = Vec::new();
+    for dir in &dirs {
+        hosts.push(Some(Server::start_host(dir.path(), &db).await));
+    }
+    let host = |hosts: &[Option<Server>], i: usize| -> String {
+        hosts[i % hosts.len()]
+            .as_ref()
+            .map(|h| h.url.clone())
+            .unwrap_or_default()
+    };
+    hosts[0]
+        .as_ref()
+        .unwrap()
+        .deploy("hello", &support::guest("hello"))
+        .await;
+    let seen = Arc::new(std::sync::Mutex::new(Seen::default()));
+    let mut sessions: Vec<Option<String>> = vec![None; 9];
+    let mut killed = 0;
+    for round in 0..5 {
+        let clients: Vec<_> = sessions
+            .iter()
+            .cloned()
+            .enumerate()
+            .map(|(i, session)| {
+                tokio::spawn(client(host(&hosts, i + round), seen.clone(), session, 3))
+            })
+            .collect();
+        let pause = rand::rng().random_range(100..1500);
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+        let victim = rand::rng().random_range(0..hosts.len());
+        if let Some(server) = hosts[victim].take() {
+            server.kill();
+            killed += 1;
+        }
+        for (slot, handle) in sessions.iter_mut().zip(clients) {
+            if let Ok(Some(session)) = handle.await {
+                *slot = Some(session);
+            }
+        }
+        hosts[victim] = Some(Server::start_host(dirs[victim].path(), &db).await);
+    }
+
+    let seen = std::mem::take(&mut *seen.lock().unwrap());
+    assert!(
+        !seen.events.is_empty() && !seen.accepted.is_empty(),
+        "the workload ran"
+    );
+    assert!(seen.broken_streams.is_empty(), "{:?}", seen.broken_streams);
+    let mut journals = std::collections::HashMap::new();
+    for (i, session) in seen.accepted.keys().enumerate() {
+        let reader = hosts[i % hosts.len()].as_ref().unwrap();
+        journals.insert(session.clone(), journal(reader, session).await);
+    }
+    for (session, events) in &journals {
+        for (i, event) in events.iter().enumerate() {
+            assert_eq!(event["seq"], i as u64, "{session}: a gap or a duplicate");
+        }
+        for turn in &seen.accepted[session] {
+            let has = |kind: &str| {
+                events
+                    .iter()
+                    .any(|e| e["type"] == kind && e["payload"]["turn"] == *turn)
+            };
+            assert!(
+                has("TURN_STARTED"),
+                "{session}: accepted turn {turn} never started"
+            );
+            assert!(
+                has("TURN_ENDED") || has("TURN_ERROR"),
+                "{session}: turn {turn} never ended"
+            );
+        }
+    }
+    for (id, (session, seq)) in &seen.events {
+        let event = &journals[session][*seq as usize];
+        assert_eq!(
+            event["id"],
+            id.as_str(),
+            "{session} seq {seq} changed identity"
+        );
+    }
+    let interrupted = journals
+        .values()
+        .flatten()
+        .filter(|e| e["payload"]["kind"] == "host_restarted")
+        .count();
+    let turns: usize = seen.accepted.values().map(Vec::len).sum();
+    eprintln!(
+        "cluster crash test: {killed} hosts killed, {} sessions, {turns} accepted turns, {interrupted} taken over, {} events seen",
+        journals.len(),
+        seen.events.len()
+    );
+    // No session stays stuck: each takes input on any host.
+    for (i, session) in journals.keys().enumerate() {
+        let server = hosts[(i + 1) % hosts.len()].as_ref().unwrap();
+        let (status, body) = server
+            .post(
+                &format!("/sessions/{session}/input"),
+                json!({"input": "after"}),
+            )
+            .await;
+        assert_eq!(status, 202, "{session}: {body}");
+    }
+}
