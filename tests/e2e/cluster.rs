@@ -327,7 +327,7 @@ async fn a_postgres_restart_answers_503_meanwhile_and_loses_nothing_acknowledged
 async fn hosts_killed_at_random_lose_nothing_any_client_saw_through_any_host() {
     use rand::Rng;
 
-    use crate::crash::{Seen, client, journal};
+    use crate::crash::{Seen, check_survivors, client};
 
     let dirs: Vec<_> = (0..3).map(|_| support::data_dir()).collect();
     let db = database(&dirs[0]);
@@ -374,64 +374,10 @@ async fn hosts_killed_at_random_lose_nothing_any_client_saw_through_any_host() {
     }
 
     let seen = std::mem::take(&mut *seen.lock().unwrap());
-    assert!(
-        !seen.events.is_empty() && !seen.accepted.is_empty(),
-        "the workload ran"
-    );
-    assert!(seen.broken_streams.is_empty(), "{:?}", seen.broken_streams);
-    let mut journals = std::collections::HashMap::new();
-    for (i, session) in seen.accepted.keys().enumerate() {
-        let reader = hosts[i % hosts.len()].as_ref().unwrap();
-        journals.insert(session.clone(), journal(reader, session).await);
-    }
-    for (session, events) in &journals {
-        for (i, event) in events.iter().enumerate() {
-            assert_eq!(event["seq"], i as u64, "{session}: a gap or a duplicate");
-        }
-        for turn in &seen.accepted[session] {
-            let has = |kind: &str| {
-                events
-                    .iter()
-                    .any(|e| e["type"] == kind && e["payload"]["turn"] == *turn)
-            };
-            assert!(
-                has("TURN_STARTED"),
-                "{session}: accepted turn {turn} never started"
-            );
-            assert!(
-                has("TURN_ENDED") || has("TURN_ERROR"),
-                "{session}: turn {turn} never ended"
-            );
-        }
-    }
-    for (id, (session, seq)) in &seen.events {
-        let event = &journals[session][*seq as usize];
-        assert_eq!(
-            event["id"],
-            id.as_str(),
-            "{session} seq {seq} changed identity"
-        );
-    }
-    let interrupted = journals
-        .values()
-        .flatten()
-        .filter(|e| e["payload"]["kind"] == "host_restarted")
-        .count();
-    let turns: usize = seen.accepted.values().map(Vec::len).sum();
+    let readers: Vec<&Server> = hosts.iter().flatten().collect();
+    let (sessions, turns, interrupted) = check_survivors(&seen, &readers).await;
     eprintln!(
-        "cluster crash test: {killed} hosts killed, {} sessions, {turns} accepted turns, {interrupted} taken over, {} events seen",
-        journals.len(),
+        "cluster crash test: {killed} hosts killed, {sessions} sessions, {turns} accepted turns, {interrupted} taken over, {} events seen",
         seen.events.len()
     );
-    // No session stays stuck: each takes input on any host.
-    for (i, session) in journals.keys().enumerate() {
-        let server = hosts[(i + 1) % hosts.len()].as_ref().unwrap();
-        let (status, body) = server
-            .post(
-                &format!("/sessions/{session}/input"),
-                json!({"input": "after"}),
-            )
-            .await;
-        assert_eq!(status, 202, "{session}: {body}");
-    }
 }

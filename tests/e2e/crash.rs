@@ -165,21 +165,35 @@ async fn kill_9_at_random_points_loses_nothing_a_client_saw() {
 
     let server = Server::start(dir.path()).await;
     let seen = std::mem::take(&mut *seen.lock().unwrap());
+    let (sessions, turns, interrupted) = check_survivors(&seen, &[&server]).await;
+    eprintln!(
+        "crash test: {sessions} sessions, {turns} accepted turns, {interrupted} closed by a restart, {} events seen by clients",
+        seen.events.len()
+    );
+}
+
+/// What a crash test checks once the servers are up again, reading each
+/// session through one of `readers` (round robin) and sending it input
+/// through the next: (a) every event a client received is in the journal
+/// with the same id and seq; (b) seqs run from 0 with no gap and no stream
+/// skipped or repeated one; (c) every session accepts input at once; (d)
+/// every accepted turn started and ended (ran, or recorded as failed).
+/// Returns the sessions, the accepted turns and the turns a restart closed.
+pub(crate) async fn check_survivors(seen: &Seen, readers: &[&Server]) -> (usize, usize, usize) {
     assert!(
         !seen.events.is_empty() && !seen.accepted.is_empty(),
         "the workload ran"
     );
     assert!(seen.broken_streams.is_empty(), "{:?}", seen.broken_streams);
     let mut journals = HashMap::new();
-    for session in seen.accepted.keys() {
-        journals.insert(session.clone(), journal(&server, session).await);
+    for (i, session) in seen.accepted.keys().enumerate() {
+        let reader = readers[i % readers.len()];
+        journals.insert(session.clone(), journal(reader, session).await);
     }
-    for (session, events) in &journals {
-        // (b) seqs from 0 with no gap, ids unique.
+    for (i, (session, events)) in journals.iter().enumerate() {
         for (i, event) in events.iter().enumerate() {
             assert_eq!(event["seq"], i as u64, "{session}: a gap or a duplicate");
         }
-        // (d) every accepted turn started and ended (ran, or recorded as failed).
         for turn in &seen.accepted[session] {
             let has = |kind: &str| {
                 events
@@ -195,8 +209,7 @@ async fn kill_9_at_random_points_loses_nothing_a_client_saw() {
                 "{session}: turn {turn} never ended"
             );
         }
-        // (c) the session accepts input at once.
-        let (status, body) = server
+        let (status, body) = readers[(i + 1) % readers.len()]
             .post(
                 &format!("/sessions/{session}/input"),
                 json!({"input": "after"}),
@@ -204,18 +217,6 @@ async fn kill_9_at_random_points_loses_nothing_a_client_saw() {
             .await;
         assert_eq!(status, 202, "{session}: {body}");
     }
-    let interrupted = journals
-        .values()
-        .flatten()
-        .filter(|e| e["payload"]["kind"] == "host_restarted")
-        .count();
-    let turns: usize = seen.accepted.values().map(Vec::len).sum();
-    eprintln!(
-        "crash test: {} sessions, {turns} accepted turns, {interrupted} closed by a restart, {} events seen by clients",
-        journals.len(),
-        seen.events.len()
-    );
-    // (a) every event a client received is in the journal with the same id and seq.
     for (id, (session, seq)) in &seen.events {
         let event = &journals[session][*seq as usize];
         assert_eq!(
@@ -224,4 +225,11 @@ async fn kill_9_at_random_points_loses_nothing_a_client_saw() {
             "{session} seq {seq} changed identity"
         );
     }
+    let interrupted = journals
+        .values()
+        .flatten()
+        .filter(|e| e["payload"]["kind"] == "host_restarted")
+        .count();
+    let turns = seen.accepted.values().map(Vec::len).sum();
+    (journals.len(), turns, interrupted)
 }
