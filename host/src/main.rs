@@ -89,6 +89,7 @@ async fn start(args: &ServeArgs, bootstrap_key: Option<String>) -> anyhow::Resul
         max_concurrent_turns: args.max_concurrent_turns,
         outbound: args.outbound_policy()?,
         journal_cache_bytes: args.journal_cache_mb.saturating_mul(1 << 20),
+        compile_cache_dir: args.compile_cache_dir.clone(),
     })
     .await?;
     println!("agenthost listening on http://{}", server.local_addr);

@@ -36,6 +36,8 @@ pub struct ServeOptions {
     pub outbound: crate::runtime::outbound::OutboundPolicy,
     /// redb's page cache, in bytes.
     pub journal_cache_bytes: usize,
+    /// Cranelift's compile cache; `<data-dir>/compile-cache` when `None`.
+    pub compile_cache_dir: Option<PathBuf>,
 }
 
 /// A server that is listening; `run` serves until shutdown.
@@ -85,6 +87,10 @@ impl Server {
             vault.clone(),
             options.max_concurrent_turns,
             options.outbound,
+            Some(
+                &(options.compile_cache_dir.clone())
+                    .unwrap_or_else(|| options.data_dir.join("compile-cache")),
+            ),
         )?;
         let builder = Builder::spawn(runtime.clone(), writer.clone(), options.data_dir.clone())?;
         builder.resume_interrupted(&store, &writer).await?;

@@ -87,6 +87,11 @@ pub struct ServeArgs {
     /// Turns running at once; further turns queue until a slot frees.
     #[arg(long, default_value_t = crate::runtime::DEFAULT_MAX_CONCURRENT_TURNS, env = "AGENTHOST_MAX_CONCURRENT_TURNS")]
     pub max_concurrent_turns: usize,
+    /// Where compiled functions are kept across deploys, so a redeploy
+    /// compiles only what changed; several servers may share one
+    /// directory. Default: `<data-dir>/compile-cache`.
+    #[arg(long, env = "AGENTHOST_COMPILE_CACHE_DIR", value_name = "DIR")]
+    pub compile_cache_dir: Option<PathBuf>,
     /// The journal's page cache in MiB (redb's; the kernel caches the file beyond it).
     #[arg(long, default_value_t = crate::store::DEFAULT_CACHE_BYTES >> 20, env = "AGENTHOST_JOURNAL_CACHE_MB")]
     pub journal_cache_mb: usize,
