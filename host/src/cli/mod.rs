@@ -1,9 +1,11 @@
 //! The command line: `agenthost serve`, `agenthost deploy`, `agenthost dev`,
-//! `agenthost keys`, `agenthost bench`.
+//! `agenthost build`, `agenthost keys`, `agenthost bench`.
 
 mod bench;
+mod build;
 mod deploy;
 mod keys;
+mod lang;
 mod package;
 
 use std::net::SocketAddr;
@@ -12,6 +14,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 pub use bench::{BenchArgs, bench};
+pub use build::build;
 pub use deploy::{DeployOptions, deploy};
 pub use keys::{KeysAction, keys};
 
@@ -30,7 +33,7 @@ pub struct Cli {
 pub enum Command {
     /// Run the server.
     Serve(ServeArgs),
-    /// Build an agent project for wasm32-wasip2, upload it, and wait for its build.
+    /// Build an agent project (Rust or Python), upload it, and wait for its build.
     Deploy(DeployArgs),
     /// Run the server, deploy DIR to it, and print a key and curl commands to try it.
     Dev {
@@ -40,6 +43,8 @@ pub enum Command {
         #[arg(default_value = ".")]
         dir: PathBuf,
     },
+    /// Build an agent project's component without deploying it.
+    Build(BuildArgs),
     /// Mint, list and revoke API keys of a running server.
     Keys(KeysArgs),
     /// Measure a running server with the `examples/bench` agent (docs/bench.md).
@@ -134,8 +139,20 @@ impl ServeArgs {
 }
 
 #[derive(clap::Args)]
+pub struct BuildArgs {
+    /// The agent project: a directory with `agenthost.toml` and the agent's code.
+    #[arg(default_value = ".")]
+    pub dir: PathBuf,
+    /// Where to write the component (default: DIR/<agent.entry>, where
+    /// `deploy --no-build` takes it).
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
 pub struct DeployArgs {
-    /// The agent project: a directory with `agenthost.toml` (and usually `Cargo.toml`).
+    /// The agent project: a directory with `agenthost.toml` and the agent's
+    /// code (`Cargo.toml` for Rust, `app.py` for Python).
     #[arg(default_value = ".")]
     pub dir: PathBuf,
     #[command(flatten)]
@@ -143,7 +160,8 @@ pub struct DeployArgs {
     /// Seconds to wait for the build before giving up.
     #[arg(long, default_value_t = 600)]
     pub timeout_secs: u64,
-    /// Do not run cargo: package the directory as it is (the entry must exist).
+    /// Do not build (cargo, componentize-py): package the directory as it is
+    /// (the entry must exist).
     #[arg(long)]
     pub no_build: bool,
     /// The operator's approval policy for this deployment: a JSON array of
