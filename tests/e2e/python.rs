@@ -168,7 +168,13 @@ async fn hello_streams_and_answers_a_follow_up_from_history() {
         .await;
     let mut stream = server.events(&session, None).await;
     let first = turn(&mut stream).await;
-    assert_eq!(last(&first)["type"], "TURN_ENDED", "{:?}", types(&first));
+    assert_eq!(
+        last(&first)["type"],
+        "TURN_ENDED",
+        "{:?} {}",
+        types(&first),
+        last(&first)
+    );
     // Streamed: the user's message, then one delta per write.
     let agent_deltas: Vec<String> = deltas(&first).into_iter().skip(1).collect();
     assert_eq!(agent_deltas, ["You said:", " hello", " agent", " host"]);
@@ -176,7 +182,13 @@ async fn hello_streams_and_answers_a_follow_up_from_history() {
 
     input(&server, &session, "what did I say before?").await;
     let second = turn(&mut stream).await;
-    assert_eq!(last(&second)["type"], "TURN_ENDED", "{:?}", types(&second));
+    assert_eq!(
+        last(&second)["type"],
+        "TURN_ENDED",
+        "{:?} {}",
+        types(&second),
+        last(&second)
+    );
     assert_eq!(said(&second), ["Before, you said: \"hello agent host\""]);
 }
 
@@ -407,7 +419,13 @@ async fn the_python_assistant_feeds_tool_results_back_and_runs_an_approved_refun
         .await;
     let mut stream = server.events(&session, None).await;
     let events = turn(&mut stream).await;
-    assert_eq!(last(&events)["type"], "TURN_ENDED", "{:?}", types(&events));
+    assert_eq!(
+        last(&events)["type"],
+        "TURN_ENDED",
+        "{:?} {}",
+        types(&events),
+        last(&events)
+    );
     let results = of_type(&events, "TOOL_RESULT");
     assert_eq!(results[0]["payload"]["status"], "ok");
     assert_eq!(results[0]["payload"]["output"]["status"], "shipped");

@@ -16,6 +16,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, TypeVar
 
 from .schema import function_schema
 from .tools import Tool
+from .turn import Turn
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -24,8 +25,6 @@ _ROUTE = re.compile(r"^/[A-Za-z0-9\-_./]{0,127}$")
 
 
 def _is_turn(name: str, hint: Any) -> bool:
-    from .turn import Turn
-
     if hint is Turn or (isinstance(hint, str) and hint.split(".")[-1] == "Turn"):
         return True
     return hint is inspect.Parameter.empty and name == "turn"

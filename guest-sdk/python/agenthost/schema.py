@@ -13,6 +13,7 @@ docstring's ``Args:`` section (or ``:param name:`` lines).
 
 from __future__ import annotations
 
+import collections.abc as abc
 import dataclasses
 import enum
 import inspect
@@ -149,14 +150,10 @@ def schema_of(hint: Any) -> Dict[str, Any]:
 
 
 def _is_sequence(origin: Any) -> bool:
-    import collections.abc as abc
-
     return origin in (abc.Sequence, abc.MutableSequence, abc.Iterable, abc.Collection)
 
 
 def _is_mapping(origin: Any) -> bool:
-    import collections.abc as abc
-
     return origin in (abc.Mapping, abc.MutableMapping)
 
 

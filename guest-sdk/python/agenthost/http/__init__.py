@@ -19,6 +19,7 @@ has arrived; the turn's wall-clock limit still applies.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, List, Optional, Tuple
 from urllib.parse import urlsplit
@@ -157,8 +158,6 @@ class Response:
 
     def json(self) -> Any:
         """The body parsed as JSON."""
-        import json
-
         try:
             return json.loads(self.body)
         except ValueError as error:
@@ -190,9 +189,7 @@ def send(request: Request) -> Response:
     Raises :class:`HttpError` when the request cannot be made; any status,
     4xx and 5xx included, is a :class:`Response`.
     """
-    from . import _transport
-
-    return _transport.send(request, origin(request.url))
+    return _wasi().send(request, origin(request.url))
 
 
 def send_events(request: Request, on_event: Callable[[SseEvent], None]) -> Response:
@@ -207,6 +204,20 @@ def send_events(request: Request, on_event: Callable[[SseEvent], None]) -> Respo
     breaks off or is not UTF-8. Do not call :func:`send` or
     :func:`send_events` from inside ``on_event``.
     """
-    from . import _transport
+    return _wasi().send_events(request, origin(request.url), on_event)
 
-    return _transport.send_events(request, origin(request.url), on_event)
+
+# The wasi:http side is imported now, at build time: a component has no
+# files to import a module from once it runs.
+try:
+    from . import _transport
+except ModuleNotFoundError as error:  # outside a component (an editor, the unit tests)
+    if not (error.name or "").startswith(("wit_world", "componentize_py_types")):
+        raise
+    _transport = None  # type: ignore[assignment]
+
+
+def _wasi():
+    if _transport is None:
+        raise RuntimeError("outbound HTTP works only inside an agent component (built by `agenthost deploy`)")
+    return _transport
