@@ -40,7 +40,9 @@ fn componentize_py() -> PathBuf {
 /// The component of the Python project `dir` (relative to the workspace),
 /// built by `agenthost build` once per test process.
 fn python_guest(dir: &str) -> Arc<Vec<u8>> {
-    static BUILT: OnceLock<Mutex<HashMap<String, Arc<OnceLock<Arc<Vec<u8>>>>>>> = OnceLock::new();
+    /// One cell per project, filled by the first test that needs it.
+    type Built = Arc<OnceLock<Arc<Vec<u8>>>>;
+    static BUILT: OnceLock<Mutex<HashMap<String, Built>>> = OnceLock::new();
     let cell = BUILT
         .get_or_init(Default::default)
         .lock()
