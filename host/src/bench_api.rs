@@ -56,6 +56,7 @@ pub fn runtime(data_dir: &Path) -> anyhow::Result<Arc<Runtime>> {
         Arc::new(Vault::new(&master)),
         DEFAULT_MAX_CONCURRENT_TURNS,
         OutboundPolicy::default(),
+        None,
     )
 }
 

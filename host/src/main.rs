@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 
-use agenthost::cli::{Cli, Command, DeployOptions, ServeArgs, bench, deploy, keys};
+use agenthost::cli::{Cli, Command, DeployOptions, ServeArgs, bench, build, deploy, keys};
 use agenthost::server::{ServeOptions, Server, write_secret_file};
 
 /// The server allocates per event (journal encoding, fan-out to streams);
@@ -17,7 +17,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() {
     let cli = Cli::parse();
     let default_level = match cli.command {
-        Command::Deploy(_) | Command::Bench(_) => "warn",
+        Command::Deploy(_) | Command::Bench(_) | Command::Build(_) => "warn",
         _ => "info",
     };
     tracing_subscriber::fmt()
@@ -67,6 +67,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Dev { serve, dir } => dev(serve, dir).await,
+        Command::Build(args) => {
+            let output =
+                tokio::task::spawn_blocking(move || build(&args.dir, args.output.as_deref()))
+                    .await
+                    .context("the build task failed")??;
+            println!("built {}", output.display());
+            Ok(())
+        }
         Command::Keys(args) => keys(&args.remote, args.action).await,
         Command::Bench(args) => bench(args).await,
     }
@@ -90,6 +98,7 @@ async fn start(args: &ServeArgs, bootstrap_key: Option<String>) -> anyhow::Resul
         outbound: args.outbound_policy()?,
         journal_cache_bytes: args.journal_cache_mb.saturating_mul(1 << 20),
         store: args.store_engine()?,
+        compile_cache_dir: args.compile_cache_dir.clone(),
     })
     .await?;
     println!("agenthost listening on http://{}", server.local_addr);

@@ -37,6 +37,8 @@ pub struct ServeOptions {
     pub outbound: crate::runtime::outbound::OutboundPolicy,
     /// redb's page cache, in bytes.
     pub journal_cache_bytes: usize,
+    /// Cranelift's compile cache; `<data-dir>/compile-cache` when `None`.
+    pub compile_cache_dir: Option<PathBuf>,
     /// The storage engine.
     pub store: StoreChoice,
 }
@@ -116,6 +118,10 @@ impl Server {
             vault.clone(),
             options.max_concurrent_turns,
             options.outbound,
+            Some(
+                &(options.compile_cache_dir.clone())
+                    .unwrap_or_else(|| options.data_dir.join("compile-cache")),
+            ),
         )?;
         if let Some((engine, lease)) = &shared {
             let host = crate::cluster::Host {

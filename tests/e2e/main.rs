@@ -16,6 +16,7 @@ mod http;
 mod keys;
 mod limits;
 mod outbound;
+mod python;
 mod rollback;
 mod secrets;
 mod sessions;

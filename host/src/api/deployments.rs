@@ -148,7 +148,7 @@ async fn accept(
             app_slug: manifest.app.slug.clone(),
             version: manifest.app.version,
             manifest: parts.manifest.clone(),
-            entry: manifest.agent.entry.clone(),
+            entry: manifest.agent.entry().to_owned(),
             manifest_gated: manifest.gated_tools(),
             approval_policy,
             secrets: manifest.agent.secrets.clone(),

@@ -84,11 +84,56 @@ pub struct AppSection {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AgentSection {
-    /// Path of the component inside the bundle.
-    pub entry: String,
+    /// What the agent is written in: how `agenthost deploy` builds it.
+    #[serde(default)]
+    pub language: Language,
+    /// Path of the component inside the bundle; required for Rust (cargo
+    /// names the file), `agent.wasm` by default for the other languages.
+    #[serde(default)]
+    entry: Option<String>,
     /// Secrets injected into the agent's environment at each turn.
     #[serde(default)]
     pub secrets: Vec<String>,
+}
+
+/// `[agent] language`: which toolchain builds the agent's component
+/// (`cli::lang`). The server runs every component the same way.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Language {
+    /// A Rust `cdylib` built with cargo for wasm32-wasip2.
+    #[default]
+    Rust,
+    /// An `app.py` built with componentize-py and the Python SDK.
+    Python,
+}
+
+impl Language {
+    /// The manifest's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Language::Rust => "rust",
+            Language::Python => "python",
+        }
+    }
+
+    /// Where the component goes in the bundle when `agent.entry` is not set.
+    fn default_entry(self) -> Option<&'static str> {
+        match self {
+            Language::Rust => None,
+            Language::Python => Some("agent.wasm"),
+        }
+    }
+}
+
+impl AgentSection {
+    /// Path of the component inside the bundle (`Manifest::parse` made sure there is one).
+    pub fn entry(&self) -> &str {
+        self.entry
+            .as_deref()
+            .or(self.language.default_entry())
+            .unwrap_or_default()
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -114,15 +159,22 @@ impl Manifest {
                 manifest.app.slug
             )));
         }
-        if manifest.agent.entry.trim().is_empty() {
+        let agent = &manifest.agent;
+        if agent.entry.is_none() && agent.language.default_entry().is_none() {
+            return Err(ManifestError::Invalid(format!(
+                "`agent.entry` is required for a {} agent: the path of the built component in the bundle",
+                agent.language.as_str()
+            )));
+        }
+        if agent.entry().trim().is_empty() {
             return Err(ManifestError::Invalid(
                 "`agent.entry` must not be empty".into(),
             ));
         }
-        if crate::build::unpack::safe_relative_path(&manifest.agent.entry).is_none() {
+        if crate::build::unpack::safe_relative_path(agent.entry()).is_none() {
             return Err(ManifestError::Invalid(format!(
                 "`agent.entry` = {:?} must be a relative path inside the bundle",
-                manifest.agent.entry
+                agent.entry()
             )));
         }
         if let Some(name) = manifest.tools.keys().find(|name| !valid_tool_name(name)) {
@@ -213,8 +265,33 @@ mod tests {
         let m =
             Manifest::parse("[app]\nslug = \"hello\"\n[agent]\nentry = \"hello.wasm\"\n").unwrap();
         assert_eq!(m.app.slug, "hello");
-        assert_eq!(m.agent.entry, "hello.wasm");
+        assert_eq!(m.agent.entry(), "hello.wasm");
+        assert_eq!(m.agent.language, Language::Rust);
         assert_eq!(m.app.version, None);
+    }
+
+    #[test]
+    fn reads_the_language_and_its_default_entry() {
+        let m = Manifest::parse("[app]\nslug = \"a\"\n[agent]\nlanguage = \"python\"\n").unwrap();
+        assert_eq!(m.agent.language, Language::Python);
+        assert_eq!(m.agent.entry(), "agent.wasm");
+        let m = Manifest::parse(
+            "[app]\nslug = \"a\"\n[agent]\nlanguage = \"python\"\nentry = \"build/x.wasm\"\n",
+        )
+        .unwrap();
+        assert_eq!(m.agent.entry(), "build/x.wasm");
+        let err = Manifest::parse("[app]\nslug = \"a\"\n[agent]\nlanguage = \"cobol\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown variant `cobol`"), "{err}");
+        assert!(err.contains("`rust`") && err.contains("`python`"), "{err}");
+        let err = Manifest::parse("[app]\nslug = \"a\"\n[agent]\nsecrets = []\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("`agent.entry` is required for a rust agent"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde_json::Value;
 
-use super::package::{build_component, package};
+use super::lang;
+use super::package::package;
 use crate::build::manifest::Manifest;
 
 pub struct DeployOptions {
@@ -33,11 +34,10 @@ pub async fn deploy(options: &DeployOptions) -> anyhow::Result<Deployed> {
     let manifest_text = std::fs::read_to_string(&manifest_path)
         .with_context(|| format!("cannot read {}", manifest_path.display()))?;
     let manifest = Manifest::parse(&manifest_text)?;
-    let entry = manifest.agent.entry.clone();
+    let entry = manifest.agent.entry().to_owned();
     let component = if options.build {
-        let dir = dir.clone();
-        let built = tokio::task::spawn_blocking(move || build_component(&dir)).await??;
-        std::fs::read(&built).with_context(|| format!("cannot read {}", built.display()))?
+        let (dir, manifest) = (dir.clone(), manifest.clone());
+        tokio::task::spawn_blocking(move || lang::build_component(&dir, &manifest)).await??
     } else {
         let path = dir.join(&entry);
         std::fs::read(&path).with_context(|| format!("cannot read the entry {}", path.display()))?
@@ -45,7 +45,8 @@ pub async fn deploy(options: &DeployOptions) -> anyhow::Result<Deployed> {
     let bundle = {
         let dir = dir.clone();
         let entry = entry.clone();
-        tokio::task::spawn_blocking(move || package(&dir, &entry, &component)).await??
+        let skip = lang::always_left_out(manifest.agent.language);
+        tokio::task::spawn_blocking(move || package(&dir, &entry, &component, skip)).await??
     };
     let base = options.url.trim_end_matches('/');
     let client = reqwest::Client::new();

@@ -1,9 +1,11 @@
 //! The command line: `agenthost serve`, `agenthost deploy`, `agenthost dev`,
-//! `agenthost keys`, `agenthost bench`.
+//! `agenthost build`, `agenthost keys`, `agenthost bench`.
 
 mod bench;
+mod build;
 mod deploy;
 mod keys;
+mod lang;
 mod package;
 
 use std::net::SocketAddr;
@@ -13,6 +15,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 
 pub use bench::{BenchArgs, bench};
+pub use build::build;
 pub use deploy::{DeployOptions, deploy};
 pub use keys::{KeysAction, keys};
 
@@ -31,7 +34,7 @@ pub struct Cli {
 pub enum Command {
     /// Run the server.
     Serve(ServeArgs),
-    /// Build an agent project for wasm32-wasip2, upload it, and wait for its build.
+    /// Build an agent project (Rust or Python), upload it, and wait for its build.
     Deploy(DeployArgs),
     /// Run the server, deploy DIR to it, and print a key and curl commands to try it.
     Dev {
@@ -41,6 +44,8 @@ pub enum Command {
         #[arg(default_value = ".")]
         dir: PathBuf,
     },
+    /// Build an agent project's component without deploying it.
+    Build(BuildArgs),
     /// Mint, list and revoke API keys of a running server.
     Keys(KeysArgs),
     /// Measure a running server with the `examples/bench` agent (docs/bench.md).
@@ -99,6 +104,11 @@ pub struct ServeArgs {
     /// long after its host died (renewals and sweeps run every third of it).
     #[arg(long, default_value_t = 5, env = "AGENTHOST_LEASE_SECS")]
     pub lease_secs: u64,
+    /// Where compiled functions are kept across deploys, so a redeploy
+    /// compiles only what changed; several servers may share one
+    /// directory. Default: `<data-dir>/compile-cache`.
+    #[arg(long, env = "AGENTHOST_COMPILE_CACHE_DIR", value_name = "DIR")]
+    pub compile_cache_dir: Option<PathBuf>,
     /// The journal's page cache in MiB (redb's; the kernel caches the file beyond it).
     #[arg(long, default_value_t = crate::store::redb::DEFAULT_CACHE_BYTES >> 20, env = "AGENTHOST_JOURNAL_CACHE_MB")]
     pub journal_cache_mb: usize,
@@ -160,8 +170,20 @@ impl ServeArgs {
 }
 
 #[derive(clap::Args)]
+pub struct BuildArgs {
+    /// The agent project: a directory with `agenthost.toml` and the agent's code.
+    #[arg(default_value = ".")]
+    pub dir: PathBuf,
+    /// Where to write the component (default: DIR/<agent.entry>, where
+    /// `deploy --no-build` takes it).
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
 pub struct DeployArgs {
-    /// The agent project: a directory with `agenthost.toml` (and usually `Cargo.toml`).
+    /// The agent project: a directory with `agenthost.toml` and the agent's
+    /// code (`Cargo.toml` for Rust, `app.py` for Python).
     #[arg(default_value = ".")]
     pub dir: PathBuf,
     #[command(flatten)]
@@ -169,7 +191,8 @@ pub struct DeployArgs {
     /// Seconds to wait for the build before giving up.
     #[arg(long, default_value_t = 600)]
     pub timeout_secs: u64,
-    /// Do not run cargo: package the directory as it is (the entry must exist).
+    /// Do not build (cargo, componentize-py): package the directory as it is
+    /// (the entry must exist).
     #[arg(long)]
     pub no_build: bool,
     /// The operator's approval policy for this deployment: a JSON array of

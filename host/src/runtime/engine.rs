@@ -1,10 +1,12 @@
 //! The one place that builds the wasmtime `Config` and `Engine`, and the epoch ticker.
 
 use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 use std::time::Duration;
 
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig};
 
+use super::compile_cache::CompileCache;
 use super::limits::MEMORY_MB;
 
 /// How often the engine's epoch advances: the granularity of deadlines and
@@ -13,11 +15,17 @@ pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 
 /// Builds the engine every component is compiled and run with; `slots` is
 /// how many component instances may live at once (one per running turn,
-/// plus `describe` at deploy time).
-pub fn new_engine_with(slots: u32) -> wasmtime::Result<Engine> {
+/// plus `describe` at deploy time); `cache`, when given, keeps every
+/// function Cranelift compiles, so later compilations reuse them.
+pub fn new_engine_with(slots: u32, cache: Option<Arc<CompileCache>>) -> wasmtime::Result<Engine> {
     let mut config = Config::new();
     config.wasm_component_model(true);
     config.cranelift_opt_level(OptLevel::Speed);
+    if let Some(cache) = cache {
+        // Function by function: a component that shares code with an earlier
+        // one (the same Python runtime under a changed app) compiles only the rest.
+        config.enable_incremental_compilation(cache)?;
+    }
     // Deadlines and fair scheduling: guests yield every epoch tick and are
     // interrupted past their deadline (see runtime::turn).
     config.epoch_interruption(true);

@@ -7,6 +7,7 @@
 
 mod artifacts;
 pub mod bindings;
+mod compile_cache;
 mod ctx;
 mod engine;
 mod error;
@@ -36,6 +37,7 @@ pub use prepare::{PrepareError, Prepared};
 pub use redact::Redactor;
 
 use bindings::AgentPre;
+use compile_cache::CompileCache;
 use gates::Gates;
 use limits::TurnLimits;
 use outbound::{OriginPattern, OutboundPolicy};
@@ -91,6 +93,8 @@ pub struct Runtime {
     /// False once shutdown began: no new turn starts.
     accepting: AtomicBool,
     outbound: OutboundPolicy,
+    /// The engine's compile cache, for the build log's hit counts.
+    compile_cache: Option<Arc<CompileCache>>,
 }
 
 impl Runtime {
@@ -101,12 +105,19 @@ impl Runtime {
         vault: Arc<Vault>,
         max_concurrent_turns: usize,
         outbound: OutboundPolicy,
+        compile_cache: Option<&std::path::Path>,
     ) -> anyhow::Result<Arc<Runtime>> {
         let wasm = |e: wasmtime::Error| anyhow::anyhow!("{e:#}");
         let slots = u32::try_from(max_concurrent_turns.max(1))
             .unwrap_or(u32::MAX)
             .saturating_add(16);
-        let engine = engine::new_engine_with(slots).map_err(|e| {
+        let cache = match compile_cache {
+            Some(dir) => Some(Arc::new(CompileCache::open(dir).map_err(|e| {
+                anyhow::anyhow!("cannot open the compile cache {}: {e}", dir.display())
+            })?)),
+            None => None,
+        };
+        let engine = engine::new_engine_with(slots, cache.clone()).map_err(|e| {
             anyhow::anyhow!(
                 "cannot set up the instance pool for {slots} instances \
                  ({max_concurrent_turns} concurrent turns plus 16 for deploys): {e:#}. \
@@ -137,6 +148,7 @@ impl Runtime {
             active: Arc::default(),
             accepting: AtomicBool::new(true),
             outbound,
+            compile_cache: cache,
         }))
     }
 

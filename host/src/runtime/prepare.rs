@@ -55,6 +55,8 @@ impl Runtime {
         if bytes.len() >= 8 && bytes[..4] == WASM_MAGIC[..] && bytes[4..8] == CORE_VERSION {
             return Err(PrepareError::CoreModule(entry.to_string()));
         }
+        let compiling = Instant::now();
+        let cached_before = self.compile_cache.as_ref().map(|c| c.counts());
         let compiled =
             self.engine
                 .precompile_component(bytes)
@@ -62,6 +64,15 @@ impl Runtime {
                     entry: entry.to_string(),
                     detail: format!("{e:#}"),
                 })?;
+        if let (Some(cache), Some((hits, misses))) = (&self.compile_cache, cached_before) {
+            let (hits_now, misses_now) = cache.counts();
+            tracing::info!(
+                functions_from_cache = hits_now - hits,
+                functions_compiled = misses_now - misses,
+                duration_ms = compiling.elapsed().as_secs_f64() * 1000.0,
+                "compiled"
+            );
+        }
         // SAFETY: produced just above by this engine.
         let component =
             unsafe { Component::deserialize(&self.engine, &compiled) }.map_err(|e| {

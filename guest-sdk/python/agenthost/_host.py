@@ -1,0 +1,96 @@
+"""The host imports (``agenthost:agent/host``), the only module that calls
+them: each host error becomes a :class:`HostError`.
+
+The bindings (``wit_world``) exist only inside a component built by
+componentize-py; imported elsewhere (an IDE, the SDK's unit tests) the SDK
+loads, and calling the host raises ``RuntimeError``.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional, Tuple
+
+from .errors import HostError
+
+try:  # pragma: no cover - only inside a component
+    from componentize_py_types import Err
+    from wit_world.imports import agenthost_agent_types as wit
+    from wit_world.imports import host as _host
+except ImportError:  # outside a component
+    Err = None  # type: ignore[assignment,misc]
+    wit = None  # type: ignore[assignment]
+    _host = None  # type: ignore[assignment]
+
+_KINDS = {
+    "HostError_InvalidOrder": "invalid_order",
+    "HostError_Limit": "limit",
+    "HostError_Closed": "closed",
+    "HostError_Unavailable": "unavailable",
+}
+
+
+def _bindings():
+    if _host is None:
+        raise RuntimeError(
+            "the agenthost host imports exist only inside an agent component "
+            "(built by `agenthost deploy`)"
+        )
+    return _host
+
+
+def _call(function, *args):
+    try:
+        return function(*args)
+    except Err as error:  # type: ignore[misc]
+        raise _host_error(error.value) from None
+
+
+def _host_error(value) -> HostError:
+    kind = _KINDS.get(type(value).__name__, "unavailable")
+    return HostError(kind, str(getattr(value, "value", value)))
+
+
+def message_start() -> str:
+    return _call(_bindings().message_start)
+
+
+def message_delta(message_id: str, text: str) -> None:
+    _call(_bindings().message_delta, message_id, text)
+
+
+def message_end(message_id: str) -> None:
+    _call(_bindings().message_end, message_id)
+
+
+def tool_calls(
+    calls: List[Tuple[str, str, str]], reason: Optional[str]
+) -> Optional[Tuple[str, str, str]]:
+    """Hands over a step of ``(id, name, arguments JSON)`` calls. Returns
+    ``None`` to run them, or the call that suspends the turn."""
+    host = _bindings()
+    wire = [wit.ToolCall(tool_call_id=i, name=n, arguments=a) for (i, n, a) in calls]
+    step = _call(host.tool_calls, wire, reason)
+    if isinstance(step, wit.Step_Suspend):
+        call = step.value
+        return (call.tool_call_id, call.name, call.arguments)
+    return None
+
+
+_STATUS = {"ok": "OK", "error": "ERROR", "denied": "DENIED"}
+
+
+def tool_result(tool_call_id: str, output: str, status: str) -> None:
+    host = _bindings()
+    _call(host.tool_result, tool_call_id, output, getattr(wit.ToolStatus, _STATUS[status]))
+
+
+def read_history(
+    after: Optional[int], limit: int
+) -> Tuple[List[Tuple[int, str, str]], Optional[int]]:
+    """One page: ``([(seq, event_type, payload JSON)], next)``."""
+    page = _call(_bindings().read_history, after, limit)
+    return [(e.seq, e.event_type, e.payload) for e in page.events], page.next
+
+
+def end_session() -> None:
+    _call(_bindings().end_session)

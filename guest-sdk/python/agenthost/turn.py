@@ -1,0 +1,152 @@
+"""``Turn``: what one turn starts from (session, number, route, reason,
+input) and everything it can do: stream messages, read the history, run
+tools, end the session."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Dict, Iterable, List, Optional
+
+from . import _host
+from ._json import dumps
+from .errors import BadInput, ToolApprovalRequired
+from .history import History
+from .message import Message
+from .tools import Tool, ToolCall, ToolResult, call_id, invoke, report
+
+
+@dataclass
+class Decision:
+    """A human's decision on a gated tool call, which this turn resumes from."""
+
+    approved: bool
+    approver: str
+    """Who decided (free text)."""
+    call: ToolCall
+    """The call that waited for the decision (its id is set)."""
+    step: List[ToolCall]
+    """Every call of the suspended step, in the order the agent proposed
+    them, ``call`` included (each id set)."""
+
+
+def input_text(value: Any) -> Optional[str]:
+    """The text of an input: a JSON string, or an object's string field ``text``."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        text = value.get("text")
+        if isinstance(text, str):
+            return text
+    return None
+
+
+class Turn:
+    """One turn of a session, handed to the agent's handler.
+
+    Every turn runs in a fresh instance: what the agent needs from earlier
+    turns it reads back with :meth:`history`.
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        number: int,
+        route: str,
+        input_json: str,
+        decision: Optional[Decision],
+        tools: Dict[str, Tool],
+    ) -> None:
+        try:
+            self.input: Any = json.loads(input_json)
+            """The turn's input as JSON data (for a resumed turn, the input of the turn it resumes)."""
+        except ValueError as error:
+            raise BadInput(f"the turn's input is not JSON: {error}") from None
+        self.session_id = session_id
+        """The session's id."""
+        self.number = number
+        """1 for the session's first turn, then 2, 3, ..."""
+        self.route = route
+        """The route the session was created on, such as ``/chat``."""
+        self.decision = decision
+        """The decision this turn resumes from, or ``None`` for a new input."""
+        self.resumed: Optional[List[ToolResult]] = None
+        """On a turn resumed by a decision: the suspended step's results in
+        step order (the SDK ran the step before the handler was called).
+        ``None`` on an input turn."""
+        self._tools = tools
+        self._calls_named = 0
+
+    @property
+    def reason(self) -> str:
+        """Why this turn runs: ``"input"`` or ``"approval_decision"``."""
+        return "input" if self.decision is None else "approval_decision"
+
+    @property
+    def input_text(self) -> Optional[str]:
+        """The input as text: a JSON string, or the string field ``text`` of an object."""
+        return input_text(self.input)
+
+    @property
+    def pending_result(self) -> Optional[ToolResult]:
+        """On a resumed turn, the result of the call the human decided on."""
+        if self.decision is None or self.resumed is None:
+            return None
+        return next((r for r in self.resumed if r.id == self.decision.call.id), None)
+
+    # Messages
+
+    def message(self) -> Message:
+        """Opens an assistant message (MESSAGE_START) to stream into."""
+        return Message(_host.message_start())
+
+    def say(self, text: str) -> None:
+        """Writes ``text`` as a whole assistant message (start, one delta, end)."""
+        message = self.message()
+        message.write(text)
+        message.finish()
+
+    # History
+
+    def history(self) -> History:
+        """The session's journal, read lazily page by page."""
+        return History()
+
+    # Tools
+
+    def run_tools(self, calls: Iterable[ToolCall], reason: Optional[str] = None) -> List[ToolResult]:
+        """Runs one step of tool calls: hands them to the host (one TOOL_CALL
+        each), then, unless one of them needs a human decision, runs each
+        tool in order and reports its result. An empty step does nothing.
+
+        ``reason`` is shown to the human who decides on a gated call.
+
+        Raises :class:`ToolApprovalRequired` when the host suspends the turn
+        (none of the step's calls has run, and every further effect of this
+        turn is refused): let it propagate and the turn ends cleanly; the
+        turn that resumes from the decision runs the step first. A step with
+        two or more gated calls is not suspended: the host fails the turn.
+        """
+        named = [(call.id or self._next_call_id(), call) for call in calls]
+        if not named:
+            return []
+        wire = [(i, call.name, dumps(call.arguments)) for (i, call) in named]
+        suspended = _host.tool_calls(wire, reason)
+        if suspended is not None:
+            raise ToolApprovalRequired(ToolCall._from_wire(*suspended))
+        results = []
+        for i, call in named:
+            result = invoke(self, i, call)
+            report(result)
+            results.append(result)
+        return results
+
+    def _next_call_id(self) -> str:
+        self._calls_named += 1
+        return call_id(self.number, self._calls_named)
+
+    # The session
+
+    def end_session(self) -> None:
+        """Ends the session after this turn: it accepts no more input."""
+        _host.end_session()
