@@ -71,14 +71,17 @@ impl Op for CreateDeployment {
     }
 }
 
+fn deployment_of(tx: &mut dyn WriteTx, id: Uuid) -> Result<DeploymentRecord, StoreError> {
+    tx.deployment(id)?
+        .ok_or_else(|| StoreError::not_found("deployment", id))
+}
+
 fn update_deployment(
     tx: &mut dyn WriteTx,
     id: Uuid,
     change: impl FnOnce(&mut DeploymentRecord),
 ) -> Result<DeploymentRecord, StoreError> {
-    let mut record = tx
-        .deployment(id)?
-        .ok_or_else(|| StoreError::not_found("deployment", id))?;
+    let mut record = deployment_of(tx, id)?;
     change(&mut record);
     tx.put_deployment(&record, false)?;
     Ok(record)
@@ -106,9 +109,7 @@ impl Op for FinishBuild {
 
     fn apply(&mut self, batch: &mut Batch<'_>) -> Result<DeploymentRecord, StoreError> {
         let (id, tx) = (self.0, &mut *batch.tx);
-        let record = tx
-            .deployment(id)?
-            .ok_or_else(|| StoreError::not_found("deployment", id))?;
+        let record = deployment_of(tx, id)?;
         if record.status != DeploymentStatus::Building {
             return Err(StoreError::Conflict(format!(
                 "deployment {id} is not building"
@@ -171,9 +172,7 @@ impl Op for Activate {
 
     fn apply(&mut self, batch: &mut Batch<'_>) -> Result<DeploymentRecord, StoreError> {
         let (id, tx) = (self.0, &mut *batch.tx);
-        let record = tx
-            .deployment(id)?
-            .ok_or_else(|| StoreError::not_found("deployment", id))?;
+        let record = deployment_of(tx, id)?;
         let state = match record.status {
             DeploymentStatus::Building => Some("still building"),
             DeploymentStatus::Failed => Some("a failed build"),
