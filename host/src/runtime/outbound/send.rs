@@ -38,9 +38,28 @@ impl Outbound {
     /// and returned to the guest as its `wasi:http` error code.
     pub(super) async fn send(
         self: &Arc<Self>,
-        mut request: http::Request<WasiBody>,
+        request: http::Request<WasiBody>,
         options: Option<RequestOptions>,
     ) -> Result<http::Response<WasiBody>, Error> {
+        let (head, body) = request.into_parts();
+        let mut body = Some(body);
+        let sent = self.send_checked(head, &mut body, options).await;
+        if let Some(body) = body.take() {
+            // Refused before it left: the guest may still be writing the body,
+            // and a dropped body would fail its write with a "reset" that
+            // races (and hides) the refusal's own error code.
+            discard(body);
+        }
+        sent
+    }
+
+    async fn send_checked(
+        self: &Arc<Self>,
+        head: http::request::Parts,
+        body: &mut Option<WasiBody>,
+        options: Option<RequestOptions>,
+    ) -> Result<http::Response<WasiBody>, Error> {
+        let mut request = http::Request::from_parts(head, ());
         let origin = Origin::of(request.uri()).ok_or(Error::HttpRequestUriInvalid)?;
         let described = Described {
             id: self.next_request_id(),
@@ -119,6 +138,8 @@ impl Outbound {
                     tracing::debug!(error = %err, "outbound connection ended");
                 }
             });
+            let body = body.take().ok_or(Error::InternalError(None))?;
+            let request = request.map(|()| body);
             let response = tokio::time::timeout(first_byte, sender.send_request(request))
                 .await
                 .map_err(|_| Error::ConnectionReadTimeout)?
@@ -408,4 +429,11 @@ impl Drop for CountedBody {
         // Before the record's own drop, so the bytes read so far are kept.
         self.end(Some("the agent did not read the whole response".into()));
     }
+}
+
+/// Reads a refused request's body to its end and drops it, so that the guest
+/// writing it sees the request's error rather than a broken body stream. The
+/// guest's own limits bound how much it can write.
+fn discard(mut body: WasiBody) {
+    tokio::spawn(async move { while let Some(Ok(_)) = body.frame().await {} });
 }
