@@ -1,7 +1,7 @@
 //! A host among many (`--store postgres://`): it applies what other hosts
 //! commit (wakes its streams, refreshes its keys and secrets) and settles
 //! the turns whose host died (an expired lease), with the same recovery
-//! rules as a restart. See docs/scale-out.md.
+//! rules as a restart, and adopts the builds it left. See docs/scale-out.md.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
+use crate::build::Builder;
 use crate::keys::Keys;
 use crate::runtime::Runtime;
 use crate::secrets::Vault;
@@ -21,6 +22,7 @@ pub struct Host {
     pub store: Store,
     pub writer: WriterHandle,
     pub runtime: Arc<Runtime>,
+    pub builder: Builder,
     pub keys: Keys,
     pub vault: Arc<Vault>,
     pub boot: Uuid,
@@ -114,7 +116,8 @@ async fn resync(host: &Host) -> Result<(), StoreError> {
     refresh_secrets(host).await
 }
 
-/// Settles, every `tick`, the turns whose host stopped renewing its lease.
+/// Settles, every `tick`, the turns whose host stopped renewing its lease,
+/// and adopts the builds whose host stopped renewing its claim.
 async fn sweep(host: Host, tick: Duration) {
     loop {
         tokio::time::sleep(tick).await;
@@ -132,6 +135,9 @@ async fn sweep(host: Host, tick: Duration) {
                 }
             }
             Err(err) => tracing::warn!(error = %err, "cannot look for expired leases"),
+        }
+        if let Err(err) = host.builder.adopt_orphans().await {
+            tracing::warn!(error = %err, "cannot look for orphaned builds");
         }
     }
 }

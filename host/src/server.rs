@@ -123,19 +123,25 @@ impl Server {
                     .unwrap_or_else(|| options.data_dir.join("compile-cache")),
             ),
         )?;
+        let builder = Builder::spawn(
+            runtime.clone(),
+            store.clone(),
+            writer.clone(),
+            options.data_dir.clone(),
+        )?;
+        builder.resume_interrupted().await?;
         if let Some((engine, lease)) = &shared {
             let host = crate::cluster::Host {
                 store: store.clone(),
                 writer: writer.clone(),
                 runtime: runtime.clone(),
+                builder: builder.clone(),
                 keys: keys.clone(),
                 vault: vault.clone(),
                 boot: boot_id,
             };
             crate::cluster::start(engine, *lease, host)?;
         }
-        let builder = Builder::spawn(runtime.clone(), writer.clone(), options.data_dir.clone())?;
-        builder.resume_interrupted(&store, &writer).await?;
         if !recovery.restarted.is_empty() {
             tracing::info!(
                 count = recovery.restarted.len(),

@@ -237,6 +237,131 @@ async fn the_turn_of_a_killed_host_is_settled_by_another_within_the_lease() {
     assert_eq!(next.last().unwrap()["type"], "TURN_ENDED", "{next:?}");
 }
 
+/// Uploads `hello` at `version` to `a` and freezes `a` (SIGSTOP) before
+/// its build finished; `None` when the build beat the signal.
+async fn upload_then_freeze(a: &Server, b: &Server, version: u64) -> Option<Value> {
+    let manifest =
+        format!("[app]\nslug = \"hello\"\nversion = {version}\n[agent]\nentry = \"agent.wasm\"\n");
+    let bundle = support::bundle(&[("agent.wasm", &support::guest("hello"))]);
+    let (status, row) = a.upload(bundle, &manifest).await;
+    assert_eq!(status, 202, "{row}");
+    a.signal("STOP");
+    let (status, rows) = b
+        .get(&format!(
+            "/apps/{}/deployments",
+            row["app_id"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(status, 200, "{rows}");
+    let listed = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == row["id"]);
+    if listed.is_some_and(|r| r["status"] == "building") {
+        return Some(row);
+    }
+    a.signal("CONT");
+    None
+}
+
+#[tokio::test]
+async fn the_build_of_a_host_that_stopped_is_adopted_by_another() {
+    let (dir_a, dir_b) = (support::data_dir(), support::data_dir());
+    let db = database(&dir_a);
+    let a = Server::start_host(dir_a.path(), &db).await;
+    let b = Server::start_host(dir_b.path(), &db).await;
+
+    // A takes the upload and freezes mid-build: B adopts the build once
+    // A's claim expired, from the bundle A stored, and finishes it.
+    let mut version = 1;
+    let row = loop {
+        assert!(version <= 5, "the build always finished before A froze");
+        if let Some(row) = upload_then_freeze(&a, &b, version).await {
+            break row;
+        }
+        version += 1;
+    };
+    let built = b.wait_built(&row).await;
+    assert_eq!(built["status"], "active", "{built}");
+    let session = b.session("hello", "/chat", json!("built by b")).await;
+    let events = b
+        .events(&session, None)
+        .await
+        .until(&["TURN_ENDED", "TURN_ERROR"])
+        .await;
+    assert!(
+        text_of(&events).contains("You said: built by b"),
+        "{events:?}"
+    );
+
+    // A comes back and finishes its own build too: its result is refused
+    // (the deployment is no longer building) and A goes on serving.
+    a.signal("CONT");
+    let session = a.session("hello", "/chat", json!("a is back")).await;
+    let events = a
+        .events(&session, None)
+        .await
+        .until(&["TURN_ENDED", "TURN_ERROR"])
+        .await;
+    assert!(
+        text_of(&events).contains("You said: a is back"),
+        "{events:?}"
+    );
+    let (_, rows) = a
+        .get(&format!(
+            "/apps/{}/deployments",
+            row["app_id"].as_str().unwrap()
+        ))
+        .await;
+    let same = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == row["id"]);
+    assert_eq!(same.unwrap()["status"], "active", "{rows}");
+
+    // A host that stopped before its upload's bundle reached the store
+    // (here: the bundle is taken away while A is frozen) leaves a build
+    // that cannot be adopted: it fails with a message, it does not hang.
+    let row = loop {
+        version += 1;
+        assert!(version <= 10, "the build always finished before A froze");
+        if let Some(row) = upload_then_freeze(&a, &b, version).await {
+            break row;
+        }
+    };
+    let url = pg_url(&db).await;
+    let id: uuid::Uuid = row["id"].as_str().unwrap().parse().unwrap();
+    std::thread::spawn(move || {
+        let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        let deleted = client
+            .execute(
+                "DELETE FROM blobs WHERE kind = 'bundle' AND id = $1",
+                &[&id],
+            )
+            .unwrap();
+        assert_eq!(deleted, 1, "the bundle was stored before the 202");
+    })
+    .join()
+    .unwrap();
+    let failed = b.wait_built(&row).await;
+    assert_eq!(failed["status"], "failed", "{failed}");
+    assert!(
+        failed["error"].as_str().unwrap().contains("deploy again"),
+        "{failed}"
+    );
+    a.signal("CONT");
+}
+
+/// The URL of the test database `name`.
+async fn pg_url(name: &str) -> String {
+    let name = name.to_string();
+    tokio::task::spawn_blocking(move || crate::support::pg_cluster::database(&name))
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn a_postgres_restart_answers_503_meanwhile_and_loses_nothing_acknowledged() {
     let pg = Arc::new(tokio::task::spawn_blocking(OwnCluster::new).await.unwrap());

@@ -156,14 +156,15 @@ async fn accept(
             outbound: manifest.outbound.allow.clone(),
         })
         .await?;
-    if let Err(err) = state.builder.enqueue(&record, upload) {
+    if let Err(err) = state.builder.enqueue(&record, upload).await {
         tracing::error!(deployment = %record.id, error = %err, "cannot queue the build");
         let message = "the host could not store the bundle for its build".to_string();
         state
             .writer
             .finish_build(record.id, BuildOutcome::Failed(message))
             .await?;
-        return Err(ApiError::internal(err));
+        // 503 when the store could not be reached: the client may retry.
+        return Err(err.into());
     }
     accepted_row(state, &record, "a new deployment's app is missing").await
 }

@@ -4,7 +4,10 @@
 //! runtime's checks (component, compiles, imports, exports, describe), keeps
 //! the component and its artifact, and reports `active` or `failed` through
 //! the writer. Each failure has its own message, stored truncated in `error`.
+//! On a shared store a build is claimed by the host that runs it, and
+//! adopted by another when that host stops (`adopt.rs`).
 
+mod adopt;
 pub mod manifest;
 pub mod unpack;
 
@@ -37,6 +40,9 @@ pub enum BuildError {
 struct Job {
     deployment: Uuid,
     entry: String,
+    /// This host's claim on the build (shared store only), released when
+    /// the job is done.
+    _claim: Option<Box<dyn Send>>,
 }
 
 /// Queues builds for the builder thread. Cheap to clone.
@@ -44,26 +50,38 @@ struct Job {
 pub struct Builder {
     tx: mpsc::Sender<Job>,
     data_dir: PathBuf,
+    store: Store,
+    writer: WriterHandle,
 }
 
 impl Builder {
     pub fn spawn(
         runtime: Arc<Runtime>,
+        store: Store,
         writer: WriterHandle,
         data_dir: PathBuf,
     ) -> std::io::Result<Builder> {
         // Uploads cut off mid-way by a disconnect or a crash are never built.
         let _ = std::fs::remove_dir_all(data_dir.join("uploads"));
+        if store.shared() {
+            // The shared store keeps every bundle until its build is over.
+            let _ = std::fs::remove_dir_all(data_dir.join("bundles"));
+        }
         let (tx, rx) = mpsc::channel::<Job>();
-        let dir = data_dir.clone();
+        let (dir, jobs_store, jobs_writer) = (data_dir.clone(), store.clone(), writer.clone());
         std::thread::Builder::new()
             .name("builder".into())
             .spawn(move || {
                 for job in rx {
-                    run_job(&runtime, &writer, &dir, job);
+                    run_job(&runtime, &jobs_store, &jobs_writer, &dir, job);
                 }
             })?;
-        Ok(Builder { tx, data_dir })
+        Ok(Builder {
+            tx,
+            data_dir,
+            store,
+            writer,
+        })
     }
 
     /// Where an uploaded bundle waits for its build.
@@ -78,50 +96,59 @@ impl Builder {
         Ok(dir.join(Uuid::now_v7().to_string()))
     }
 
-    /// Moves an upload into place and queues its build.
-    pub fn enqueue(&self, record: &DeploymentRecord, upload: &Path) -> std::io::Result<()> {
+    /// Moves an upload into place and queues its build; on a shared store,
+    /// first claims the build and stores the bundle where any host can
+    /// adopt it.
+    pub async fn enqueue(
+        &self,
+        record: &DeploymentRecord,
+        upload: &Path,
+    ) -> Result<(), StoreError> {
         let bundle = self.bundle_path(record.id);
+        let io = |e: std::io::Error| StoreError::Storage(format!("cannot keep the bundle: {e}"));
         if let Some(parent) = bundle.parent() {
-            std::fs::create_dir_all(parent)?;
+            std::fs::create_dir_all(parent).map_err(io)?;
         }
-        std::fs::rename(upload, &bundle)?;
+        std::fs::rename(upload, &bundle).map_err(io)?;
         if let Some(parent) = bundle.parent() {
             // The bundle's new name survives a power cut (its bytes were fsynced on upload).
-            crate::util::sync_dir(parent)?;
+            crate::util::sync_dir(parent).map_err(io)?;
         }
-        self.queue(record);
+        let claim = if self.store.shared() {
+            self.share(record.id, bundle).await?
+        } else {
+            None
+        };
+        self.queue(record.id, record.entry.clone(), claim);
         Ok(())
     }
 
-    fn queue(&self, record: &DeploymentRecord) {
+    fn queue(&self, deployment: Uuid, entry: String, claim: Option<Box<dyn Send>>) {
         let job = Job {
-            deployment: record.id,
-            entry: record.entry.clone(),
+            deployment,
+            entry,
+            _claim: claim,
         };
         if self.tx.send(job).is_err() {
-            tracing::error!(deployment = %record.id, "the builder thread has stopped");
+            tracing::error!(%deployment, "the builder thread has stopped");
         }
     }
 
     /// At startup: builds interrupted by a restart run again when their
-    /// bundle survived, and fail otherwise.
-    pub async fn resume_interrupted(
-        &self,
-        store: &Store,
-        writer: &WriterHandle,
-    ) -> Result<(), StoreError> {
-        for record in store.read(|s| s.building_deployments()).await? {
+    /// bundle survived, and fail otherwise. On a shared store the sweep
+    /// adopts them instead, once their claim expired (`adopt.rs`).
+    pub async fn resume_interrupted(&self) -> Result<(), StoreError> {
+        if self.store.shared() {
+            return Ok(());
+        }
+        for record in self.store.read(|s| s.building_deployments()).await? {
             if self.bundle_path(record.id).exists() {
                 tracing::info!(deployment = %record.id, "restarting an interrupted build");
-                self.queue(&record);
-            } else if store.shared() {
-                // Uploaded to another host, which builds it (or, if that
-                // host is gone for good, it stays `building`: docs/scale-out.md).
-                continue;
+                self.queue(record.id, record.entry.clone(), None);
             } else {
                 let message =
                     "the server stopped before this build started; deploy again".to_string();
-                writer
+                self.writer
                     .finish_build(record.id, BuildOutcome::Failed(message))
                     .await?;
             }
@@ -130,7 +157,7 @@ impl Builder {
     }
 }
 
-fn run_job(runtime: &Runtime, writer: &WriterHandle, data_dir: &Path, job: Job) {
+fn run_job(runtime: &Runtime, store: &Store, writer: &WriterHandle, data_dir: &Path, job: Job) {
     let started = std::time::Instant::now();
     let bundle = data_dir.join("bundles").join(job.deployment.to_string());
     let outcome = match build(runtime, data_dir, &bundle, &job) {
@@ -148,18 +175,31 @@ fn run_job(runtime: &Runtime, writer: &WriterHandle, data_dir: &Path, job: Job) 
         BuildOutcome::Succeeded { .. } => "succeeded",
         BuildOutcome::Failed(_) => "failed",
     };
-    match writer.blocking_finish_build(job.deployment, outcome) {
-        Ok(record) => {
-            let _ = std::fs::remove_file(&bundle);
-            tracing::info!(
-                deployment = %job.deployment,
-                version = record.version,
-                outcome = status,
-                status = ?record.status,
-                duration_ms = started.elapsed().as_secs_f64() * 1000.0,
-                "build"
-            );
+    let recorded = writer.blocking_finish_build(job.deployment, outcome);
+    let over = matches!(
+        recorded,
+        Ok(_) | Err(StoreError::Conflict(_) | StoreError::NotFound { .. })
+    );
+    if over {
+        // Done, here or (a conflict) by a host that adopted the build.
+        let _ = std::fs::remove_file(&bundle);
+        if let Err(err) = store.forget_build(job.deployment) {
+            tracing::warn!(deployment = %job.deployment, error = %err, "cannot drop a built bundle");
         }
+    }
+    match recorded {
+        Ok(record) => tracing::info!(
+            deployment = %job.deployment,
+            version = record.version,
+            outcome = status,
+            status = ?record.status,
+            duration_ms = started.elapsed().as_secs_f64() * 1000.0,
+            "build"
+        ),
+        Err(StoreError::Conflict(_)) => tracing::warn!(
+            deployment = %job.deployment,
+            "another host finished this build first (it adopted it): this result is dropped"
+        ),
         Err(err) => {
             tracing::error!(deployment = %job.deployment, error = %err, "cannot record the build")
         }

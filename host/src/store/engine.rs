@@ -116,6 +116,36 @@ pub trait Engine: Send + Sync + 'static {
         Ok(None)
     }
 
+    /// Claims the build of `deployment` for this host until the returned
+    /// value is dropped: a shared engine renews the claim meanwhile, and
+    /// another host adopts the build once it expired (`orphaned_builds`).
+    fn hold_build(&self, _deployment: Uuid) -> Result<Option<Box<dyn Send>>, StoreError> {
+        Ok(None)
+    }
+
+    /// Keeps an uploaded bundle where every host can reach it, until its
+    /// build is over (`forget_build`). The embedded engine keeps nothing:
+    /// the bundle waits in the data dir.
+    fn put_bundle(&self, _deployment: Uuid, _bytes: &[u8]) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// A bundle kept by `put_bundle`, if the engine keeps them.
+    fn bundle(&self, _deployment: Uuid) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(None)
+    }
+
+    /// Drops a finished build's bundle and claim.
+    fn forget_build(&self, _deployment: Uuid) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// Claims for this host the builds still `building` whose host stopped
+    /// renewing its claim (or never made one, long enough ago); returns them.
+    fn orphaned_builds(&self) -> Result<Vec<Uuid>, StoreError> {
+        Ok(Vec::new())
+    }
+
     /// Marks a turn as running on this host until the returned value is
     /// dropped: a shared engine renews this host's lease on it meanwhile.
     fn hold_turn(&self, _session: Uuid) -> Option<Box<dyn Send>> {

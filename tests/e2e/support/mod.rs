@@ -203,6 +203,15 @@ impl Server {
         assert!(status.success());
     }
 
+    /// Sends `signal` (e.g. `STOP` to freeze the host, `CONT` to thaw it).
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{signal}"), &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success());
+    }
+
     /// Waits for the process to exit by itself (panics after `timeout`: a hang).
     pub async fn wait_exit(&mut self, timeout: Duration) -> std::process::ExitStatus {
         let started = Instant::now();

@@ -4,6 +4,10 @@
 //! expired, any host's sweep (`Recover`) settles the turn with the same
 //! rules as a restart. A host that lost its lease can no longer append: the
 //! writer refuses a turn's events unless the session's owner is its host.
+//!
+//! Builds have leases too (`builds.rs`): the host that builds a deployment
+//! renews its claim the same way, and another host adopts a build whose
+//! claim expired.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +15,7 @@ use std::time::Duration;
 use postgres::NoTls;
 use uuid::Uuid;
 
-use super::{LiveTurns, describe};
+use super::{Held, describe};
 use crate::store::StoreError;
 
 /// How long a lease lasts without renewal (`--lease-secs`).
@@ -39,12 +43,14 @@ impl LeaseOptions {
     }
 }
 
-/// Starts the thread that renews this host's leases.
+/// Starts the thread that renews this host's leases: on the turns it runs
+/// (`live`) and on the builds it works on (`building`).
 pub(super) fn spawn_keeper(
     config: postgres::Config,
     host: Uuid,
     lease: LeaseOptions,
-    live: Arc<LiveTurns>,
+    live: Arc<Held>,
+    building: Arc<Held>,
 ) -> Result<(), StoreError> {
     std::thread::Builder::new()
         .name("lease-keeper".into())
@@ -52,8 +58,8 @@ pub(super) fn spawn_keeper(
             let mut client = None;
             loop {
                 std::thread::sleep(lease.tick());
-                let sessions = live.snapshot();
-                if sessions.is_empty() {
+                let (sessions, builds) = (live.snapshot(), building.snapshot());
+                if sessions.is_empty() && builds.is_empty() {
                     continue;
                 }
                 if client.as_ref().is_none_or(postgres::Client::is_closed) {
@@ -63,11 +69,20 @@ pub(super) fn spawn_keeper(
                     tracing::warn!("cannot reach PostgreSQL to renew this host's leases");
                     continue;
                 };
-                let renewed = c.execute(
-                    "UPDATE sessions SET lease_expires = now() + make_interval(secs => $3)
-                     WHERE owner = $1 AND status = 'running' AND id = ANY($2)",
-                    &[&host, &sessions, &lease.ttl_secs()],
-                );
+                let renewed = c
+                    .execute(
+                        "UPDATE sessions SET lease_expires = now() + make_interval(secs => $3)
+                         WHERE owner = $1 AND status = 'running' AND id = ANY($2)",
+                        &[&host, &sessions, &lease.ttl_secs()],
+                    )
+                    .and_then(|_| {
+                        c.execute(
+                            "UPDATE build_claims
+                             SET lease_expires = now() + make_interval(secs => $3)
+                             WHERE owner = $1 AND deployment_id = ANY($2)",
+                            &[&host, &builds, &lease.ttl_secs()],
+                        )
+                    });
                 if let Err(err) = renewed {
                     tracing::warn!(error = %describe(&err), "cannot renew this host's leases");
                     client = None;

@@ -8,9 +8,11 @@
 //! is owned by the host that started it (the session row's `owner`, with a
 //! lease that host renews while it runs the turn, `lease.rs`); a host whose
 //! lease expired can no longer append, and another host settles the turn
-//! with the recovery rules. Commits announce themselves with NOTIFY, and
+//! with the recovery rules; builds are claimed and adopted the same way
+//! (`builds.rs`). Commits announce themselves with NOTIFY, and
 //! each host's listener (`listen.rs`) wakes the streams it serves.
 
+mod builds;
 mod lease;
 mod listen;
 mod reads;
@@ -75,12 +77,13 @@ fn lost_race(err: &postgres::Error) -> bool {
     })
 }
 
-/// The sessions this host is running a turn of: their leases are renewed
-/// and this host never settles them as orphans.
+/// What this host is working on, by id (the sessions it runs a turn of,
+/// the deployments it builds): their leases are renewed, and this host
+/// never takes them over as orphans.
 #[derive(Default)]
-pub struct LiveTurns(Mutex<HashSet<Uuid>>);
+pub struct Held(Mutex<HashSet<Uuid>>);
 
-impl LiveTurns {
+impl Held {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<Uuid>> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -88,17 +91,26 @@ impl LiveTurns {
     pub(super) fn snapshot(&self) -> Vec<Uuid> {
         self.lock().iter().copied().collect()
     }
+
+    /// Holds `id` until the returned value is dropped.
+    fn hold(self: &Arc<Self>, id: Uuid) -> Hold {
+        self.lock().insert(id);
+        Hold {
+            held: self.clone(),
+            id,
+        }
+    }
 }
 
-/// Held while a turn runs on this host; forgets the turn on drop.
-pub struct TurnHold {
-    live: Arc<LiveTurns>,
-    session: Uuid,
+/// Held while this host works on something; forgets it on drop.
+pub struct Hold {
+    held: Arc<Held>,
+    id: Uuid,
 }
 
-impl Drop for TurnHold {
+impl Drop for Hold {
     fn drop(&mut self) {
-        self.live.lock().remove(&self.session);
+        self.held.lock().remove(&self.id);
     }
 }
 
@@ -109,7 +121,8 @@ pub struct PgEngine {
     pool: Arc<Reads>,
     host: Uuid,
     lease: LeaseOptions,
-    live: Arc<LiveTurns>,
+    live: Arc<Held>,
+    building: Arc<Held>,
 }
 
 impl PgEngine {
@@ -135,6 +148,7 @@ impl PgEngine {
             host,
             lease,
             live: Arc::default(),
+            building: Arc::default(),
         })
     }
 
@@ -145,12 +159,8 @@ impl PgEngine {
     }
 
     /// Marks a turn as running here until the hold is dropped.
-    pub fn hold(&self, session: Uuid) -> TurnHold {
-        self.live.lock().insert(session);
-        TurnHold {
-            live: self.live.clone(),
-            session,
-        }
+    pub fn hold(&self, session: Uuid) -> Hold {
+        self.live.hold(session)
     }
 
     /// Starts the lease keeper (renewals) of this host.
@@ -160,6 +170,7 @@ impl PgEngine {
             self.host,
             self.lease,
             self.live.clone(),
+            self.building.clone(),
         )
     }
 
@@ -175,7 +186,7 @@ struct PgWriter {
     config: postgres::Config,
     client: Option<Client>,
     lease: LeaseOptions,
-    live: Arc<LiveTurns>,
+    live: Arc<Held>,
 }
 
 /// How often a transaction that lost a race is run again before the batch fails.

@@ -39,6 +39,30 @@ impl PgEngine {
     }
 }
 
+impl PgEngine {
+    /// Keeps `bytes` as the blob `kind`/`id` (a component, a bundle).
+    fn put_blob(&self, kind: &str, id: Uuid, bytes: &[u8]) -> Result<(), StoreError> {
+        self.conn()?
+            .execute(
+                "INSERT INTO blobs (kind, id, bytes) VALUES ($1, $2, $3)
+                 ON CONFLICT (kind, id) DO UPDATE SET bytes = excluded.bytes",
+                &[&kind, &id, &bytes],
+            )
+            .map_err(|e| pg(&e))?;
+        Ok(())
+    }
+
+    fn blob(&self, kind: &str, id: Uuid) -> Result<Option<Vec<u8>>, StoreError> {
+        let rows = self.rows(
+            "SELECT bytes FROM blobs WHERE kind = $1 AND id = $2",
+            &[&kind, &id],
+        )?;
+        rows.first()
+            .map(|row| row.try_get(0).map_err(corrupt))
+            .transpose()
+    }
+}
+
 /// A row limit as PostgreSQL takes it (`usize::MAX` means no limit).
 fn clamp(limit: usize) -> i64 {
     i64::try_from(limit).unwrap_or(i64::MAX)
@@ -174,25 +198,31 @@ impl Engine for PgEngine {
     }
 
     fn put_component(&self, deployment: Uuid, bytes: &[u8]) -> Result<(), StoreError> {
-        self.conn()?
-            .execute(
-                "INSERT INTO blobs (kind, id, bytes) VALUES ('component', $1, $2)
-                 ON CONFLICT (kind, id) DO UPDATE SET bytes = excluded.bytes",
-                &[&deployment, &bytes],
-            )
-            .map_err(|e| pg(&e))?;
-        Ok(())
+        self.put_blob("component", deployment, bytes)
     }
 
     fn component(&self, deployment: Uuid) -> Result<Option<Vec<u8>>, StoreError> {
-        let rows = self.rows(
-            "SELECT bytes FROM blobs WHERE kind = 'component' AND id = $1",
-            &[&deployment],
-        )?;
-        match rows.first() {
-            Some(row) => Ok(Some(row.try_get(0).map_err(corrupt)?)),
-            None => Ok(None),
-        }
+        self.blob("component", deployment)
+    }
+
+    fn hold_build(&self, deployment: Uuid) -> Result<Option<Box<dyn Send>>, StoreError> {
+        Ok(Some(Box::new(self.claim_build(deployment)?)))
+    }
+
+    fn put_bundle(&self, deployment: Uuid, bytes: &[u8]) -> Result<(), StoreError> {
+        self.put_blob("bundle", deployment, bytes)
+    }
+
+    fn bundle(&self, deployment: Uuid) -> Result<Option<Vec<u8>>, StoreError> {
+        self.blob("bundle", deployment)
+    }
+
+    fn forget_build(&self, deployment: Uuid) -> Result<(), StoreError> {
+        self.drop_build(deployment)
+    }
+
+    fn orphaned_builds(&self) -> Result<Vec<Uuid>, StoreError> {
+        self.claim_orphaned_builds()
     }
 
     fn hold_turn(&self, session: Uuid) -> Option<Box<dyn Send>> {

@@ -56,6 +56,13 @@ const MIGRATIONS: &[&str] = &[
         bytes bytea NOT NULL,
         PRIMARY KEY (kind, id)
     );",
+    // 2: who builds a deployment, so another host adopts the build of a
+    // host that stopped (`builds.rs`).
+    "CREATE TABLE build_claims (
+        deployment_id uuid PRIMARY KEY,
+        owner uuid NOT NULL,
+        lease_expires timestamptz NOT NULL
+    );",
 ];
 
 /// The schema version this binary writes.

@@ -14,7 +14,7 @@ use postgres::Transaction;
 use postgres::types::Json;
 use uuid::Uuid;
 
-use super::{Attempt, CHANNEL, Change, LeaseOptions, LiveTurns, lost_race, pg};
+use super::{Attempt, CHANNEL, Change, Held, LeaseOptions, lost_race, pg};
 use crate::journal::{StoredEvent, decode_record};
 use crate::store::StoreError;
 use crate::store::engine::{EventRow, SessionRow, WriteTx};
@@ -26,7 +26,7 @@ use crate::store::records::{
 pub(super) struct PgTx<'c> {
     txn: Transaction<'c>,
     lease: LeaseOptions,
-    live: Arc<LiveTurns>,
+    live: Arc<Held>,
     /// Events not yet sent: session, seq, id, type, record.
     events: Vec<(Uuid, i64, Uuid, &'static str, Vec<u8>)>,
     /// What to NOTIFY at commit.
@@ -38,7 +38,7 @@ pub(super) struct PgTx<'c> {
 }
 
 impl<'c> PgTx<'c> {
-    pub(super) fn new(txn: Transaction<'c>, lease: LeaseOptions, live: Arc<LiveTurns>) -> Self {
+    pub(super) fn new(txn: Transaction<'c>, lease: LeaseOptions, live: Arc<Held>) -> Self {
         PgTx {
             txn,
             lease,
