@@ -8,7 +8,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use agenthost::journal::{EventType, NewEvent};
+use agenthost::journal::NewEvent;
+use agenthost::journal::payloads::{Delta, MessageDelta};
 use agenthost::store::{
     AgentDescription, Artifact, BuildOutcome, NewDeployment, Outbox, Store, Writer,
 };
@@ -74,10 +75,12 @@ async fn write(dir: &str, megabytes: u64) -> anyhow::Result<()> {
         for session in &sessions {
             let batch = (0..BATCH)
                 .map(|i| {
-                    NewEvent::new(
-                        EventType::MessageDelta,
-                        json!({"message_id": format!("msg_{round}"), "delta": {"type": "text", "text": format!("word {i} of a reasonably long streamed reply")}}),
-                    )
+                    NewEvent::of(&MessageDelta {
+                        message_id: format!("msg_{round}"),
+                        delta: Delta::Text {
+                            text: format!("word {i} of a reasonably long streamed reply"),
+                        },
+                    })
                 })
                 .collect();
             acks.push(writer.append(session, batch).await?);

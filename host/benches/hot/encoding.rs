@@ -1,6 +1,6 @@
 //! One event's encodings, with no I/O.
 //!
-//! - `envelope/new_event`: `NewEvent::new` of a `MESSAGE_DELTA`: its payload
+//! - `envelope/new_event`: `NewEvent::of` a `MESSAGE_DELTA`: its payload
 //!   serialized, on the thread of the turn that emits it.
 //! - `envelope/encode_record`: `journal::encode_record` of that event,
 //!   exactly as the writer calls it for every event: the envelope JSON

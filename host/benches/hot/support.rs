@@ -4,7 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use agenthost::journal::{EventType, NewEvent, StoredEvent, decode_record, encode_record};
+use agenthost::journal::payloads::{Delta, MessageDelta};
+use agenthost::journal::{NewEvent, StoredEvent, decode_record, encode_record};
 use agenthost::store::{
     AgentDescription, Artifact, BuildOutcome, LimitsRecord, NewDeployment, Store, Writer,
     WriterHandle,
@@ -15,13 +16,12 @@ use uuid::Uuid;
 /// A `MESSAGE_DELTA` shaped like the ones `runtime::host` journals for a
 /// streamed word.
 pub fn message_delta() -> NewEvent {
-    NewEvent::new(
-        EventType::MessageDelta,
-        json!({
-            "message_id": "msg_019a8f0e7c1e7d3a9b1f2f7c9a0d4e10",
-            "delta": {"type": "text", "text": "hello "},
-        }),
-    )
+    NewEvent::of(&MessageDelta {
+        message_id: "msg_019a8f0e7c1e7d3a9b1f2f7c9a0d4e10".into(),
+        delta: Delta::Text {
+            text: "hello ".into(),
+        },
+    })
 }
 
 /// That event as the writer stores and publishes it.

@@ -5,19 +5,21 @@ use axum::Extension;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Deserialize;
-use serde_json::{Value, json};
 
 use super::extract::{Json, Path, Query, session_id};
 use super::paging::{Page, app_filter};
-use super::{ApiError, AppState, views};
+use super::views::{self, ApprovalItemView, DecisionAccepted, SessionView};
+use super::{ApiError, AppState};
 use crate::keys::Principal;
-use crate::store::{Decision, TurnReason};
+use crate::store::{Decision, SessionStatus, TurnReason};
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DecideBody {
     approved: bool,
+    /// Who decides (1 to 200 bytes); by default the deciding key's name.
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 200, pattern = "\\S")]
     approver: Option<String>,
 }
 
@@ -29,7 +31,7 @@ pub async fn decide(
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
     Json(body): Json<DecideBody>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<DecisionAccepted>), ApiError> {
     state.refuse_if_shutting_down()?;
     let session = session_id(&id)?;
     let approver = match body.approver.map(|a| a.trim().to_string()) {
@@ -53,20 +55,21 @@ pub async fn decide(
         .await?;
     let turn = ticket.turn;
     let tool_call_id = match &ticket.reason {
-        TurnReason::ApprovalDecision { pending, .. } => Some(pending.call.tool_call_id.clone()),
-        TurnReason::Input => None,
+        TurnReason::ApprovalDecision { pending, .. } => pending.call.tool_call_id.clone(),
+        // A decision always resumes a gated call.
+        TurnReason::Input => String::new(),
     };
     state.runtime.schedule(ticket);
     Ok((
         StatusCode::ACCEPTED,
-        Json(json!({
-            "session_id": session,
-            "tool_call_id": tool_call_id,
-            "approved": body.approved,
-            "approver": approver,
-            "turn": turn,
-            "status": "running",
-        })),
+        Json(DecisionAccepted {
+            session_id: session,
+            tool_call_id,
+            approved: body.approved,
+            approver,
+            turn,
+            status: SessionStatus::Running,
+        }),
     ))
 }
 
@@ -81,7 +84,7 @@ pub struct ListQuery {
 pub async fn list(
     State(state): State<AppState>,
     Query(query): Query<ListQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<views::ApprovalPage>, ApiError> {
     let page = Page::new(query.cursor.as_deref(), query.limit)?;
     let (before, limit, app) = (page.before, page.limit, query.app);
     let items = state
@@ -94,8 +97,14 @@ pub async fn list(
     let (items, next_cursor) = page.finish(items, |item| item.session.id);
     let mut out = Vec::with_capacity(items.len());
     for item in &items {
-        let event: Value = serde_json::from_str(&item.event.json).map_err(ApiError::internal)?;
-        out.push(json!({"session": views::session(&item.session), "event": event}));
+        let event = serde_json::from_str(&item.event.json).map_err(ApiError::internal)?;
+        out.push(ApprovalItemView {
+            session: SessionView::from(&item.session),
+            event,
+        });
     }
-    Ok(Json(json!({"items": out, "next_cursor": next_cursor})))
+    Ok(Json(views::ApprovalPage {
+        items: out,
+        next_cursor,
+    }))
 }

@@ -1,12 +1,12 @@
 //! `GET /apps` and `GET /apps/{id}` (by id or slug, with its routes and tools).
 
 use axum::extract::State;
-use serde_json::Value;
 
 use super::extract::{Json, Path};
-use super::{ApiError, AppState, views};
+use super::views::AppView;
+use super::{ApiError, AppState};
 
-pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<Value>>, ApiError> {
+pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<AppView>>, ApiError> {
     let apps = state
         .store
         .read(|s| {
@@ -16,7 +16,7 @@ pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<Value>>, Api
                     Some(id) => s.deployment(id)?,
                     None => None,
                 };
-                out.push(views::app(&app, current.as_ref()));
+                out.push(AppView::new(&app, current.as_ref()));
             }
             Ok(out)
         })
@@ -27,7 +27,7 @@ pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<Value>>, Api
 pub async fn get(
     State(state): State<AppState>,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<AppView>, ApiError> {
     let key = id.clone();
     let found = state
         .store
@@ -39,7 +39,7 @@ pub async fn get(
                 Some(id) => s.deployment(id)?,
                 None => None,
             };
-            Ok(Some(views::app(&app, current.as_ref())))
+            Ok(Some(AppView::new(&app, current.as_ref())))
         })
         .await?;
     found

@@ -11,7 +11,7 @@ use sha2::{Digest, Sha256};
 /// One embedded file and the path it is served at.
 pub struct Asset {
     pub path: &'static str,
-    content_type: &'static str,
+    pub content_type: &'static str,
     body: &'static [u8],
 }
 

@@ -3,18 +3,18 @@
 
 use axum::extract::State;
 use axum::http::StatusCode;
-use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 
 use super::extract::{Json, Multipart, Path};
-use super::{ApiError, AppState, views};
+use super::views::DeploymentView;
+use super::{ApiError, AppState};
 use crate::build::manifest::{MAX_MANIFEST_BYTES, Manifest, valid_tool_name};
 use crate::store::{BuildOutcome, DeploymentRecord, NewDeployment};
 
 pub async fn create(
     State(state): State<AppState>,
     Multipart(mut multipart): Multipart,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<DeploymentView>), ApiError> {
     let upload = state.builder.upload_path().map_err(ApiError::internal)?;
     let result = receive(&mut multipart, &upload).await;
     let parts = match result {
@@ -138,7 +138,7 @@ async fn accept(
     state: &AppState,
     parts: &Parts,
     upload: &std::path::Path,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<DeploymentView>), ApiError> {
     let manifest = Manifest::parse(&parts.manifest)
         .map_err(|e| ApiError::unprocessable("invalid_manifest", e.to_string()))?;
     let approval_policy = parse_policy(parts.approval_policy.as_deref())?;
@@ -172,7 +172,7 @@ async fn accept(
 pub async fn list(
     State(state): State<AppState>,
     Path(id): Path<String>,
-) -> Result<Json<Vec<Value>>, ApiError> {
+) -> Result<Json<Vec<DeploymentView>>, ApiError> {
     let key = id.clone();
     let policy = state.runtime.outbound_policy().clone();
     let rows = state
@@ -184,7 +184,7 @@ pub async fn list(
             let rows = s.deployments(app.id)?;
             Ok(Some(
                 rows.iter()
-                    .map(|d| views::deployment(d, &app, &policy))
+                    .map(|d| DeploymentView::new(d, &app, &policy))
                     .collect(),
             ))
         })
@@ -197,7 +197,7 @@ pub async fn list(
 pub async fn activate(
     State(state): State<AppState>,
     Path(id): Path<String>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<DeploymentView>), ApiError> {
     let not_found = || {
         ApiError::not_found(
             "deployment_not_found",
@@ -214,13 +214,13 @@ async fn accepted_row(
     state: &AppState,
     record: &DeploymentRecord,
     missing_app: &'static str,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<DeploymentView>), ApiError> {
     let app_id = record.app_id;
     let app = state
         .store
         .read(move |s| s.app(&app_id.to_string()))
         .await?
         .ok_or_else(|| ApiError::internal(missing_app))?;
-    let row = views::deployment(record, &app, state.runtime.outbound_policy());
+    let row = DeploymentView::new(record, &app, state.runtime.outbound_policy());
     Ok((StatusCode::ACCEPTED, Json(row)))
 }

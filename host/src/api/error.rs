@@ -1,13 +1,13 @@
 //! `ApiError`: the one error type of the HTTP API, always a JSON body
 //! `{"error":{"code","message"}}`. 5xx details are logged, never sent.
 
+use super::views::{ErrorBody, ErrorDetail};
 use axum::Json;
 use axum::extract::multipart::MultipartError;
 use axum::extract::multipart::MultipartRejection;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
 
 use crate::store::StoreError;
 
@@ -74,7 +74,12 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = json!({"error": {"code": self.code, "message": self.message}});
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.code.to_string(),
+                message: self.message,
+            },
+        };
         (self.status, Json(body)).into_response()
     }
 }

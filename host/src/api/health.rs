@@ -1,32 +1,39 @@
 //! `GET /healthz` (the process answers) and `GET /readyz` (it can serve), no
 //! key needed; `GET /metrics` (OpenMetrics text, platform key).
 
+use super::views::Health;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
-use serde_json::{Value, json};
 
 use super::AppState;
 use super::extract::Json;
 
-pub async fn healthz() -> Json<Value> {
-    Json(json!({"status": "ok"}))
+fn health(status: &str, reason: Option<&str>) -> Json<Health> {
+    Json(Health {
+        status: status.into(),
+        reason: reason.map(Into::into),
+    })
 }
 
-pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
+pub async fn healthz() -> Json<Health> {
+    health("ok", None)
+}
+
+pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Health>) {
     if state.store.is_degraded() {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({"status": "not_ready", "reason": "storage failed; writes are stopped"})),
+            health("not_ready", Some("storage failed; writes are stopped")),
         );
     }
     match state.store.read(|s| s.apps().map(|_| ())).await {
-        Ok(()) => (StatusCode::OK, Json(json!({"status": "ready"}))),
+        Ok(()) => (StatusCode::OK, health("ready", None)),
         Err(err) => {
             tracing::error!(error = %err, "not ready");
             (
                 StatusCode::SERVICE_UNAVAILABLE,
-                Json(json!({"status": "not_ready", "reason": "storage is unavailable"})),
+                health("not_ready", Some("storage is unavailable")),
             )
         }
     }

@@ -4,12 +4,14 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, OneOfBuilder, Schema, Type};
 
 use super::extract::{Json, Path};
+use super::views::{ApiKeyView, MintedKey};
 use super::{ApiError, AppState};
 use crate::keys::mint;
-use crate::store::{ApiKeyRecord, KeyClass};
+use crate::store::KeyClass;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -21,22 +23,46 @@ pub struct CreateKey {
     app: Option<String>,
 }
 
-fn view(record: &ApiKeyRecord) -> Value {
-    json!({
-        "id": record.id,
-        "name": record.name,
-        "class": record.class,
-        "app_id": record.app_id,
-        "prefix": record.prefix,
-        "created_at": record.created_at,
-        "last_used_at": record.last_used_at,
-    })
+/// `CreateKey` as the OpenAPI document gives it: `app` is there for an
+/// invocation key, and only for one (the handler checks the same).
+pub struct NewKey;
+
+impl utoipa::PartialSchema for NewKey {
+    fn schema() -> RefOr<Schema> {
+        let variant = |class: &str| {
+            let name = ObjectBuilder::new()
+                .schema_type(Type::String)
+                .min_length(Some(1))
+                .max_length(Some(100))
+                .pattern(Some("\\S"));
+            ObjectBuilder::new()
+                .property(
+                    "class",
+                    ObjectBuilder::new()
+                        .schema_type(Type::String)
+                        .enum_values(Some([class])),
+                )
+                .property("name", name)
+                .required("class")
+                .required("name")
+                .additional_properties(Some(AdditionalProperties::FreeForm(false)))
+        };
+        let app = ObjectBuilder::new()
+            .schema_type(Type::String)
+            .description(Some("The app's slug or id"));
+        OneOfBuilder::new()
+            .item(variant("platform"))
+            .item(variant("invocation").property("app", app).required("app"))
+            .into()
+    }
 }
+
+impl utoipa::ToSchema for NewKey {}
 
 pub async fn create(
     State(state): State<AppState>,
     Json(body): Json<CreateKey>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<MintedKey>), ApiError> {
     let name = body.name.trim().to_string();
     if name.is_empty() || name.len() > 100 {
         return Err(ApiError::unprocessable(
@@ -73,14 +99,16 @@ pub async fn create(
     let minted = mint(body.class, &name, app_id);
     state.writer.put_api_key(minted.record.clone()).await?;
     state.keys.insert(&minted.record);
-    let mut out = view(&minted.record);
-    out["key"] = json!(minted.secret);
+    let out = MintedKey {
+        view: ApiKeyView::from(&minted.record),
+        key: minted.secret,
+    };
     Ok((StatusCode::CREATED, Json(out)))
 }
 
-pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<Value>>, ApiError> {
+pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<ApiKeyView>>, ApiError> {
     let records = state.store.read(|s| s.api_keys()).await?;
-    Ok(Json(records.iter().map(view).collect()))
+    Ok(Json(records.iter().map(ApiKeyView::from).collect()))
 }
 
 pub async fn revoke(

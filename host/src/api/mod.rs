@@ -1,4 +1,6 @@
-//! The HTTP API (axum): one router listing every route, auth, errors, logging.
+//! The HTTP API (axum): the router built from the endpoint table
+//! (`table.rs`), auth, errors, logging; the typed bodies (`views.rs`) and
+//! the OpenAPI document made from both (`openapi.rs`).
 //!
 //! Only this module knows axum. Handlers translate HTTP to calls on the
 //! store, the writer, the runtime and the builder, and back.
@@ -11,28 +13,33 @@ mod deployments;
 mod error;
 pub(crate) mod events;
 mod extract;
+#[cfg(test)]
+mod golden_tests;
 mod health;
 mod keys;
+mod openapi;
 mod paging;
 mod secrets;
 mod serve;
 mod sessions;
-mod views;
+mod table;
+pub mod views;
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request};
-use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use axum::routing::{MethodRouter, delete, get, post, put};
 use tokio::sync::watch;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use uuid::Uuid;
 
 pub use error::ApiError;
+use table::table;
+pub use table::{endpoints, openapi_document};
 
 use crate::build::Builder;
 use crate::keys::Keys;
@@ -86,102 +93,10 @@ pub struct Endpoint {
     pub access: Access,
 }
 
-/// Every endpoint of the API, in one table: the router is built from it and
-/// the auth-matrix test runs every row, so no endpoint exists without its row.
-/// The web console's files are rows too (`Public`, `console.rs`).
-fn table() -> Vec<(Endpoint, MethodRouter<AppState>)> {
-    use Access::*;
-    let row = |method, path, access, handler| {
-        (
-            Endpoint {
-                method,
-                path,
-                access,
-            },
-            handler,
-        )
-    };
-    let mut rows = vec![
-        row("GET", "/healthz", Public, get(health::healthz)),
-        row("GET", "/readyz", Public, get(health::readyz)),
-        row("GET", "/metrics", Platform, get(health::metrics)),
-        row("POST", "/sessions", Session, post(sessions::create)),
-        row("GET", "/sessions", Platform, get(sessions::list)),
-        row("GET", "/sessions/{id}", Session, get(sessions::get)),
-        row(
-            "POST",
-            "/sessions/{id}/input",
-            Session,
-            post(sessions::input),
-        ),
-        row(
-            "GET",
-            "/sessions/{id}/events",
-            SessionStream,
-            get(events::stream),
-        ),
-        row(
-            "POST",
-            "/sessions/{id}/approval",
-            Platform,
-            post(approvals::decide),
-        ),
-        row("GET", "/approvals", Platform, get(approvals::list)),
-        row("GET", "/apps", Platform, get(apps::list)),
-        row("GET", "/apps/{id}", Platform, get(apps::get)),
-        row(
-            "GET",
-            "/apps/{id}/deployments",
-            Platform,
-            get(deployments::list),
-        ),
-        row(
-            "POST",
-            "/deployments",
-            Platform,
-            post(deployments::create).layer(DefaultBodyLimit::max(BUNDLE_BODY_LIMIT)),
-        ),
-        row(
-            "POST",
-            "/deployments/{id}/activate",
-            Platform,
-            post(deployments::activate),
-        ),
-        row("GET", "/api-keys", Platform, get(keys::list)),
-        row("POST", "/api-keys", Platform, post(keys::create)),
-        row("DELETE", "/api-keys/{id}", Platform, delete(keys::revoke)),
-        row("GET", "/secrets", Platform, get(secrets::list)),
-        row("PUT", "/secrets/{key}", Platform, put(secrets::put)),
-        row(
-            "DELETE",
-            "/secrets/{key}",
-            Platform,
-            delete(secrets::delete),
-        ),
-        row(
-            "POST",
-            "/sessions/{id}/stream-token",
-            Session,
-            post(sessions::stream_token),
-        ),
-    ];
-    // The web console's files: public, they carry no data (docs/console.md).
-    rows.extend(console::ASSETS.iter().enumerate().map(|(index, asset)| {
-        let serve = move |headers: HeaderMap| async move { console::serve(index, &headers) };
-        row("GET", asset.path, Public, get(serve))
-    }));
-    rows
-}
-
-/// The endpoint table (without handlers), for documentation and tests.
-pub fn endpoints() -> Vec<Endpoint> {
-    table().into_iter().map(|(endpoint, _)| endpoint).collect()
-}
-
 /// The router: every endpoint of `table`, each behind its access check.
 pub fn router(state: AppState) -> Router {
     let mut router = Router::new();
-    for (endpoint, handler) in table() {
+    for (endpoint, _, handler) in table() {
         let handler = match endpoint.access {
             Access::Public => handler,
             access => handler.route_layer(middleware::from_fn_with_state(

@@ -5,25 +5,16 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Deserialize;
-use serde_json::{Value, json};
 
 use super::extract::{Json, Path};
+use super::views::SecretView;
 use super::{ApiError, AppState};
 use crate::secrets::{MAX_SECRET_BYTES, valid_name};
-use crate::store::SecretRecord;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PutSecret {
     value: String,
-}
-
-fn view(record: &SecretRecord) -> Value {
-    json!({
-        "name": record.name,
-        "created_at": record.created_at,
-        "updated_at": record.updated_at,
-    })
 }
 
 fn check_name(name: &str) -> Result<(), ApiError> {
@@ -40,7 +31,7 @@ pub async fn put(
     State(state): State<AppState>,
     Path(name): Path<String>,
     Json(body): Json<PutSecret>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<SecretView>), ApiError> {
     check_name(&name)?;
     if body.value.len() > MAX_SECRET_BYTES {
         return Err(ApiError::unprocessable(
@@ -59,12 +50,12 @@ pub async fn put(
     } else {
         StatusCode::OK
     };
-    Ok((status, Json(view(&record))))
+    Ok((status, Json(SecretView::from(&record))))
 }
 
-pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<Value>>, ApiError> {
+pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<SecretView>>, ApiError> {
     let records = state.store.read(|s| s.secrets()).await?;
-    Ok(Json(records.iter().map(view).collect()))
+    Ok(Json(records.iter().map(SecretView::from).collect()))
 }
 
 pub async fn delete(

@@ -4,15 +4,16 @@ use axum::Extension;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::extract::{Json, Path, Query, session_id};
 use super::paging::{Page, app_filter};
-use super::{ApiError, AppState, views};
+use super::views::{self, CreatedSession, SessionView, StreamToken, TurnAccepted};
+use super::{ApiError, AppState};
 use crate::keys::Principal;
 use crate::store::{SessionFilter, SessionRecord, SessionStatus};
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateSession {
     app: String,
@@ -25,7 +26,7 @@ pub async fn create(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     Json(body): Json<CreateSession>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<CreatedSession>), ApiError> {
     state.refuse_if_shutting_down()?;
     if !principal.is_platform() {
         // An invocation key reaches only its own app; others do not exist for it.
@@ -43,10 +44,12 @@ pub async fn create(
         .create_session(body.app, body.route, body.input, state.boot_id)
         .await?;
     state.runtime.schedule(ticket);
-    let mut out = views::session(&record);
-    let (token, expires) = state.tokens.mint(record.id, &principal.key_id);
-    out["stream_token"] = json!(token);
-    out["stream_token_expires_at"] = json!(expires);
+    let (stream_token, stream_token_expires_at) = state.tokens.mint(record.id, &principal.key_id);
+    let out = CreatedSession {
+        session: SessionView::from(&record),
+        stream_token,
+        stream_token_expires_at,
+    };
     Ok((StatusCode::CREATED, Json(out)))
 }
 
@@ -75,9 +78,9 @@ pub async fn get(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<SessionView>, ApiError> {
     let record = visible_session(&state, &principal, &id).await?;
-    Ok(Json(views::session(&record)))
+    Ok(Json(SessionView::from(&record)))
 }
 
 /// Mints a stream token for the session's event stream (`?token=`), for
@@ -86,16 +89,16 @@ pub async fn stream_token(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<StreamToken>), ApiError> {
     let record = visible_session(&state, &principal, &id).await?;
-    let (token, expires) = state.tokens.mint(record.id, &principal.key_id);
+    let (stream_token, stream_token_expires_at) = state.tokens.mint(record.id, &principal.key_id);
     Ok((
         StatusCode::CREATED,
-        Json(json!({
-            "session_id": record.id,
-            "stream_token": token,
-            "stream_token_expires_at": expires,
-        })),
+        Json(StreamToken {
+            session_id: record.id,
+            stream_token,
+            stream_token_expires_at,
+        }),
     ))
 }
 
@@ -111,7 +114,7 @@ pub struct ListQuery {
 pub async fn list(
     State(state): State<AppState>,
     Query(query): Query<ListQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<views::SessionPage>, ApiError> {
     let status = match query.status.as_deref() {
         None => None,
         Some(s) => Some(SessionStatus::parse(s).ok_or_else(|| {
@@ -139,11 +142,11 @@ pub async fn list(
         })
         .await?;
     let (records, next_cursor) = page.finish(records, |record| record.id);
-    let items: Vec<Value> = records.iter().map(views::session).collect();
-    Ok(Json(json!({"items": items, "next_cursor": next_cursor})))
+    let items = records.iter().map(SessionView::from).collect();
+    Ok(Json(views::SessionPage { items, next_cursor }))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PostInput {
     #[serde(default)]
@@ -155,7 +158,7 @@ pub async fn input(
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
     Json(body): Json<PostInput>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<TurnAccepted>), ApiError> {
     state.refuse_if_shutting_down()?;
     let id = if principal.is_platform() {
         session_id(&id)?
@@ -170,6 +173,10 @@ pub async fn input(
     state.runtime.schedule(ticket);
     Ok((
         StatusCode::ACCEPTED,
-        Json(json!({"session_id": id, "turn": turn, "status": "running"})),
+        Json(TurnAccepted {
+            session_id: id,
+            turn,
+            status: SessionStatus::Running,
+        }),
     ))
 }

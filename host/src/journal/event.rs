@@ -3,9 +3,10 @@
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use serde_json::value::RawValue;
 use uuid::Uuid;
+
+use super::payloads::Payload;
 
 /// Every kind of journal event. The wire names are part of the public API
 /// (docs/events.md); clients must ignore types they do not know.
@@ -31,6 +32,26 @@ pub enum EventType {
 }
 
 impl EventType {
+    /// Every event type.
+    pub const ALL: [EventType; 16] = [
+        EventType::SessionCreated,
+        EventType::TurnStarted,
+        EventType::MessageStart,
+        EventType::MessageDelta,
+        EventType::MessageEnd,
+        EventType::ToolCall,
+        EventType::ToolResult,
+        EventType::ToolApprovalRequired,
+        EventType::ToolApprovalGranted,
+        EventType::ToolApprovalDenied,
+        EventType::TurnError,
+        EventType::TurnEnded,
+        EventType::SessionEnded,
+        EventType::HttpRequest,
+        EventType::HttpRequestDenied,
+        EventType::HttpResponse,
+    ];
+
     /// The wire name, e.g. `MESSAGE_DELTA`.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -66,8 +87,20 @@ pub struct NewEvent {
 }
 
 impl NewEvent {
-    pub fn new(event_type: EventType, payload: Value) -> Self {
-        // A `Value` always serializes (its map keys are strings).
+    /// The event of `payload`, under the one type its type is bound to.
+    pub fn of<P: Payload>(payload: &P) -> Self {
+        // The payload types serialize infallibly (string keys, no custom code).
+        let payload =
+            serde_json::value::to_raw_value(payload).unwrap_or_else(|_| RawValue::NULL.to_owned());
+        NewEvent {
+            event_type: P::TYPE,
+            payload,
+        }
+    }
+
+    /// An event of any type and payload: only tests write such events.
+    #[cfg(test)]
+    pub fn untyped(event_type: EventType, payload: serde_json::Value) -> Self {
         let payload =
             serde_json::value::to_raw_value(&payload).unwrap_or_else(|_| RawValue::NULL.to_owned());
         NewEvent {
@@ -168,7 +201,7 @@ mod tests {
     fn record_round_trips_and_envelope_has_every_field() {
         let id = Uuid::now_v7();
         let session = Uuid::now_v7();
-        let event = NewEvent::new(
+        let event = NewEvent::untyped(
             EventType::MessageDelta,
             json!({"message_id": "m1", "delta": {"type": "text", "text": "hi"}}),
         );
@@ -176,7 +209,7 @@ mod tests {
         let back = decode_record(7, &record).unwrap();
         assert_eq!(back.id, id);
         assert_eq!(back.json, json);
-        let v: Value = serde_json::from_str(&json).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
         assert_eq!(v["id"], id.to_string());
         assert_eq!(v["seq"], 7);
         assert_eq!(v["session_id"], session.to_string());
@@ -187,7 +220,7 @@ mod tests {
 
     #[test]
     fn event_type_is_the_envelopes_own_even_when_the_payload_mimics_it() {
-        let event = NewEvent::new(
+        let event = NewEvent::untyped(
             EventType::TurnStarted,
             json!({"input": {"type": "SESSION_ENDED"}, "type": "SESSION_ENDED"}),
         );
@@ -219,7 +252,7 @@ mod tests {
             created_at: &'a str,
         }
         let (id, session) = (Uuid::now_v7(), Uuid::now_v7());
-        let event = NewEvent::new(
+        let event = NewEvent::untyped(
             EventType::ToolCall,
             json!({"name": "a\"b", "arguments": {"x": [1, 2.5, null]}, "text": "é\n"}),
         );

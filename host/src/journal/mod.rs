@@ -1,4 +1,5 @@
-//! The journal's data model: event types, envelopes and their stored encoding.
+//! The journal's data model: event types, their payloads, envelopes and
+//! their stored encoding.
 //!
 //! A session is an append-only log of events. This module owns what an event
 //! *is*; `store` owns where events live and `api::events` how they are streamed.
@@ -6,5 +7,7 @@
 //! never rewritten, so every change must stay readable by later versions.
 
 mod event;
+pub mod payloads;
 
 pub use event::{EventType, NewEvent, StoredEvent, decode_record, encode_record};
+pub use payloads::{Payload, TurnErrorKind};

@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use uuid::Uuid;
 
 use super::bindings::HostError;
@@ -13,14 +13,15 @@ use super::gates::Gates;
 use super::limits::TurnLimits;
 use super::outbound::Outbound;
 use super::redact::Redactor;
-use crate::journal::{EventType, NewEvent};
+use crate::journal::payloads::{self, Role};
+use crate::journal::{NewEvent, TurnErrorKind};
 use crate::store::Outbox;
 use crate::store::{Store, StoreError, ToolCallRecord, TurnReason, TurnTicket, WriterHandle};
 
 /// Why a turn must end with TURN_ERROR although the guest returned normally.
 #[derive(Debug, Clone)]
 pub struct Failure {
-    pub kind: &'static str,
+    pub kind: TurnErrorKind,
     pub message: String,
 }
 
@@ -130,7 +131,7 @@ impl TurnCtx {
     }
 
     /// Records a broken rule: the effect is refused and the turn will fail.
-    pub(super) fn fail(&mut self, kind: &'static str, message: String) -> HostError {
+    pub(super) fn fail(&mut self, kind: TurnErrorKind, message: String) -> HostError {
         self.stop_outbound();
         if self.failure.is_none() {
             self.failure = Some(Failure {
@@ -139,7 +140,7 @@ impl TurnCtx {
             });
         }
         match kind {
-            "limit" => HostError::Limit(message),
+            TurnErrorKind::Limit => HostError::Limit(message),
             _ => HostError::InvalidOrder(message),
         }
     }
@@ -166,7 +167,10 @@ impl TurnCtx {
         self.events += events.len() as u64;
         if self.events > self.limits.max_events {
             let max = self.limits.max_events;
-            return Err(self.fail("limit", format!("more than {max} events in one turn")));
+            return Err(self.fail(
+                TurnErrorKind::Limit,
+                format!("more than {max} events in one turn"),
+            ));
         }
         if let Some(outbound) = &self.outbound {
             let mut records = outbound.take_finished();
@@ -184,7 +188,7 @@ impl TurnCtx {
     pub(super) fn storage_failed(&mut self, err: StoreError) -> HostError {
         self.stop_outbound();
         self.failure.get_or_insert(Failure {
-            kind: "storage",
+            kind: TurnErrorKind::Storage,
             message: "the host could not record the turn's events".into(),
         });
         HostError::Unavailable(err.to_string())
@@ -196,15 +200,12 @@ impl TurnCtx {
         let open = std::mem::take(&mut self.open_messages);
         (open.into_iter())
             .map(|(id, text)| {
-                NewEvent::new(
-                    EventType::MessageEnd,
-                    json!({
-                        "message_id": id,
-                        "role": "assistant",
-                        "text": self.redactor.redact(&text),
-                        "incomplete": incomplete,
-                    }),
-                )
+                NewEvent::of(&payloads::MessageEnd {
+                    message_id: id,
+                    role: Role::Assistant,
+                    text: self.redactor.redact(&text).into_owned(),
+                    incomplete: Some(incomplete),
+                })
             })
             .collect()
     }
@@ -221,15 +222,22 @@ impl TurnCtx {
     pub(super) fn check_text(&mut self, what: &str, text: &str) -> Result<(), HostError> {
         if text.len() > self.limits.max_payload_bytes {
             let max = self.limits.max_payload_bytes;
-            return Err(self.fail("limit", format!("{what} is larger than {max} bytes")));
+            return Err(self.fail(
+                TurnErrorKind::Limit,
+                format!("{what} is larger than {max} bytes"),
+            ));
         }
         Ok(())
     }
 
     pub(super) fn parse_json(&mut self, what: &str, text: &str) -> Result<Value, HostError> {
         self.check_text(what, text)?;
-        let value = serde_json::from_str(text)
-            .map_err(|e| self.fail("invalid_order", format!("{what} is not valid JSON: {e}")))?;
+        let value = serde_json::from_str(text).map_err(|e| {
+            self.fail(
+                TurnErrorKind::InvalidOrder,
+                format!("{what} is not valid JSON: {e}"),
+            )
+        })?;
         Ok(self.redactor.redact_value(value))
     }
 }

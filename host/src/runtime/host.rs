@@ -14,13 +14,13 @@
 //! call only as `denied`.
 
 use serde::Deserialize;
-use serde_json::json;
 use uuid::Uuid;
 
 use super::bindings::{Event, HistoryPage, Host, HostError, Step, ToolCall, ToolStatus};
 use super::ctx::{Suspension, TurnCtx};
 use super::state::State;
-use crate::journal::{EventType, NewEvent};
+use crate::journal::payloads::{self, Delta, Role};
+use crate::journal::{NewEvent, TurnErrorKind};
 use crate::store::ToolCallRecord;
 
 fn ctx(state: &mut State) -> wasmtime::Result<&mut TurnCtx> {
@@ -49,10 +49,10 @@ impl Host for State {
         }
         let id = format!("msg_{}", Uuid::now_v7().simple());
         turn.open_messages.push((id.clone(), String::new()));
-        let event = NewEvent::new(
-            EventType::MessageStart,
-            json!({"message_id": id, "role": "assistant"}),
-        );
+        let event = NewEvent::of(&payloads::MessageStart {
+            message_id: id.clone(),
+            role: Role::Assistant,
+        });
         Ok(turn.emit(vec![event]).await.map(|()| id))
     }
 
@@ -73,17 +73,17 @@ impl Host for State {
             .find(|(id, _)| *id == message_id)
         else {
             let message = format!("MESSAGE_DELTA for message `{message_id}`, which is not open");
-            return Ok(Err(turn.fail("invalid_order", message)));
+            return Ok(Err(turn.fail(TurnErrorKind::InvalidOrder, message)));
         };
         if open.1.len() + text.len() > max {
             let message = format!("message `{message_id}` is longer than {max} bytes");
-            return Ok(Err(turn.fail("limit", message)));
+            return Ok(Err(turn.fail(TurnErrorKind::Limit, message)));
         }
         open.1.push_str(&text);
-        let event = NewEvent::new(
-            EventType::MessageDelta,
-            json!({"message_id": message_id, "delta": {"type": "text", "text": text}}),
-        );
+        let event = NewEvent::of(&payloads::MessageDelta {
+            message_id,
+            delta: Delta::Text { text },
+        });
         Ok(turn.emit(vec![event]).await)
     }
 
@@ -98,15 +98,17 @@ impl Host for State {
             .position(|(id, _)| *id == message_id)
         else {
             let message = format!("MESSAGE_END for message `{message_id}`, which is not open");
-            return Ok(Err(turn.fail("invalid_order", message)));
+            return Ok(Err(turn.fail(TurnErrorKind::InvalidOrder, message)));
         };
         let (id, text) = turn.open_messages.remove(index);
         // A secret split across deltas is whole here: redact the full text too.
         let text = turn.redactor.redact(&text).into_owned();
-        let event = NewEvent::new(
-            EventType::MessageEnd,
-            json!({"message_id": id, "role": "assistant", "text": text}),
-        );
+        let event = NewEvent::of(&payloads::MessageEnd {
+            message_id: id,
+            role: Role::Assistant,
+            text,
+            incomplete: None,
+        });
         Ok(turn.emit(vec![event]).await)
     }
 
@@ -131,17 +133,17 @@ impl Host for State {
             let id = &call.tool_call_id;
             if id.is_empty() || id.len() > 128 {
                 let message = format!("tool call #{i} has an empty or over-long id");
-                return Ok(Err(turn.fail("invalid_order", message)));
+                return Ok(Err(turn.fail(TurnErrorKind::InvalidOrder, message)));
             }
             if turn.seen_calls.contains(id) || calls[..i].iter().any(|c| c.tool_call_id == *id) {
                 let message = format!("tool call id `{id}` is used twice");
-                return Ok(Err(turn.fail("invalid_order", message)));
+                return Ok(Err(turn.fail(TurnErrorKind::InvalidOrder, message)));
             }
             if !crate::build::manifest::valid_tool_name(&call.name) {
                 let message = format!(
                     "tool call `{id}` names no valid tool (1 to 64 letters, digits, _ or -)"
                 );
-                return Ok(Err(turn.fail("invalid_order", message)));
+                return Ok(Err(turn.fail(TurnErrorKind::InvalidOrder, message)));
             }
             let arguments = match turn.parse_json("tool call arguments", &call.arguments) {
                 Ok(v) => v,
@@ -155,10 +157,11 @@ impl Host for State {
         }
         let events = (step.iter())
             .map(|c| {
-                NewEvent::new(
-                    EventType::ToolCall,
-                    json!({"tool_call_id": c.tool_call_id, "name": c.name, "arguments": c.arguments}),
-                )
+                NewEvent::of(&payloads::ToolCall {
+                    tool_call_id: c.tool_call_id.clone(),
+                    name: c.name.clone(),
+                    arguments: c.arguments.clone(),
+                })
             })
             .collect();
         turn.seen_calls
@@ -203,7 +206,7 @@ impl Host for State {
                     several.len(),
                     names.join(", ")
                 );
-                Ok(Err(turn.fail("multiple_gated_calls", message)))
+                Ok(Err(turn.fail(TurnErrorKind::MultipleGatedCalls, message)))
             }
         }
     }
@@ -221,7 +224,7 @@ impl Host for State {
         let Some(name) = turn.pending_calls.get(&tool_call_id).cloned() else {
             let message =
                 format!("TOOL_RESULT for tool call `{tool_call_id}`, which is not waiting for one");
-            return Ok(Err(turn.fail("invalid_order", message)));
+            return Ok(Err(turn.fail(TurnErrorKind::InvalidOrder, message)));
         };
         let denied = turn.denied_call.as_deref() == Some(tool_call_id.as_str());
         if denied != matches!(status, ToolStatus::Denied) {
@@ -234,7 +237,7 @@ impl Host for State {
                     "tool call `{tool_call_id}` was not denied: only a denied call has a `denied` result"
                 )
             };
-            return Ok(Err(turn.fail("invalid_order", message)));
+            return Ok(Err(turn.fail(TurnErrorKind::InvalidOrder, message)));
         }
         let output = match turn.parse_json("tool output", &output) {
             Ok(v) => v,
@@ -242,14 +245,16 @@ impl Host for State {
         };
         turn.pending_calls.remove(&tool_call_id);
         let status = match status {
-            ToolStatus::Ok => "ok",
-            ToolStatus::Error => "error",
-            ToolStatus::Denied => "denied",
+            ToolStatus::Ok => payloads::ToolStatus::Ok,
+            ToolStatus::Error => payloads::ToolStatus::Error,
+            ToolStatus::Denied => payloads::ToolStatus::Denied,
         };
-        let event = NewEvent::new(
-            EventType::ToolResult,
-            json!({"tool_call_id": tool_call_id, "name": name, "status": status, "output": output}),
-        );
+        let event = NewEvent::of(&payloads::ToolResult {
+            tool_call_id,
+            name,
+            status,
+            output,
+        });
         Ok(turn.emit(vec![event]).await)
     }
 

@@ -8,7 +8,6 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use serde_json::json;
 use wasmtime::{Store, Trap};
 
 use super::Runtime;
@@ -19,7 +18,8 @@ use super::outbound::{Outbound, OutboundHooks};
 use super::prepare::trap_message;
 use super::redact::Redactor;
 use super::state::{State, apply_limits};
-use crate::journal::{EventType, NewEvent};
+use crate::journal::payloads;
+use crate::journal::{NewEvent, TurnErrorKind};
 use crate::store::{PendingApproval, ToolCallRecord, TurnOutcome, TurnReason, TurnTicket};
 
 /// How the guest's part of a turn ended.
@@ -77,7 +77,7 @@ impl Runtime {
             Err(err) => {
                 tracing::error!(deployment = %ticket.deployment_id, error = %err, "cannot load deployment");
                 let failure = GuestEnd::Failed(Failure {
-                    kind: "deployment_unavailable",
+                    kind: TurnErrorKind::DeploymentUnavailable,
                     message: "the host could not load this session's deployment".into(),
                 });
                 let ctx = new_ctx(
@@ -120,7 +120,7 @@ impl Runtime {
         let mut secrets = Vec::with_capacity(deployed.secrets.len());
         for name in deployed.secrets.iter() {
             let value = self.vault.get(name).ok_or_else(|| Failure {
-                kind: "missing_secret",
+                kind: TurnErrorKind::MissingSecret,
                 message: format!(
                     "the deployment declares secret `{name}`, which does not exist: set it with PUT /secrets/{name}"
                 ),
@@ -174,29 +174,29 @@ impl Runtime {
         let secs = deadline.as_secs();
         match result {
             Err(_) => GuestEnd::Failed(Failure {
-                kind: "deadline",
+                kind: TurnErrorKind::Deadline,
                 message: format!("the turn did not finish within its {secs} s deadline"),
             }),
             Ok(Ok(Ok(()))) => GuestEnd::Returned,
             Ok(Ok(Err(message))) => GuestEnd::Failed(Failure {
-                kind: "agent_error",
+                kind: TurnErrorKind::AgentError,
                 message,
             }),
             Ok(Err(err)) => {
                 let state = store.data();
                 let failure = if let Some(panic) = &state.panic {
                     Failure {
-                        kind: "panic",
+                        kind: TurnErrorKind::Panic,
                         message: panic.clone(),
                     }
                 } else if err.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
                     Failure {
-                        kind: "deadline",
+                        kind: TurnErrorKind::Deadline,
                         message: format!("the turn did not finish within its {secs} s deadline"),
                     }
                 } else if err.downcast_ref::<Trap>() == Some(&Trap::OutOfFuel) {
                     Failure {
-                        kind: "cpu_limit",
+                        kind: TurnErrorKind::CpuLimit,
                         message: format!(
                             "the agent used its CPU budget ({} fuel, limits.cpu_fuel)",
                             limits.fuel
@@ -204,7 +204,7 @@ impl Runtime {
                     }
                 } else if state.limiter.denied {
                     Failure {
-                        kind: "memory_limit",
+                        kind: TurnErrorKind::MemoryLimit,
                         message: format!(
                             "the agent needed more than {} MiB of memory",
                             limits.memory_bytes >> 20
@@ -212,7 +212,7 @@ impl Runtime {
                     }
                 } else {
                     Failure {
-                        kind: "trap",
+                        kind: TurnErrorKind::Trap,
                         message: trap_message(&err),
                     }
                 };
@@ -251,7 +251,7 @@ async fn closing_events(
         let mut ids: Vec<&String> = ctx.pending_calls.keys().collect();
         ids.sort();
         failure = Some(Failure {
-            kind: "unanswered_tool_call",
+            kind: TurnErrorKind::UnansweredToolCall,
             message: format!(
                 "the turn ended without a result for tool call(s) {}",
                 ids.iter()
@@ -267,21 +267,22 @@ async fn closing_events(
     events.extend(ctx.close_open_messages(failure.is_some()));
     let (outcome, label) = match failure {
         None => {
-            events.push(NewEvent::new(EventType::TurnEnded, json!({"turn": turn})));
+            events.push(NewEvent::of(&payloads::TurnEnded { turn }));
             (TurnOutcome::Ended, "ended")
         }
         Some(Failure { kind, message }) => {
             let mut message = ctx.redactor.redact(&message).into_owned();
             crate::util::truncate_utf8(&mut message, 4096);
-            events.push(NewEvent::new(
-                EventType::TurnError,
-                json!({"turn": turn, "kind": kind, "message": message}),
-            ));
-            (TurnOutcome::Errored, kind)
+            events.push(NewEvent::of(&payloads::TurnError {
+                turn,
+                kind,
+                message,
+            }));
+            (TurnOutcome::Errored, kind.as_str())
         }
     };
     if ctx.ended {
-        events.push(NewEvent::new(EventType::SessionEnded, json!({})));
+        events.push(NewEvent::of(&payloads::SessionEnded {}));
         return (events, TurnOutcome::SessionEnded, label);
     }
     (events, outcome, label)
@@ -297,22 +298,19 @@ async fn suspended(
     ticket: &TurnTicket,
 ) -> (Vec<NewEvent>, TurnOutcome, &'static str) {
     if let GuestEnd::Failed(failure) = end {
-        tracing::info!(session = %ticket.session_id, turn = ticket.turn, kind = failure.kind, "the agent failed after suspending; the suspension stands");
+        tracing::info!(session = %ticket.session_id, turn = ticket.turn, kind = failure.kind.as_str(), "the agent failed after suspending; the suspension stands");
     }
     let _ = ctx.flush().await;
     let mut events = ctx.close_outbound();
     events.extend(ctx.close_open_messages(false));
     let call = &suspension.call;
-    events.push(NewEvent::new(
-        EventType::ToolApprovalRequired,
-        json!({
-            "tool_call_id": call.tool_call_id,
-            "name": call.name,
-            "arguments": call.arguments,
-            "reason": suspension.reason,
-            "gated_by": suspension.gated_by,
-        }),
-    ));
+    events.push(NewEvent::of(&payloads::ToolApprovalRequired {
+        tool_call_id: call.tool_call_id.clone(),
+        name: call.name.clone(),
+        arguments: call.arguments.clone(),
+        reason: suspension.reason.clone(),
+        gated_by: suspension.gated_by.iter().map(|g| g.to_string()).collect(),
+    }));
     let pending = PendingApproval {
         call: suspension.call,
         reason: suspension.reason,

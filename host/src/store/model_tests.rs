@@ -481,7 +481,7 @@ impl Harness {
                 } else {
                     json!({"n": self.payloads, "text": "a \"quoted\" line\n"})
                 };
-                NewEvent::new(kind, payload)
+                NewEvent::untyped(kind, payload)
             })
             .collect()
     }

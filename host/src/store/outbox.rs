@@ -129,7 +129,7 @@ mod tests {
     use serde_json::json;
 
     fn event(n: u64) -> NewEvent {
-        NewEvent::new(EventType::MessageDelta, json!({ "n": n }))
+        NewEvent::untyped(EventType::MessageDelta, json!({ "n": n }))
     }
 
     #[test]

@@ -17,7 +17,7 @@ pub struct AppRecord {
     pub current_deployment: Option<Uuid>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum DeploymentStatus {
     Building,
@@ -27,7 +27,7 @@ pub enum DeploymentStatus {
 }
 
 /// One tool as described by the agent at build time.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ToolInfo {
     pub name: String,
     pub description: String,
@@ -88,7 +88,7 @@ pub struct DeploymentRecord {
 
 /// Per-turn limits a manifest set; `None` keeps the default. Lenient on
 /// read (a newer version may add limits); the manifest parser is strict.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct LimitsRecord {
     #[serde(default)]
     pub wall_clock_secs: Option<u64>,
@@ -100,7 +100,7 @@ pub struct LimitsRecord {
     pub max_events: Option<u64>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SessionStatus {
     /// A turn is scheduled or running.
@@ -198,7 +198,7 @@ pub struct PendingApproval {
     pub event_seq: u64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum KeyClass {
     Platform,

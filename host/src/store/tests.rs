@@ -144,7 +144,7 @@ async fn the_writer_decides_turn_states_and_seq() {
         Some(second_boot)
     );
     // ... and closes one that did something.
-    let delta = crate::journal::NewEvent::new(
+    let delta = crate::journal::NewEvent::untyped(
         crate::journal::EventType::MessageStart,
         json!({"message_id": "m", "role": "assistant"}),
     );
@@ -228,7 +228,7 @@ async fn a_failing_disk_stops_writes_and_nothing_half_written_is_streamed() {
     let mut subscription = store.hub().subscribe(session.id);
 
     fail.store(true, std::sync::atomic::Ordering::Relaxed);
-    let delta = crate::journal::NewEvent::new(crate::journal::EventType::TurnEnded, json!({}));
+    let delta = crate::journal::NewEvent::untyped(crate::journal::EventType::TurnEnded, json!({}));
     let ack = writer
         .append(&Arc::new(Outbox::new(session.id, ticket.turn)), vec![delta])
         .await
@@ -308,7 +308,7 @@ async fn a_resumed_turn_that_started_is_never_run_again() {
     };
     let resumed = writer.decide(session.id, decision, boot).await.unwrap();
     // The resumed turn did something, then the process died.
-    let start = crate::journal::NewEvent::new(
+    let start = crate::journal::NewEvent::untyped(
         crate::journal::EventType::MessageStart,
         json!({"message_id": "m", "role": "assistant"}),
     );
@@ -350,12 +350,12 @@ async fn a_rebuilt_message_end_has_secrets_split_across_deltas_redacted() {
         .unwrap();
     let outbox = Arc::new(Outbox::new(session.id, ticket.turn));
     let delta = |text: &str| {
-        NewEvent::new(
+        NewEvent::untyped(
             EventType::MessageDelta,
             json!({"message_id": "m", "delta": {"type": "text", "text": text}}),
         )
     };
-    let start = NewEvent::new(
+    let start = NewEvent::untyped(
         EventType::MessageStart,
         json!({"message_id": "m", "role": "assistant"}),
     );

@@ -33,11 +33,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use serde_json::json;
-
 use wasmtime_wasi_http::{RequestOptions, WasiBody, WasiHttpHooks};
 
-use crate::journal::{EventType, NewEvent};
+use crate::journal::{NewEvent, payloads};
 use crate::store::{Outbox, WriterHandle};
 pub use origin::OriginPattern;
 
@@ -214,16 +212,13 @@ impl Outbound {
 
 fn response_event(id: &str, started: Instant, ended: &Ended) -> NewEvent {
     let millis = started.elapsed().as_secs_f64() * 1000.0;
-    NewEvent::new(
-        EventType::HttpResponse,
-        json!({
-            "request_id": id,
-            "status": ended.status,
-            "error": ended.error,
-            "duration_ms": (millis * 10.0).round() / 10.0,
-            "bytes": ended.bytes,
-        }),
-    )
+    NewEvent::of(&payloads::HttpResponse {
+        request_id: id.to_string(),
+        status: ended.status,
+        error: ended.error.clone(),
+        duration_ms: (millis * 10.0).round() / 10.0,
+        bytes: ended.bytes,
+    })
 }
 
 /// The `wasi:http` hooks of one instance: `None` (describe, or a turn

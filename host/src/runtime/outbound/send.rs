@@ -12,7 +12,6 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use serde_json::json;
 use tokio::net::TcpStream;
 use wasmtime_wasi::runtime::{AbortOnDropJoinHandle, spawn};
 use wasmtime_wasi_http::io::TokioIo;
@@ -23,7 +22,7 @@ use super::{
     BETWEEN_BYTES_TIMEOUT, CONNECT_TIMEOUT, Ended, FIRST_BYTE_TIMEOUT, MAX_RESPONSE_BYTES,
     Outbound, ip,
 };
-use crate::journal::{EventType, NewEvent};
+use crate::journal::{NewEvent, payloads};
 
 /// What the journal says about a request before it leaves.
 struct Described {
@@ -89,15 +88,12 @@ impl Outbound {
             Err(err) => return Err(err),
         };
         // The marker: committed before anything leaves the machine.
-        let marker = NewEvent::new(
-            EventType::HttpRequest,
-            json!({
-                "request_id": described.id,
-                "method": described.method,
-                "origin": described.origin.to_string(),
-                "path": described.path,
-            }),
-        );
+        let marker = NewEvent::of(&payloads::HttpRequest {
+            request_id: described.id.clone(),
+            method: described.method.clone(),
+            origin: described.origin.to_string(),
+            path: described.path.clone(),
+        });
         let committed = match self.writer.append(&self.outbox, vec![marker]).await {
             Ok(ack) => matches!(ack.await, Ok(Ok(()))),
             Err(_) => false,
@@ -227,16 +223,13 @@ impl Outbound {
 
     fn denied(&self, described: &Described, reason: &str) {
         tracing::info!(session = %self.outbox.session(), turn = self.outbox.turn(), origin = %described.origin, reason, "outbound request refused");
-        self.push_finished(NewEvent::new(
-            EventType::HttpRequestDenied,
-            json!({
-                "request_id": described.id,
-                "method": described.method,
-                "origin": described.origin.to_string(),
-                "path": described.path,
-                "reason": reason,
-            }),
-        ));
+        self.push_finished(NewEvent::of(&payloads::HttpRequestDenied {
+            request_id: described.id.clone(),
+            method: described.method.clone(),
+            origin: described.origin.to_string(),
+            path: described.path.clone(),
+            reason: reason.to_string(),
+        }));
     }
 }
 

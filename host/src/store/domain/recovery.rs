@@ -4,12 +4,13 @@
 //! marked `incomplete`, rebuilt from what the journal committed, then
 //! TURN_ERROR.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use uuid::Uuid;
 
 use super::sessions::finish_turn;
 use super::{TurnOutcome, TurnReason, TurnTicket};
-use crate::journal::{EventType, NewEvent, StoredEvent};
+use crate::journal::payloads::{self, Role};
+use crate::journal::{NewEvent, StoredEvent, TurnErrorKind};
 use crate::store::StoreError;
 use crate::store::batch::Batch;
 use crate::store::commands::Op;
@@ -71,7 +72,7 @@ impl Op for Recover {
                 _ => "the host stopped while this turn was running; send a new input to continue"
                     .to_string(),
             };
-            let events = closing_events(batch, id, turn, "host_restarted", &message)?;
+            let events = closing_events(batch, id, turn, TurnErrorKind::HostRestarted, &message)?;
             finish_turn(batch, id, turn, &events, TurnOutcome::Errored)?;
             recovery.closed.push(id);
         }
@@ -87,58 +88,65 @@ pub(in crate::store) fn closing_events(
     batch: &mut Batch<'_>,
     session: Uuid,
     turn: u32,
-    kind: &str,
+    kind: TurnErrorKind,
     message: &str,
 ) -> Result<Vec<NewEvent>, StoreError> {
     let journal = batch.tx.last_turn_events(session)?;
     let redact = batch.state.redact.as_ref();
     let mut events: Vec<NewEvent> = open_messages(&journal)
         .into_iter()
-        .map(|(id, role, text)| {
+        .map(|(message_id, role, text)| {
             let text = redact.map_or(text.clone(), |redact| redact(&text));
-            NewEvent::new(
-                EventType::MessageEnd,
-                json!({"message_id": id, "role": role, "text": text, "incomplete": true}),
-            )
+            NewEvent::of(&payloads::MessageEnd {
+                message_id,
+                role,
+                text,
+                incomplete: Some(true),
+            })
         })
         .collect();
-    events.push(NewEvent::new(
-        EventType::TurnError,
-        json!({"turn": turn, "kind": kind, "message": message}),
-    ));
+    events.push(NewEvent::of(&payloads::TurnError {
+        turn,
+        kind,
+        message: message.to_string(),
+    }));
     Ok(events)
 }
 
 /// Messages of the last turn (`journal`, from its TURN_STARTED on) that
 /// were started and never ended, with their committed text, in the order
 /// they were started.
-fn open_messages(journal: &[StoredEvent]) -> Vec<(String, String, String)> {
-    let mut open: Vec<(String, String, String)> = Vec::new();
+fn open_messages(journal: &[StoredEvent]) -> Vec<(String, Role, String)> {
+    #[derive(serde::Deserialize)]
+    #[serde(tag = "type", content = "payload")]
+    enum Message {
+        #[serde(rename = "MESSAGE_START")]
+        Start(payloads::MessageStart),
+        #[serde(rename = "MESSAGE_DELTA")]
+        Delta(payloads::MessageDelta),
+        #[serde(rename = "MESSAGE_END")]
+        End(payloads::MessageEnd),
+    }
+    let mut open: Vec<(String, Role, String)> = Vec::new();
     for event in journal {
-        let kind = event.event_type();
-        if !matches!(kind, "MESSAGE_START" | "MESSAGE_DELTA" | "MESSAGE_END") {
+        if !matches!(
+            event.event_type(),
+            "MESSAGE_START" | "MESSAGE_DELTA" | "MESSAGE_END"
+        ) {
             continue;
         }
-        let Ok(envelope) = serde_json::from_str::<Value>(&event.json) else {
+        let Ok(message) = serde_json::from_str::<Message>(&event.json) else {
             continue;
         };
-        let payload = &envelope["payload"];
-        let Some(id) = payload["message_id"].as_str() else {
-            continue;
-        };
-        match kind {
-            "MESSAGE_START" => {
-                let role = payload["role"].as_str().unwrap_or("assistant").to_string();
-                open.push((id.to_string(), role, String::new()));
-            }
-            "MESSAGE_DELTA" => {
-                if let Some(message) = open.iter_mut().find(|(m, _, _)| m == id) {
-                    message
-                        .2
-                        .push_str(payload["delta"]["text"].as_str().unwrap_or_default());
+        match message {
+            Message::Start(start) => open.push((start.message_id, start.role, String::new())),
+            Message::Delta(delta) => {
+                if let Some(message) = open.iter_mut().find(|(m, _, _)| *m == delta.message_id) {
+                    let payloads::Delta::Text { text } = delta.delta;
+                    message.2.push_str(&text);
                 }
             }
-            _ => open.retain(|(m, _, _)| m != id),
+            Message::End(end) => open.retain(|(m, _, _)| *m != end.message_id),
         }
     }
     open

@@ -4,12 +4,13 @@
 
 use std::sync::Arc;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use uuid::Uuid;
 
 use super::recovery::closing_events;
 use super::{Decision, TurnOutcome, TurnReason, TurnTicket};
-use crate::journal::{EventType, NewEvent};
+use crate::journal::payloads::{self, Delta, Role, StartReason};
+use crate::journal::{NewEvent, TurnErrorKind};
 use crate::store::batch::Batch;
 use crate::store::commands::Op;
 use crate::store::engine::SessionRow;
@@ -73,17 +74,14 @@ impl Op for CreateSession {
             pending_approval: None,
             resume: None,
         };
-        let mut events = vec![NewEvent::new(
-            EventType::SessionCreated,
-            json!({
-                "app_id": app.id,
-                "app": app.slug,
-                "route": self.route,
-                "deployment_id": deployment_id,
-                "deployment_version": deployment.version,
-                "input": self.input,
-            }),
-        )];
+        let mut events = vec![NewEvent::of(&payloads::SessionCreated {
+            app_id: app.id,
+            app: app.slug.clone(),
+            route: self.route.clone(),
+            deployment_id,
+            deployment_version: deployment.version,
+            input: self.input.clone(),
+        })];
         events.extend(turn_start_events(1, &self.input));
         batch.insert_session(SessionRow {
             record: record.clone(),
@@ -252,7 +250,7 @@ pub(super) fn finish_turn(
             batch,
             id,
             turn,
-            "storage",
+            TurnErrorKind::Storage,
             "the host could not record part of this turn",
         )?;
         batch.write_events(id, &closing)?;
@@ -311,34 +309,34 @@ impl Op for Decide {
         };
         let turn = session.record.turn + 1;
         let call = &pending.call;
-        let kind = if decision.approved {
-            EventType::ToolApprovalGranted
+        let (tool_call_id, name) = (call.tool_call_id.clone(), call.name.clone());
+        let (approver, key_id) = (decision.approver.clone(), decision.key_id.clone());
+        let decided = if decision.approved {
+            NewEvent::of(&payloads::ToolApprovalGranted {
+                tool_call_id,
+                name,
+                approver,
+                key_id,
+            })
         } else {
-            EventType::ToolApprovalDenied
+            NewEvent::of(&payloads::ToolApprovalDenied {
+                tool_call_id,
+                name,
+                approver,
+                key_id,
+            })
         };
         let events = [
-            NewEvent::new(
-                kind,
-                json!({
-                    "tool_call_id": call.tool_call_id,
-                    "name": call.name,
-                    "approver": decision.approver,
-                    "key_id": decision.key_id,
-                }),
-            ),
-            NewEvent::new(
-                EventType::TurnStarted,
-                json!({
-                    "turn": turn,
-                    "reason": {
-                        "kind": "approval_decision",
-                        "approved": decision.approved,
-                        "tool_call_id": call.tool_call_id,
-                        "approver": decision.approver,
-                    },
-                    "input": pending.input,
-                }),
-            ),
+            decided,
+            NewEvent::of(&payloads::TurnStarted {
+                turn,
+                reason: StartReason::ApprovalDecision {
+                    approved: decision.approved,
+                    tool_call_id: call.tool_call_id.clone(),
+                    approver: decision.approver.clone(),
+                },
+                input: pending.input.clone(),
+            }),
         ];
         batch.write_events(id, &events)?;
         batch.tx.set_pending_approval(id, None)?;
@@ -372,24 +370,27 @@ impl Op for Decide {
 
 /// TURN_STARTED, then the input as a user message when it is text.
 pub(super) fn turn_start_events(turn: u32, input: &Value) -> Vec<NewEvent> {
-    let mut events = vec![NewEvent::new(
-        EventType::TurnStarted,
-        json!({"turn": turn, "reason": {"kind": "input"}, "input": input}),
-    )];
+    let mut events = vec![NewEvent::of(&payloads::TurnStarted {
+        turn,
+        reason: StartReason::Input,
+        input: input.clone(),
+    })];
     if let Some(text) = input_text(input) {
         let message_id = format!("msg_{}", Uuid::now_v7().simple());
-        events.push(NewEvent::new(
-            EventType::MessageStart,
-            json!({"message_id": message_id, "role": "user"}),
-        ));
-        events.push(NewEvent::new(
-            EventType::MessageDelta,
-            json!({"message_id": message_id, "delta": {"type": "text", "text": text}}),
-        ));
-        events.push(NewEvent::new(
-            EventType::MessageEnd,
-            json!({"message_id": message_id, "role": "user", "text": text}),
-        ));
+        events.push(NewEvent::of(&payloads::MessageStart {
+            message_id: message_id.clone(),
+            role: Role::User,
+        }));
+        events.push(NewEvent::of(&payloads::MessageDelta {
+            message_id: message_id.clone(),
+            delta: Delta::Text { text: text.into() },
+        }));
+        events.push(NewEvent::of(&payloads::MessageEnd {
+            message_id,
+            role: Role::User,
+            text: text.into(),
+            incomplete: None,
+        }));
     }
     events
 }

@@ -1,0 +1,425 @@
+//! The wire contract pinned: every event payload type and every view is
+//! serialized from fixed samples and compared with its golden file under
+//! `tests/golden/` (`events/<TYPE>.json`, `views/<name>.json`). A change to a
+//! field fails here until the golden file changes with it, in the same
+//! commit, where a reviewer sees it: `UPDATE_GOLDEN=1 cargo test -p
+//! agenthost golden` rewrites the files.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use super::views::*;
+use crate::journal::payloads::*;
+use crate::journal::{EventType, NewEvent};
+use crate::runtime::outbound::OutboundPolicy;
+use crate::store::{
+    AgentDescription, ApiKeyRecord, AppRecord, DeploymentRecord, DeploymentStatus, KeyClass,
+    LimitsRecord, PendingApproval, SecretRecord, SessionRecord, SessionStatus, ToolCallRecord,
+    ToolInfo,
+};
+
+fn golden_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/golden")
+}
+
+/// Compares `value`, pretty-printed, with the golden file `name`.
+fn check(name: &str, value: &impl Serialize) -> Result<(), String> {
+    let path = golden_dir().join(name);
+    let text = serde_json::to_string_pretty(value).map_err(|e| e.to_string())? + "\n";
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
+        }
+        std::fs::write(&path, &text).map_err(|e| e.to_string())?;
+        return Ok(());
+    }
+    let golden = std::fs::read_to_string(&path).map_err(|e| format!("{name}: {e}"))?;
+    if golden != text {
+        return Err(format!(
+            "{name} changed: the wire format is a contract (docs/events.md, docs/api.md).\n\
+             If the change is intended, run UPDATE_GOLDEN=1 cargo test -p agenthost golden \
+             and commit the file.\n--- golden\n{golden}\n--- now\n{text}"
+        ));
+    }
+    Ok(())
+}
+
+const ID: &str = "019aa8e2-7b3c-7d4e-8f10-1234567890ab";
+const OTHER: &str = "019aa8e2-7b3c-7d4e-8f10-abcdef012345";
+
+fn id() -> Uuid {
+    Uuid::parse_str(ID).unwrap_or_default()
+}
+
+fn other() -> Uuid {
+    Uuid::parse_str(OTHER).unwrap_or_default()
+}
+
+/// Samples of every payload of `kind`, covering each of its shapes. The
+/// match is exhaustive: a new event type cannot go without its samples.
+fn samples(kind: EventType) -> Vec<NewEvent> {
+    let message_id = "msg_019aa8e27b3c7d4e8f101234567890ab".to_string();
+    match kind {
+        EventType::SessionCreated => vec![NewEvent::of(&SessionCreated {
+            app_id: id(),
+            app: "hello".into(),
+            route: "/chat".into(),
+            deployment_id: other(),
+            deployment_version: 3,
+            input: json!("hi"),
+        })],
+        EventType::TurnStarted => vec![
+            NewEvent::of(&TurnStarted {
+                turn: 1,
+                reason: StartReason::Input,
+                input: json!({"text": "hi"}),
+            }),
+            NewEvent::of(&TurnStarted {
+                turn: 2,
+                reason: StartReason::ApprovalDecision {
+                    approved: true,
+                    tool_call_id: "call_1_1".into(),
+                    approver: "ops".into(),
+                },
+                input: json!("deploy it"),
+            }),
+        ],
+        EventType::MessageStart => vec![NewEvent::of(&MessageStart {
+            message_id,
+            role: Role::Assistant,
+        })],
+        EventType::MessageDelta => vec![NewEvent::of(&MessageDelta {
+            message_id,
+            delta: Delta::Text {
+                text: "Hello".into(),
+            },
+        })],
+        EventType::MessageEnd => vec![
+            NewEvent::of(&MessageEnd {
+                message_id: message_id.clone(),
+                role: Role::User,
+                text: "hi".into(),
+                incomplete: None,
+            }),
+            NewEvent::of(&MessageEnd {
+                message_id,
+                role: Role::Assistant,
+                text: "Hel".into(),
+                incomplete: Some(true),
+            }),
+        ],
+        EventType::ToolCall => vec![NewEvent::of(&ToolCall {
+            tool_call_id: "call_1_1".into(),
+            name: "rm".into(),
+            arguments: json!({"path": "/tmp/x"}),
+        })],
+        EventType::ToolResult => [ToolStatus::Ok, ToolStatus::Error, ToolStatus::Denied]
+            .into_iter()
+            .map(|status| {
+                NewEvent::of(&ToolResult {
+                    tool_call_id: "call_1_1".into(),
+                    name: "rm".into(),
+                    status,
+                    output: json!({"removed": 1}),
+                })
+            })
+            .collect(),
+        EventType::ToolApprovalRequired => vec![NewEvent::of(&ToolApprovalRequired {
+            tool_call_id: "call_1_1".into(),
+            name: "rm".into(),
+            arguments: json!({"path": "/tmp/x"}),
+            reason: Some("clean up".into()),
+            gated_by: vec!["code".into(), "policy".into()],
+        })],
+        EventType::ToolApprovalGranted => vec![NewEvent::of(&ToolApprovalGranted {
+            tool_call_id: "call_1_1".into(),
+            name: "rm".into(),
+            approver: "ops".into(),
+            key_id: "key_0123".into(),
+        })],
+        EventType::ToolApprovalDenied => vec![NewEvent::of(&ToolApprovalDenied {
+            tool_call_id: "call_1_1".into(),
+            name: "rm".into(),
+            approver: "ops".into(),
+            key_id: "key_0123".into(),
+        })],
+        EventType::TurnError => TurnErrorKind::ALL
+            .into_iter()
+            .map(|kind| {
+                NewEvent::of(&TurnError {
+                    turn: 1,
+                    kind,
+                    message: "what went wrong".into(),
+                })
+            })
+            .collect(),
+        EventType::TurnEnded => vec![NewEvent::of(&TurnEnded { turn: 1 })],
+        EventType::SessionEnded => vec![NewEvent::of(&SessionEnded {})],
+        EventType::HttpRequest => vec![NewEvent::of(&HttpRequest {
+            request_id: "http_1_1".into(),
+            method: "GET".into(),
+            origin: "https://api.example.com".into(),
+            path: "/v1/items".into(),
+        })],
+        EventType::HttpRequestDenied => vec![NewEvent::of(&HttpRequestDenied {
+            request_id: "http_1_2".into(),
+            method: "POST".into(),
+            origin: "https://evil.example".into(),
+            path: "/".into(),
+            reason: "the origin is not on this deployment's outbound allowlist".into(),
+        })],
+        EventType::HttpResponse => vec![
+            NewEvent::of(&HttpResponse {
+                request_id: "http_1_1".into(),
+                status: Some(200),
+                error: None,
+                duration_ms: 12.5,
+                bytes: 512,
+            }),
+            NewEvent::of(&HttpResponse {
+                request_id: "http_1_3".into(),
+                status: None,
+                error: Some("the connection was refused".into()),
+                duration_ms: 0.4,
+                bytes: 0,
+            }),
+        ],
+    }
+}
+
+#[test]
+fn golden_every_event_payload_is_pinned() {
+    let mut failures = Vec::new();
+    for kind in EventType::ALL {
+        let payloads: Vec<Value> = samples(kind)
+            .iter()
+            .map(|event| {
+                assert_eq!(event.event_type, kind, "a sample of {kind:?}");
+                serde_json::from_str(event.payload.get()).unwrap_or(Value::Null)
+            })
+            .collect();
+        let name = format!("events/{}.json", kind.as_str());
+        if let Err(failure) = check(&name, &payloads) {
+            failures.push(failure);
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+fn session_record() -> SessionRecord {
+    let call = ToolCallRecord {
+        tool_call_id: "call_1_1".into(),
+        name: "rm".into(),
+        arguments: json!({"path": "/tmp/x"}),
+    };
+    SessionRecord {
+        id: id(),
+        app_id: other(),
+        app_slug: "ops".into(),
+        route: "/chat".into(),
+        deployment_id: other(),
+        deployment_version: 2,
+        status: SessionStatus::AwaitingApproval,
+        turn: 1,
+        created_at: "2026-11-22T10:00:00.123Z".into(),
+        updated_at: "2026-11-22T10:00:01.456Z".into(),
+        boot_id: None,
+        pending_approval: Some(PendingApproval {
+            call: call.clone(),
+            reason: Some("clean up".into()),
+            gated_by: vec!["code".into()],
+            step: vec![call],
+            input: json!("clean /tmp"),
+            event_seq: 7,
+        }),
+        resume: None,
+    }
+}
+
+fn deployment_record(status: DeploymentStatus) -> DeploymentRecord {
+    let built = status != DeploymentStatus::Building && status != DeploymentStatus::Failed;
+    DeploymentRecord {
+        id: id(),
+        app_id: other(),
+        version: 2,
+        status,
+        created_at: "2026-11-22T10:00:00.123Z".into(),
+        finished_at: (status != DeploymentStatus::Building)
+            .then(|| "2026-11-22T10:00:04.000Z".into()),
+        error: (status == DeploymentStatus::Failed)
+            .then(|| "the entry `agent.wasm` named by agent.entry is missing".into()),
+        manifest: "[app]\nslug = \"ops\"\n".into(),
+        entry: "agent.wasm".into(),
+        description: built.then(|| AgentDescription {
+            routes: vec!["/chat".into()],
+            tools: vec![ToolInfo {
+                name: "rm".into(),
+                description: "Removes a file".into(),
+                parameters: json!({"type": "object"}),
+                needs_approval: true,
+            }],
+        }),
+        artifact: None,
+        manifest_gated: vec!["rm".into()],
+        approval_policy: vec![],
+        secrets: vec!["OPENAI_API_KEY".into()],
+        limits: LimitsRecord {
+            wall_clock_secs: Some(60),
+            ..LimitsRecord::default()
+        },
+        outbound: vec!["https://api.openai.com".into()],
+    }
+}
+
+#[test]
+fn golden_every_view_is_pinned() {
+    let app = AppRecord {
+        id: other(),
+        slug: "ops".into(),
+        created_at: "2026-11-22T09:00:00.000Z".into(),
+        current_deployment: Some(id()),
+    };
+    let policy = OutboundPolicy::default();
+    let session = SessionView::from(&session_record());
+    let key = ApiKeyRecord {
+        id: "key_0123".into(),
+        name: "ops-team".into(),
+        class: KeyClass::Invocation,
+        app_id: Some(other()),
+        sha256: "00".repeat(32),
+        prefix: "ah_0123".into(),
+        created_at: "2026-11-22T09:00:00.000Z".into(),
+        last_used_at: None,
+    };
+    let approval: ApprovalEvent = serde_json::from_value(json!({
+        "id": ID, "seq": 7, "session_id": ID, "type": "TOOL_APPROVAL_REQUIRED",
+        "payload": {"tool_call_id": "call_1_1", "name": "rm", "arguments": {},
+                    "reason": null, "gated_by": ["code"]},
+        "created_at": "2026-11-22T10:00:01.456Z"
+    }))
+    .unwrap_or_else(|e| panic!("an approval event: {e}"));
+    let views: Vec<(&str, Value)> = vec![
+        ("session", json!(session)),
+        (
+            "created_session",
+            json!(CreatedSession {
+                session: session.clone(),
+                stream_token: "st_abc".into(),
+                stream_token_expires_at: "2026-11-22T11:00:00.000Z".into(),
+            }),
+        ),
+        (
+            "stream_token",
+            json!(StreamToken {
+                session_id: id(),
+                stream_token: "st_abc".into(),
+                stream_token_expires_at: "2026-11-22T11:00:00.000Z".into(),
+            }),
+        ),
+        (
+            "turn_accepted",
+            json!(TurnAccepted {
+                session_id: id(),
+                turn: 2,
+                status: SessionStatus::Running,
+            }),
+        ),
+        (
+            "decision_accepted",
+            json!(DecisionAccepted {
+                session_id: id(),
+                tool_call_id: "call_1_1".into(),
+                approved: false,
+                approver: "ops".into(),
+                turn: 2,
+                status: SessionStatus::Running,
+            }),
+        ),
+        (
+            "session_page",
+            json!(SessionPage {
+                items: vec![session.clone()],
+                next_cursor: Some(ID.into()),
+            }),
+        ),
+        (
+            "approval_page",
+            json!(ApprovalPage {
+                items: vec![ApprovalItemView {
+                    session,
+                    event: approval,
+                }],
+                next_cursor: None,
+            }),
+        ),
+        (
+            "deployment",
+            json!(
+                [
+                    DeploymentStatus::Building,
+                    DeploymentStatus::Active,
+                    DeploymentStatus::Failed,
+                    DeploymentStatus::Retired
+                ]
+                .map(|s| DeploymentView::new(&deployment_record(s), &app, &policy))
+            ),
+        ),
+        (
+            "app",
+            json!([
+                AppView::new(&app, Some(&deployment_record(DeploymentStatus::Active))),
+                AppView::new(&app, None),
+            ]),
+        ),
+        ("api_key", json!(ApiKeyView::from(&key))),
+        (
+            "minted_key",
+            json!(MintedKey {
+                view: ApiKeyView::from(&key),
+                key: "ah_0123_secret".into(),
+            }),
+        ),
+        (
+            "secret",
+            json!(SecretView::from(&SecretRecord {
+                name: "OPENAI_API_KEY".into(),
+                nonce: String::new(),
+                ciphertext: String::new(),
+                created_at: "2026-11-22T09:00:00.000Z".into(),
+                updated_at: "2026-11-22T09:30:00.000Z".into(),
+            })),
+        ),
+        (
+            "health",
+            json!([
+                Health {
+                    status: "ready".into(),
+                    reason: None
+                },
+                Health {
+                    status: "not_ready".into(),
+                    reason: Some("storage is unavailable".into())
+                }
+            ]),
+        ),
+        (
+            "error",
+            json!(ErrorBody {
+                error: ErrorDetail {
+                    code: "session_not_found".into(),
+                    message: "session `x` not found".into(),
+                },
+            }),
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (name, value) in &views {
+        if let Err(failure) = check(&format!("views/{name}.json"), value) {
+            failures.push(failure);
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}

@@ -1,0 +1,351 @@
+//! The endpoint table: every route of the API with its access, its
+//! handler and its OpenAPI document (`openapi.rs`), in one list that builds
+//! the router (`mod.rs`), drives the auth-matrix test and makes
+//! `GET /openapi.json`.
+
+use std::sync::OnceLock;
+
+use axum::extract::DefaultBodyLimit;
+use axum::http::{HeaderMap, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodRouter, delete, get, post, put};
+
+use super::openapi::{self, Doc};
+use super::{
+    Access, AppState, BUNDLE_BODY_LIMIT, Endpoint, approvals, apps, console, deployments, events,
+    health, keys, secrets, sessions, views,
+};
+
+/// Every endpoint of the API, in one table: the router is built from it,
+/// the auth-matrix test runs every row, and each row's `Doc` goes into the
+/// OpenAPI document, so no endpoint exists without its row and its document.
+/// The web console's files are rows too (`Public`, `console.rs`).
+pub(super) fn table() -> Vec<(Endpoint, Doc, MethodRouter<AppState>)> {
+    use Access::*;
+    use openapi::{Body, Reply, list, schema};
+    let row = |method, path, access, doc, handler| {
+        (
+            Endpoint {
+                method,
+                path,
+                access,
+            },
+            doc,
+            handler,
+        )
+    };
+    use openapi::Query;
+    const PAGE: &[(&str, &str, Query)] = &[
+        ("app", "An app slug or id", Query::Text),
+        (
+            "limit",
+            "Items per page: 1 to 500 (default 50)",
+            Query::Limit,
+        ),
+        (
+            "cursor",
+            "The next_cursor of the previous page",
+            Query::Uuid,
+        ),
+    ];
+    const SESSIONS_PAGE: &[(&str, &str, Query)] = &[
+        ("app", "An app slug or id", Query::Text),
+        (
+            "status",
+            "Only sessions in this status",
+            Query::OneOf(&["running", "idle", "awaiting_approval", "errored", "ended"]),
+        ),
+        (
+            "limit",
+            "Items per page: 1 to 500 (default 50)",
+            Query::Limit,
+        ),
+        (
+            "cursor",
+            "The next_cursor of the previous page",
+            Query::Uuid,
+        ),
+    ];
+    const EVENTS: &[(&str, &str, Query)] = &[
+        (
+            "token",
+            "A stream token, instead of the Authorization header",
+            Query::Text,
+        ),
+        (
+            "last_event_id",
+            "Resume after this event id (as Last-Event-ID)",
+            Query::Uuid,
+        ),
+    ];
+    let health = Reply::Json(schema::<views::Health>);
+    let session = Reply::Json(schema::<views::SessionView>);
+    let deployment = Reply::Json(schema::<views::DeploymentView>);
+    let mut rows = vec![
+        row(
+            "GET",
+            "/healthz",
+            Public,
+            Doc::new("The process answers", 200, health),
+            get(health::healthz),
+        ),
+        row(
+            "GET",
+            "/readyz",
+            Public,
+            Doc::new("The server can serve", 200, health).errors(&[503]),
+            get(health::readyz),
+        ),
+        row(
+            "GET",
+            "/openapi.json",
+            Public,
+            Doc::new("This document", 200, Reply::Text("application/json")),
+            get(openapi_json),
+        ),
+        row(
+            "GET",
+            "/metrics",
+            Platform,
+            Doc::new(
+                "OpenMetrics text",
+                200,
+                Reply::Text("application/openmetrics-text"),
+            ),
+            get(health::metrics),
+        ),
+        row(
+            "POST",
+            "/sessions",
+            Session,
+            Doc::new(
+                "Create a session; its first turn starts",
+                201,
+                Reply::Json(schema::<views::CreatedSession>),
+            )
+            .body(Body::Json(schema::<sessions::CreateSession>))
+            .errors(&[404, 409]),
+            post(sessions::create),
+        ),
+        row(
+            "GET",
+            "/sessions",
+            Platform,
+            Doc::new(
+                "List sessions, newest first",
+                200,
+                Reply::Json(schema::<views::SessionPage>),
+            )
+            .query(SESSIONS_PAGE),
+            get(sessions::list),
+        ),
+        row(
+            "GET",
+            "/sessions/{id}",
+            Session,
+            Doc::new("A session", 200, session).errors(&[404]),
+            get(sessions::get),
+        ),
+        row(
+            "POST",
+            "/sessions/{id}/input",
+            Session,
+            Doc::new(
+                "Send input; a turn starts",
+                202,
+                Reply::Json(schema::<views::TurnAccepted>),
+            )
+            .body(Body::Json(schema::<sessions::PostInput>))
+            .errors(&[404, 409]),
+            post(sessions::input),
+        ),
+        row(
+            "GET",
+            "/sessions/{id}/events",
+            SessionStream,
+            Doc::new("The session's events (SSE), resumable", 200, Reply::Events)
+                .empty(&[204])
+                .query(EVENTS)
+                .errors(&[400, 404]),
+            get(events::stream),
+        ),
+        row(
+            "POST",
+            "/sessions/{id}/approval",
+            Platform,
+            Doc::new(
+                "Decide the pending gated call",
+                202,
+                Reply::Json(schema::<views::DecisionAccepted>),
+            )
+            .body(Body::Json(schema::<approvals::DecideBody>))
+            .errors(&[404, 409]),
+            post(approvals::decide),
+        ),
+        row(
+            "GET",
+            "/approvals",
+            Platform,
+            Doc::new(
+                "Pending approvals across apps",
+                200,
+                Reply::Json(schema::<views::ApprovalPage>),
+            )
+            .query(PAGE),
+            get(approvals::list),
+        ),
+        row(
+            "GET",
+            "/apps",
+            Platform,
+            Doc::new("Every app", 200, Reply::Json(list::<views::AppView>)),
+            get(apps::list),
+        ),
+        row(
+            "GET",
+            "/apps/{id}",
+            Platform,
+            Doc::new(
+                "An app, by id or slug",
+                200,
+                Reply::Json(schema::<views::AppView>),
+            )
+            .errors(&[404]),
+            get(apps::get),
+        ),
+        row(
+            "GET",
+            "/apps/{id}/deployments",
+            Platform,
+            Doc::new(
+                "An app's deployments, newest first",
+                200,
+                Reply::Json(list::<views::DeploymentView>),
+            )
+            .errors(&[404]),
+            get(deployments::list),
+        ),
+        row(
+            "POST",
+            "/deployments",
+            Platform,
+            Doc::new("Upload a bundle; it builds off-request", 202, deployment).body(Body::Bundle),
+            post(deployments::create).layer(DefaultBodyLimit::max(BUNDLE_BODY_LIMIT)),
+        ),
+        row(
+            "POST",
+            "/deployments/{id}/activate",
+            Platform,
+            Doc::new("Make a built deployment current", 202, deployment).errors(&[404, 409]),
+            post(deployments::activate),
+        ),
+        row(
+            "GET",
+            "/api-keys",
+            Platform,
+            Doc::new(
+                "Every API key (never its secret)",
+                200,
+                Reply::Json(list::<views::ApiKeyView>),
+            ),
+            get(keys::list),
+        ),
+        row(
+            "POST",
+            "/api-keys",
+            Platform,
+            Doc::new(
+                "Mint a key; its secret is shown once",
+                201,
+                Reply::Json(schema::<views::MintedKey>),
+            )
+            .body(Body::Json(schema::<keys::NewKey>))
+            .errors(&[404]),
+            post(keys::create),
+        ),
+        row(
+            "DELETE",
+            "/api-keys/{id}",
+            Platform,
+            Doc::new("Revoke a key at once", 204, Reply::Empty).errors(&[404, 409]),
+            delete(keys::revoke),
+        ),
+        row(
+            "GET",
+            "/secrets",
+            Platform,
+            Doc::new(
+                "Every secret's name (never its value)",
+                200,
+                Reply::Json(list::<views::SecretView>),
+            ),
+            get(secrets::list),
+        ),
+        row(
+            "PUT",
+            "/secrets/{key}",
+            Platform,
+            Doc::new(
+                "Set a secret",
+                200,
+                Reply::Json(schema::<views::SecretView>),
+            )
+            .body(Body::Json(schema::<secrets::PutSecret>))
+            .also(201),
+            put(secrets::put),
+        ),
+        row(
+            "DELETE",
+            "/secrets/{key}",
+            Platform,
+            Doc::new("Delete a secret", 204, Reply::Empty).errors(&[404, 422]),
+            delete(secrets::delete),
+        ),
+        row(
+            "POST",
+            "/sessions/{id}/stream-token",
+            Session,
+            Doc::new(
+                "A stream token for the session's events",
+                201,
+                Reply::Json(schema::<views::StreamToken>),
+            )
+            .errors(&[404]),
+            post(sessions::stream_token),
+        ),
+    ];
+    // The web console's files: public, they carry no data (docs/console.md).
+    rows.extend(console::ASSETS.iter().enumerate().map(|(index, asset)| {
+        let serve = move |headers: HeaderMap| async move { console::serve(index, &headers) };
+        let doc = Doc::new(
+            "A file of the web console",
+            200,
+            Reply::Text(asset.content_type),
+        )
+        .empty(&[304]);
+        row("GET", asset.path, Public, doc, get(serve))
+    }));
+    rows
+}
+
+/// The endpoint table (without handlers), for documentation and tests.
+pub fn endpoints() -> Vec<Endpoint> {
+    table()
+        .into_iter()
+        .map(|(endpoint, _, _)| endpoint)
+        .collect()
+}
+
+/// The OpenAPI document (`GET /openapi.json`).
+pub fn openapi_document() -> utoipa::openapi::OpenApi {
+    let rows: Vec<(Endpoint, Doc)> = (table().into_iter())
+        .map(|(endpoint, doc, _)| (endpoint, doc))
+        .collect();
+    openapi::document(&rows)
+}
+
+async fn openapi_json() -> Response {
+    static DOCUMENT: OnceLock<String> = OnceLock::new();
+    let text = DOCUMENT.get_or_init(|| openapi::to_json(&openapi_document()));
+    ([(header::CONTENT_TYPE, "application/json")], text.clone()).into_response()
+}

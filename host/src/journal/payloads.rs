@@ -1,0 +1,301 @@
+//! One type per event payload, each bound to its event type (`Payload::TYPE`),
+//! so a payload cannot be written under the wrong type: events are made with
+//! `NewEvent::of(&payload)`. The JSON these types write is the wire format of
+//! docs/events.md, a compatibility contract pinned by the golden files in
+//! `tests/golden/events/` (`golden_tests.rs`).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use super::EventType;
+
+/// An event payload and the one event type it is written under.
+pub trait Payload: Serialize {
+    const TYPE: EventType;
+}
+
+macro_rules! bind {
+    ($($payload:ident => $kind:ident),* $(,)?) => {
+        $(impl Payload for $payload {
+            const TYPE: EventType = EventType::$kind;
+        })*
+    };
+}
+
+bind! {
+    SessionCreated => SessionCreated,
+    TurnStarted => TurnStarted,
+    MessageStart => MessageStart,
+    MessageDelta => MessageDelta,
+    MessageEnd => MessageEnd,
+    ToolCall => ToolCall,
+    ToolResult => ToolResult,
+    ToolApprovalRequired => ToolApprovalRequired,
+    ToolApprovalGranted => ToolApprovalGranted,
+    ToolApprovalDenied => ToolApprovalDenied,
+    TurnError => TurnError,
+    TurnEnded => TurnEnded,
+    SessionEnded => SessionEnded,
+    HttpRequest => HttpRequest,
+    HttpRequestDenied => HttpRequestDenied,
+    HttpResponse => HttpResponse,
+}
+
+/// `SESSION_CREATED`: always seq 0.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SessionCreated {
+    pub app_id: Uuid,
+    /// The app's slug.
+    pub app: String,
+    pub route: String,
+    pub deployment_id: Uuid,
+    pub deployment_version: u64,
+    /// The input exactly as the client sent it (`null` when omitted).
+    pub input: Value,
+}
+
+/// `TURN_STARTED`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct TurnStarted {
+    pub turn: u32,
+    pub reason: StartReason,
+    /// The turn's input; for an approval decision, the suspended turn's input.
+    pub input: Value,
+}
+
+/// Why a turn started. Clients ignore kinds they do not know.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum StartReason {
+    /// A new input.
+    Input,
+    /// A decision on a gated call resumes the suspended step.
+    ApprovalDecision {
+        approved: bool,
+        tool_call_id: String,
+        approver: String,
+    },
+}
+
+/// Who wrote a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Written by the host from a text input.
+    User,
+    /// Written by the agent.
+    Assistant,
+}
+
+/// `MESSAGE_START`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct MessageStart {
+    /// `msg_` and 32 hex digits.
+    pub message_id: String,
+    pub role: Role,
+}
+
+/// `MESSAGE_DELTA`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct MessageDelta {
+    pub message_id: String,
+    pub delta: Delta,
+}
+
+/// A chunk of a message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Delta {
+    Text { text: String },
+}
+
+/// `MESSAGE_END`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct MessageEnd {
+    pub message_id: String,
+    pub role: Role,
+    /// The message's full text (its deltas, concatenated).
+    pub text: String,
+    /// Only when the host closed the message at the end of its turn:
+    /// `true` if the turn failed, `false` if it ended normally.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incomplete: Option<bool>,
+}
+
+/// `TOOL_CALL`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ToolCall {
+    pub tool_call_id: String,
+    pub name: String,
+    pub arguments: Value,
+}
+
+/// How a tool call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolStatus {
+    Ok,
+    Error,
+    /// Only for a call a human denied.
+    Denied,
+}
+
+/// `TOOL_RESULT`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ToolResult {
+    pub tool_call_id: String,
+    pub name: String,
+    pub status: ToolStatus,
+    pub output: Value,
+}
+
+/// `TOOL_APPROVAL_REQUIRED`: the turn is suspended; its last event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ToolApprovalRequired {
+    pub tool_call_id: String,
+    pub name: String,
+    pub arguments: Value,
+    /// The agent's explanation of the step.
+    pub reason: Option<String>,
+    /// What gates the tool, in this order: `code`, `manifest`, `policy`.
+    pub gated_by: Vec<String>,
+}
+
+/// `TOOL_APPROVAL_GRANTED`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ToolApprovalGranted {
+    pub tool_call_id: String,
+    pub name: String,
+    /// Who decided: the request's `approver`, else the deciding key's name.
+    pub approver: String,
+    /// The id of the API key that decided.
+    pub key_id: String,
+}
+
+/// `TOOL_APPROVAL_DENIED`: the same fields as `TOOL_APPROVAL_GRANTED`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ToolApprovalDenied {
+    pub tool_call_id: String,
+    pub name: String,
+    pub approver: String,
+    pub key_id: String,
+}
+
+/// Why a turn failed (docs/events.md, "TURN_ERROR kinds"). Clients ignore
+/// kinds they do not know.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnErrorKind {
+    AgentError,
+    Panic,
+    Trap,
+    Deadline,
+    CpuLimit,
+    MemoryLimit,
+    InvalidOrder,
+    Limit,
+    UnansweredToolCall,
+    MultipleGatedCalls,
+    Storage,
+    DeploymentUnavailable,
+    MissingSecret,
+    HostRestarted,
+}
+
+impl TurnErrorKind {
+    /// Every kind, in the order of docs/events.md.
+    pub const ALL: [TurnErrorKind; 14] = [
+        TurnErrorKind::AgentError,
+        TurnErrorKind::Panic,
+        TurnErrorKind::Trap,
+        TurnErrorKind::Deadline,
+        TurnErrorKind::CpuLimit,
+        TurnErrorKind::MemoryLimit,
+        TurnErrorKind::InvalidOrder,
+        TurnErrorKind::Limit,
+        TurnErrorKind::UnansweredToolCall,
+        TurnErrorKind::MultipleGatedCalls,
+        TurnErrorKind::Storage,
+        TurnErrorKind::DeploymentUnavailable,
+        TurnErrorKind::MissingSecret,
+        TurnErrorKind::HostRestarted,
+    ];
+
+    /// The wire name, e.g. `cpu_limit`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TurnErrorKind::AgentError => "agent_error",
+            TurnErrorKind::Panic => "panic",
+            TurnErrorKind::Trap => "trap",
+            TurnErrorKind::Deadline => "deadline",
+            TurnErrorKind::CpuLimit => "cpu_limit",
+            TurnErrorKind::MemoryLimit => "memory_limit",
+            TurnErrorKind::InvalidOrder => "invalid_order",
+            TurnErrorKind::Limit => "limit",
+            TurnErrorKind::UnansweredToolCall => "unanswered_tool_call",
+            TurnErrorKind::MultipleGatedCalls => "multiple_gated_calls",
+            TurnErrorKind::Storage => "storage",
+            TurnErrorKind::DeploymentUnavailable => "deployment_unavailable",
+            TurnErrorKind::MissingSecret => "missing_secret",
+            TurnErrorKind::HostRestarted => "host_restarted",
+        }
+    }
+}
+
+/// `TURN_ERROR`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct TurnError {
+    pub turn: u32,
+    pub kind: TurnErrorKind,
+    /// Human-readable, at most 4096 bytes.
+    pub message: String,
+}
+
+/// `TURN_ENDED`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct TurnEnded {
+    pub turn: u32,
+}
+
+/// `SESSION_ENDED`: the session's last event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SessionEnded {}
+
+/// `HTTP_REQUEST`: committed before the request leaves.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct HttpRequest {
+    /// `http_<turn>_<n>`.
+    pub request_id: String,
+    pub method: String,
+    /// `scheme://host[:port]`.
+    pub origin: String,
+    /// The path, without the query string, secrets redacted.
+    pub path: String,
+}
+
+/// `HTTP_REQUEST_DENIED`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct HttpRequestDenied {
+    pub request_id: String,
+    pub method: String,
+    pub origin: String,
+    pub path: String,
+    /// Why the host refused.
+    pub reason: String,
+}
+
+/// `HTTP_RESPONSE`: how a request that left ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct HttpResponse {
+    pub request_id: String,
+    /// `null` when no response head arrived.
+    pub status: Option<u16>,
+    /// `null` when the body was read to its end.
+    pub error: Option<String>,
+    /// From the commit of `HTTP_REQUEST` to the end, one decimal.
+    pub duration_ms: f64,
+    /// Response body bytes the agent received.
+    pub bytes: u64,
+}
