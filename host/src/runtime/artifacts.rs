@@ -24,10 +24,12 @@ pub fn deployment_dir(data_dir: &Path, id: uuid::Uuid) -> PathBuf {
 }
 
 /// Writes a file atomically (temp file, fsync, rename); the caller syncs
-/// the directory.
+/// the directory. The temp file's name is unique: two writers of one
+/// deployment (a build, and a turn recompiling it after another host
+/// adopted that build) must not write into each other's file.
 fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
-    let tmp = path.with_extension("tmp");
+    let tmp = path.with_extension(format!("tmp-{}", uuid::Uuid::now_v7().simple()));
     let mut file = std::fs::File::create(&tmp)?;
     file.write_all(bytes)?;
     file.sync_all()?;

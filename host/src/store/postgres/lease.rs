@@ -69,12 +69,22 @@ pub(super) fn spawn_keeper(
                     tracing::warn!("cannot reach PostgreSQL to renew this host's leases");
                     continue;
                 };
+                // One row per statement: a statement renewing them all held
+                // some rows' locks while it waited for a row the writer held,
+                // and the writer (locking its rows in its own order) waited
+                // for those: a deadlock, which stalled both until PostgreSQL's
+                // deadlock_timeout (1 s) broke it.
                 let renewed = c
-                    .execute(
+                    .prepare(
                         "UPDATE sessions SET lease_expires = now() + make_interval(secs => $3)
-                         WHERE owner = $1 AND status = 'running' AND id = ANY($2)",
-                        &[&host, &sessions, &lease.ttl_secs()],
+                         WHERE id = $2 AND owner = $1 AND status = 'running'",
                     )
+                    .and_then(|renew| {
+                        sessions.iter().try_for_each(|session| {
+                            c.execute(&renew, &[&host, session, &lease.ttl_secs()])
+                                .map(|_| ())
+                        })
+                    })
                     .and_then(|_| {
                         c.execute(
                             "UPDATE build_claims
