@@ -37,6 +37,11 @@ pub(super) trait Op: Send + 'static {
     fn apply(&mut self, batch: &mut Batch<'_>) -> Result<Self::Output, StoreError>;
     /// The command's batch failed before the command was applied.
     fn abandon(&mut self) {}
+    /// The session the command decides on, when it is known before it is
+    /// applied: the engine locks a batch's sessions together, in one order.
+    fn session(&self) -> Option<Uuid> {
+        None
+    }
 }
 
 /// A command in the writer's queue: an `Op`, its latest result and its reply.
@@ -45,6 +50,8 @@ pub(super) trait Queued: Send {
     fn apply(&mut self, batch: &mut Batch<'_>);
     /// Answers once the batch committed (`failure: None`) or failed.
     fn reply(self: Box<Self>, failure: Option<&StoreError>);
+    /// `Op::session`.
+    fn session(&self) -> Option<Uuid>;
 }
 
 struct Pending<O: Op> {
@@ -67,6 +74,10 @@ impl<O: Op> Queued for Pending<O> {
             batch.fail(err.clone());
         }
         self.result = Some(result);
+    }
+
+    fn session(&self) -> Option<Uuid> {
+        self.op.session()
     }
 
     fn reply(mut self: Box<Self>, failure: Option<&StoreError>) {

@@ -175,6 +175,12 @@ pub trait WriteTx {
     /// A session and its next seq (PostgreSQL locks its row for the
     /// transaction, so two hosts never decide on one session at once).
     fn load_session(&mut self, id: Uuid) -> Result<Option<SessionRow>, StoreError>;
+    /// Locks the sessions a batch is about to decide on, all at once and in
+    /// one order (an engine with row locks; the embedded one has a single
+    /// writer and nothing to do). `load_session` then finds them locked.
+    fn lock_sessions(&mut self, _ids: &mut Vec<Uuid>) -> Result<(), StoreError> {
+        Ok(())
+    }
     /// Saves the records of `dirty` sessions, last thing before the commit.
     /// `touched` is every session the transaction loaded or created, as it
     /// leaves them (an engine may cache them).

@@ -11,6 +11,7 @@
 //! in `commands.rs`.
 
 use tokio::sync::mpsc;
+use uuid::Uuid;
 
 use super::batch::{Batch, Changes, WriterState};
 use super::commands::{Command, QUEUE, WriterHandle};
@@ -94,7 +95,9 @@ impl Writer {
         metrics.commit_batch.observe(commands.len() as f64);
         let Writer { engine, state, .. } = self;
         let mut changes = Changes::default();
+        let mut sessions: Vec<Uuid> = commands.iter().filter_map(|c| c.session()).collect();
         let result = engine.transact(&mut |tx| {
+            tx.lock_sessions(&mut sessions)?;
             let mut batch = Batch::new(tx, state);
             for command in commands.iter_mut() {
                 command.apply(&mut batch);

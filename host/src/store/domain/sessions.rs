@@ -192,6 +192,10 @@ impl Append {
 impl Op for Append {
     type Output = ();
 
+    fn session(&self) -> Option<Uuid> {
+        Some(self.outbox.session())
+    }
+
     fn apply(&mut self, batch: &mut Batch<'_>) -> Result<(), StoreError> {
         let outbox = &self.outbox;
         let events = self.events.get_or_insert_with(|| outbox.take());
@@ -224,6 +228,10 @@ pub(in crate::store) struct FinishTurn {
 
 impl Op for FinishTurn {
     type Output = ();
+
+    fn session(&self) -> Option<Uuid> {
+        Some(self.session)
+    }
 
     fn apply(&mut self, batch: &mut Batch<'_>) -> Result<(), StoreError> {
         finish_turn(

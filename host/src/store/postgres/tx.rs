@@ -35,6 +35,8 @@ pub(super) struct PgTx<'c> {
     written: HashMap<Uuid, (u64, u64)>,
     /// The error that lost a race, if one did (the writer retries).
     race: Option<postgres::Error>,
+    /// Sessions locked by `lock_sessions`, until `load_session` takes them.
+    locked: HashMap<Uuid, SessionRow>,
 }
 
 impl<'c> PgTx<'c> {
@@ -47,6 +49,7 @@ impl<'c> PgTx<'c> {
             notes: Vec::new(),
             written: HashMap::new(),
             race: None,
+            locked: HashMap::new(),
         }
     }
 
@@ -162,7 +165,34 @@ impl<'c> PgTx<'c> {
 }
 
 impl WriteTx for PgTx<'_> {
+    fn lock_sessions(&mut self, ids: &mut Vec<Uuid>) -> Result<(), StoreError> {
+        ids.sort_unstable();
+        ids.dedup();
+        if ids.len() < 2 {
+            return Ok(());
+        }
+        // In id order: two hosts' batches lock shared sessions in one order.
+        let rows = self.query(
+            "SELECT s.record, (SELECT COALESCE(max(seq) + 1, 0) FROM events WHERE session_id = s.id)
+             FROM sessions s WHERE s.id = ANY($1) ORDER BY s.id FOR UPDATE OF s",
+            &[&*ids],
+        )?;
+        for row in &rows {
+            let record: SessionRecord = Self::record(row, 0)?;
+            let next_seq: i64 = row.try_get(1).map_err(corrupt)?;
+            let row = SessionRow {
+                next_seq: next_seq as u64,
+                record,
+            };
+            self.locked.insert(row.record.id, row);
+        }
+        Ok(())
+    }
+
     fn load_session(&mut self, id: Uuid) -> Result<Option<SessionRow>, StoreError> {
+        if let Some(row) = self.locked.remove(&id) {
+            return Ok(Some(row));
+        }
         let rows = self.query(
             "SELECT record, (SELECT COALESCE(max(seq) + 1, 0) FROM events WHERE session_id = $1)
              FROM sessions WHERE id = $1 FOR UPDATE",
