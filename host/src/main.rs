@@ -59,10 +59,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             println!(
                 "deployed {} v{} ({}): status {}, routes {}",
                 deployed.app,
-                deployed.row["version"],
-                deployed.row["id"].as_str().unwrap_or_default(),
-                deployed.row["status"].as_str().unwrap_or_default(),
-                deployed.row["routes"]
+                deployed.row.version,
+                deployed.row.id,
+                serde_json::to_value(deployed.row.status)
+                    .ok()
+                    .and_then(|s| s.as_str().map(str::to_owned))
+                    .unwrap_or_default(),
+                serde_json::to_value(&deployed.row.routes).unwrap_or_default(),
             );
             Ok(())
         }
@@ -121,10 +124,12 @@ async fn dev(args: ServeArgs, dir: std::path::PathBuf) -> anyhow::Result<()> {
     })
     .await?;
     let app = &deployed.app;
-    let route = deployed.row["routes"][0].as_str().unwrap_or("/chat");
+    let route = (deployed.row.routes.as_ref())
+        .and_then(|routes| routes.first())
+        .map_or("/chat", String::as_str);
     println!(
         "\nDeployed {app} v{} at {url}. Try it:\n\n  export AGENTHOST_API_KEY={key}\n  SID=$(curl -s -X POST {url}/sessions -H \"Authorization: Bearer $AGENTHOST_API_KEY\" -H 'content-type: application/json' -d '{{\"app\":\"{app}\",\"route\":\"{route}\",\"input\":\"hello agent host\"}}' | sed -E 's/.*\"session_id\":\"([^\"]+)\".*/\\1/')\n  curl -N {url}/sessions/$SID/events -H \"Authorization: Bearer $AGENTHOST_API_KEY\"\n\nA follow-up turn:\n\n  curl -s -X POST {url}/sessions/$SID/input -H \"Authorization: Bearer $AGENTHOST_API_KEY\" -H 'content-type: application/json' -d '{{\"input\":\"what did I say before?\"}}'\n\nCtrl-C stops the server.",
-        deployed.row["version"]
+        deployed.row.version
     );
     serving.await.context("the server task failed")?
 }

@@ -5,11 +5,12 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use serde_json::Value;
 
 use super::lang;
 use super::package::package;
+use crate::api::views::{DeploymentView, ErrorBody};
 use crate::build::manifest::Manifest;
+use crate::store::DeploymentStatus;
 
 pub struct DeployOptions {
     pub dir: PathBuf,
@@ -24,7 +25,7 @@ pub struct DeployOptions {
 /// The deployment row once its build resolved.
 pub struct Deployed {
     pub app: String,
-    pub row: Value,
+    pub row: DeploymentView,
 }
 
 /// Deploys `dir` and waits for its build; errors carry the build's message.
@@ -67,26 +68,20 @@ pub async fn deploy(options: &DeployOptions) -> anyhow::Result<Deployed> {
         .await
         .with_context(|| format!("cannot reach {base}"))?;
     let status = response.status();
-    let body: Value = response.json().await.unwrap_or(Value::Null);
+    let body = response.bytes().await.unwrap_or_default();
     if status.as_u16() != 202 {
         bail!(
             "the server refused the deployment ({status}): {}",
             error_message(&body)
         );
     }
-    let id = body["id"]
-        .as_str()
-        .context("the server's answer has no deployment id")?
-        .to_string();
-    let app_id = body["app_id"]
-        .as_str()
-        .context("the server's answer has no app id")?
-        .to_string();
-    let version = body["version"].as_u64().unwrap_or_default();
+    let accepted: DeploymentView =
+        serde_json::from_slice(&body).context("the server's answer is not a deployment")?;
+    let (id, app_id, version) = (accepted.id, accepted.app_id, accepted.version);
     let app = manifest.app.slug.clone();
     let started = Instant::now();
     loop {
-        let rows: Value = client
+        let rows: Vec<DeploymentView> = client
             .get(format!("{base}/apps/{app_id}/deployments"))
             .bearer_auth(&options.api_key)
             .send()
@@ -95,24 +90,22 @@ pub async fn deploy(options: &DeployOptions) -> anyhow::Result<Deployed> {
             .json()
             .await?;
         let row = rows
-            .as_array()
-            .and_then(|rows| rows.iter().find(|r| r["id"] == id.as_str()))
-            .cloned()
+            .into_iter()
+            .find(|r| r.id == id)
             .context("the deployment disappeared from its app's list")?;
-        match row["status"].as_str() {
-            Some("building") => {}
-            Some("failed") => {
+        match row.status {
+            DeploymentStatus::Building => {}
+            DeploymentStatus::Failed => {
                 eprintln!();
                 bail!(
                     "the build of {app} v{version} failed:\n{}",
-                    row["error"].as_str().unwrap_or("(no message)")
+                    row.error.as_deref().unwrap_or("(no message)")
                 );
             }
-            Some(_) => {
+            DeploymentStatus::Active | DeploymentStatus::Retired => {
                 eprintln!();
                 return Ok(Deployed { app, row });
             }
-            None => bail!("unexpected deployment row: {row}"),
         }
         if started.elapsed() > options.timeout {
             eprintln!();
@@ -130,9 +123,10 @@ pub async fn deploy(options: &DeployOptions) -> anyhow::Result<Deployed> {
     }
 }
 
-fn error_message(body: &Value) -> String {
-    body["error"]["message"]
-        .as_str()
-        .map(String::from)
-        .unwrap_or_else(|| body.to_string())
+/// The message of an error body, or the body as it came.
+fn error_message(body: &[u8]) -> String {
+    match serde_json::from_slice::<ErrorBody>(body) {
+        Ok(error) => error.error.message,
+        Err(_) => String::from_utf8_lossy(body).into_owned(),
+    }
 }
