@@ -13,6 +13,7 @@ mod console;
 mod crash;
 mod deploy;
 mod dev;
+mod edges;
 mod http;
 mod keys;
 mod limits;

@@ -24,8 +24,7 @@ pub async fn require_key(
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
+        .and_then(bearer_token);
     let principal = match bearer {
         Some(key) => state.keys.verify(key).map(|(principal, due)| {
             if due {
@@ -83,4 +82,11 @@ fn unauthorized() -> Response {
         .headers_mut()
         .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
     response
+}
+
+/// The token of an `Authorization: Bearer <token>` value; the scheme is
+/// case-insensitive (RFC 9110, 11.1).
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }

@@ -7,10 +7,36 @@ use uuid::Uuid;
 
 use super::error::ApiError;
 
-/// `axum::Json` with JSON rejections.
-#[derive(FromRequest)]
-#[from_request(via(axum::Json), rejection(ApiError))]
+/// `axum::Json` with JSON rejections, for bodies that are JSON objects:
+/// any other JSON value (an array, which serde would read into a struct
+/// field by field) is 422 `invalid_body`.
 pub struct Json<T>(pub T);
+
+impl<S, T> FromRequest<S> for Json<T>
+where
+    S: Send + Sync,
+    T: serde::de::DeserializeOwned,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(request: axum::extract::Request, state: &S) -> Result<Self, ApiError> {
+        // Content type, body limit and JSON syntax are checked as axum does.
+        let axum::Json(raw) =
+            axum::Json::<Box<serde_json::value::RawValue>>::from_request(request, state).await?;
+        if !raw.get().starts_with('{') {
+            return Err(ApiError::unprocessable(
+                "invalid_body",
+                "the body must be a JSON object",
+            ));
+        }
+        serde_json::from_str(raw.get()).map(Json).map_err(|e| {
+            ApiError::unprocessable(
+                "invalid_body",
+                format!("Failed to deserialize the JSON body into the target type: {e}"),
+            )
+        })
+    }
+}
 
 impl<T: serde::Serialize> IntoResponse for Json<T> {
     fn into_response(self) -> Response {

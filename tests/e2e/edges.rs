@@ -1,0 +1,83 @@
+//! Edges of the contract a review found (issue 15): every JSON body must be
+//! an object (serde would read an array into a struct field by field), and
+//! the `Bearer` scheme is case-insensitive (RFC 9110).
+
+use serde_json::{Value, json};
+
+use crate::support::{self, KEY, Server};
+
+#[tokio::test]
+async fn a_json_array_is_refused_where_an_object_is_expected() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    server.deploy("hello", &support::guest("hello")).await;
+    let session = server.session("hello", "/chat", json!("hi")).await;
+    server
+        .events(&session, None)
+        .await
+        .until(&["TURN_ENDED"])
+        .await;
+
+    let cases: [(&str, &str, Value); 5] = [
+        ("POST", "/sessions", json!(["hello", "/chat", "text"])),
+        (
+            "POST",
+            &format!("/sessions/{session}/input"),
+            json!(["text"]),
+        ),
+        (
+            "POST",
+            &format!("/sessions/{session}/approval"),
+            json!([true, "alice"]),
+        ),
+        ("POST", "/api-keys", json!(["platform", "ops"])),
+        ("PUT", "/secrets/TOKEN", json!(["value"])),
+    ];
+    for (method, path, body) in cases {
+        let request = match method {
+            "PUT" => server.client.put(server.url(path)),
+            _ => server.client.post(server.url(path)),
+        };
+        let response = request.bearer_auth(KEY).json(&body).send().await.unwrap();
+        let status = response.status().as_u16();
+        let answer: Value = response.json().await.unwrap();
+        assert_eq!(status, 422, "{method} {path}: {answer}");
+        assert_eq!(answer["error"]["code"], "invalid_body", "{answer}");
+    }
+    // Nothing was done: one session, on its first turn; no key, no secret.
+    let (_, page) = server.get("/sessions").await;
+    assert_eq!(page["items"].as_array().unwrap().len(), 1, "{page}");
+    assert_eq!(page["items"][0]["turn"], 1, "{page}");
+    let (_, secrets) = server.get("/secrets").await;
+    assert_eq!(secrets, json!([]));
+}
+
+#[tokio::test]
+async fn the_bearer_scheme_is_case_insensitive() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    for scheme in ["Bearer", "bearer", "BEARER", "bEaReR"] {
+        let response = server
+            .client
+            .get(server.url("/apps"))
+            .header("authorization", format!("{scheme} {KEY}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{scheme}");
+    }
+    for value in [
+        format!("Basic {KEY}"),
+        format!("Bearer{KEY}"),
+        KEY.to_string(),
+    ] {
+        let response = server
+            .client
+            .get(server.url("/apps"))
+            .header("authorization", &value)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 401, "{value}");
+    }
+}
