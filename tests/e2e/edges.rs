@@ -81,3 +81,35 @@ async fn the_bearer_scheme_is_case_insensitive() {
         assert_eq!(response.status(), 401, "{value}");
     }
 }
+
+#[tokio::test]
+async fn an_upload_declared_over_the_limit_is_refused_before_its_body_is_read() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    let addr = server.url.trim_start_matches("http://").to_string();
+    let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    // 200 MB declared; only the head and a few bytes are ever sent.
+    let head = format!(
+        "POST /deployments HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {KEY}\r\n\
+         Content-Type: multipart/form-data; boundary=b\r\nContent-Length: 200000000\r\n\r\n--b\r\n"
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 4096];
+    // The answer comes while the client still owes 199,999,995 bytes.
+    while !String::from_utf8_lossy(&answer).contains("}") {
+        let n = tokio::time::timeout(std::time::Duration::from_secs(30), stream.read(&mut buf))
+            .await
+            .expect("an answer before the body was sent")
+            .unwrap();
+        if n == 0 {
+            break;
+        }
+        answer.extend_from_slice(&buf[..n]);
+    }
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(answer.contains("payload_too_large"), "{answer}");
+}

@@ -2,19 +2,31 @@
 //! `GET /apps/{id}/deployments`.
 
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode, header};
 use tokio::io::AsyncWriteExt;
 
 use super::extract::{Json, Multipart, Path};
 use super::views::DeploymentView;
-use super::{ApiError, AppState};
+use super::{ApiError, AppState, BUNDLE_BODY_LIMIT};
 use crate::build::manifest::{MAX_MANIFEST_BYTES, Manifest, valid_tool_name};
 use crate::store::{BuildOutcome, DeploymentRecord, NewDeployment};
 
 pub async fn create(
     State(state): State<AppState>,
+    headers: HeaderMap,
     Multipart(mut multipart): Multipart,
 ) -> Result<(StatusCode, Json<DeploymentView>), ApiError> {
+    // A body declared over the limit is refused before any of it is read.
+    let declared = (headers.get(header::CONTENT_LENGTH))
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > BUNDLE_BODY_LIMIT as u64) {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!("a deployment's body is at most {BUNDLE_BODY_LIMIT} bytes"),
+        ));
+    }
     let upload = state.builder.upload_path().map_err(ApiError::internal)?;
     let result = receive(&mut multipart, &upload).await;
     let parts = match result {
