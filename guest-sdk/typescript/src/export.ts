@@ -65,7 +65,8 @@ export function failureMessage(error: unknown): string {
   const frames = (error.stack ?? '')
     .split('\n')
     .map((line) => line.trim())
-    .filter((line) => line !== '')
+    // componentize-js's glue (`.../sources/initializer.js`) is not the author's code.
+    .filter((line) => line !== '' && !line.includes('/sources/initializer.js'))
     .slice(0, MAX_FRAMES);
   return frames.length === 0 ? head : [head, 'Stack (innermost first):', ...frames.map((f) => `  at ${f}`)].join('\n');
 }
