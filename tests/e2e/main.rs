@@ -17,6 +17,7 @@ mod keys;
 mod limits;
 mod outbound;
 mod python;
+mod typescript;
 mod rollback;
 mod secrets;
 mod sessions;
