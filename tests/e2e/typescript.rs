@@ -234,7 +234,10 @@ async fn a_gated_tool_waits_then_runs_when_approved_and_is_denied_otherwise() {
     );
     assert_eq!(required["payload"]["gated_by"], json!(["code"]));
     let calls = of_type(&suspended, "TOOL_CALL");
-    let ids: Vec<&Value> = calls.iter().map(|c| &c["payload"]["tool_call_id"]).collect();
+    let ids: Vec<&Value> = calls
+        .iter()
+        .map(|c| &c["payload"]["tool_call_id"])
+        .collect();
     assert_eq!(ids, [&json!("call_1_1"), &json!("call_1_2")]);
     assert!(of_type(&suspended, "TOOL_RESULT").is_empty());
     let (_, record) = server.get(&format!("/sessions/{session}")).await;
@@ -301,8 +304,10 @@ async fn a_gated_tool_waits_then_runs_when_approved_and_is_denied_otherwise() {
     let bad = turn(&mut stream).await;
     assert_eq!(
         said(&bad),
-        ["add_record failed: invalid arguments: missing field `name`. \
-          no_such_tool failed: unknown tool: no_such_tool."],
+        [
+            "add_record failed: invalid arguments: missing field `name`. \
+          no_such_tool failed: unknown tool: no_such_tool."
+        ],
         "{:?} {}",
         types(&bad),
         last(&bad)
@@ -463,7 +468,11 @@ async fn the_typescript_assistant_feeds_tool_results_back_and_runs_an_approved_r
     let agent_deltas: Vec<String> = deltas(&events).into_iter().skip(1).collect();
     assert_eq!(
         agent_deltas,
-        ["Let me look.", "A1001 has shipped; ", "I found no order Z9."]
+        [
+            "Let me look.",
+            "A1001 has shipped; ",
+            "I found no order Z9."
+        ]
     );
     assert_eq!(of_type(&events, "HTTP_REQUEST").len(), 2);
 
