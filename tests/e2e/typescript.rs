@@ -690,7 +690,8 @@ fn a_missing_toolchain_says_what_to_install() {
     );
     assert!(
         stderr.contains(
-            "npm install --save-dev esbuild@0.28.2 @bytecodealliance/componentize-js@0.23.0"
+            "npm install --save-dev esbuild@0.28.2 @bytecodealliance/componentize-js@0.23.0 \
+             @bytecodealliance/preview2-shim@0.25.0"
         ),
         "{stderr}"
     );

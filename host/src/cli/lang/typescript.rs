@@ -22,6 +22,11 @@ pub const COMPONENTIZE_JS_VERSION: &str = "0.23.0";
 /// The esbuild version the SDK is built and tested with.
 pub const ESBUILD_VERSION: &str = "0.28.2";
 
+/// The preview2-shim version installed beside componentize-js, which imports
+/// it without declaring it (componentize-js 0.23.0 lists it as a dev
+/// dependency only).
+pub const PREVIEW2_SHIM_VERSION: &str = "0.25.0";
+
 /// The environment variable that names a `node_modules` directory explicitly.
 const NODE_MODULES_VAR: &str = "AGENTHOST_NODE_MODULES";
 
@@ -155,6 +160,13 @@ impl Tools {
     fn in_dir(node_modules: &Path) -> Result<Tools, Vec<&'static str>> {
         let esbuild = node_modules.join(".bin/esbuild");
         let componentize_js = node_modules.join("@bytecodealliance/componentize-js/src/cli.js");
+        // Where Node finds it from componentize-js: nested, or beside it.
+        let shim = [
+            "@bytecodealliance/componentize-js/node_modules/@bytecodealliance/preview2-shim",
+            "@bytecodealliance/preview2-shim",
+        ]
+        .iter()
+        .any(|dir| node_modules.join(dir).join("package.json").is_file());
         let sdk = node_modules.join("@agenthost/sdk/package.json");
         let missing: Vec<&str> = [
             (esbuild.is_file(), "esbuild"),
@@ -162,6 +174,7 @@ impl Tools {
                 componentize_js.is_file(),
                 "@bytecodealliance/componentize-js",
             ),
+            (shim, "@bytecodealliance/preview2-shim"),
             (sdk.is_file(), "@agenthost/sdk"),
         ]
         .into_iter()
@@ -182,7 +195,8 @@ impl Tools {
 /// The search for the toolchain, from explicit inputs.
 fn find(project: &Path, explicit: Option<PathBuf>) -> anyhow::Result<Tools> {
     let install = format!(
-        "npm install --save-dev esbuild@{ESBUILD_VERSION} @bytecodealliance/componentize-js@{COMPONENTIZE_JS_VERSION}\n    \
+        "npm install --save-dev esbuild@{ESBUILD_VERSION} @bytecodealliance/componentize-js@{COMPONENTIZE_JS_VERSION} \
+         @bytecodealliance/preview2-shim@{PREVIEW2_SHIM_VERSION}\n    \
          npm install @agenthost/sdk    # or file:<agenthost checkout>/guest-sdk/typescript"
     );
     if let Some(node_modules) = explicit {
@@ -291,6 +305,7 @@ mod tests {
         for file in [
             ".bin/esbuild",
             "@bytecodealliance/componentize-js/src/cli.js",
+            "@bytecodealliance/preview2-shim/package.json",
             "@agenthost/sdk/package.json",
         ] {
             let path = node_modules.join(file);
@@ -309,6 +324,7 @@ mod tests {
         assert!(err.contains("no node_modules was found"), "{err}");
         assert!(err.contains("npm install --save-dev esbuild@"), "{err}");
         assert!(err.contains("componentize-js@0.23.0"), "{err}");
+        assert!(err.contains("preview2-shim@0.25.0"), "{err}");
         assert!(err.contains(NODE_MODULES_VAR), "{err}");
 
         // A parent's node_modules, as Node resolves packages.
@@ -349,7 +365,10 @@ mod tests {
         std::fs::create_dir_all(root.path().join("node_modules/left-pad")).unwrap();
         let err = find(root.path(), None).unwrap_err().to_string();
         assert!(
-            err.contains("lacks esbuild, @bytecodealliance/componentize-js, @agenthost/sdk"),
+            err.contains(
+                "lacks esbuild, @bytecodealliance/componentize-js, \
+                 @bytecodealliance/preview2-shim, @agenthost/sdk"
+            ),
             "{err}"
         );
     }
