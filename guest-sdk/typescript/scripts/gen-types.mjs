@@ -2,17 +2,27 @@
 // built for (`wit/world.wit`, `wit/deps/`, and the repository's
 // `wit/agent.wit`) into `src/wit/`, with jco's type generator.
 //
+//     (cd ../../examples/typescript && npm ci)   # once
 //     npm run gen:types
 //
-// jco 1.35's `jco guest-types` CLI cannot read WIT paths under Node 20 (its
-// WASI filesystem sees none), so this script hands the generator the WIT
-// as one source text, each dependency package nested in it.
+// The generator is jco 1.35.0's (`@bytecodealliance/jco-transpile` 0.15.0),
+// which componentize-js 0.23.0 brings into examples/typescript/node_modules;
+// `JCO_TRANSPILE=<dir>` names another copy. (The SDK does not depend on jco
+// itself: npm writes a lockfile for it that `npm ci` then refuses, missing
+// platform packages that are not published.) jco 1.35's `jco guest-types`
+// CLI cannot read WIT paths under Node 20 (its WASI filesystem sees none),
+// so this script hands the generator the WIT as one source text, each
+// dependency package nested in it.
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { $init, generateTypes } from '@bytecodealliance/jco-transpile/component';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const sdk = join(dirname(fileURLToPath(import.meta.url)), '..');
+const transpile =
+  process.env.JCO_TRANSPILE ?? join(sdk, '../../examples/typescript/node_modules/@bytecodealliance/jco-transpile');
+const { $init, generateTypes } = await import(
+  pathToFileURL(join(transpile, 'vendor/js-component-bindgen-component.js')).href
+);
 const read = (path) => readFileSync(join(sdk, path), 'utf8');
 /** A package file as a nested package block. */
 const nest = (text) => text.replace(/^package ([^;]+);/m, 'package $1 {') + '\n}\n';
