@@ -25,3 +25,4 @@ mod sessions;
 mod shutdown;
 mod stream;
 mod support;
+mod typescript;

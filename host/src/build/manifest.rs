@@ -106,6 +106,9 @@ pub enum Language {
     Rust,
     /// An `app.py` built with componentize-py and the Python SDK.
     Python,
+    /// An `agent.ts` bundled with esbuild and built with componentize-js
+    /// and the TypeScript SDK.
+    TypeScript,
 }
 
 impl Language {
@@ -114,6 +117,7 @@ impl Language {
         match self {
             Language::Rust => "rust",
             Language::Python => "python",
+            Language::TypeScript => "typescript",
         }
     }
 
@@ -121,7 +125,7 @@ impl Language {
     fn default_entry(self) -> Option<&'static str> {
         match self {
             Language::Rust => None,
-            Language::Python => Some("agent.wasm"),
+            Language::Python | Language::TypeScript => Some("agent.wasm"),
         }
     }
 }
@@ -285,6 +289,11 @@ mod tests {
             .to_string();
         assert!(err.contains("unknown variant `cobol`"), "{err}");
         assert!(err.contains("`rust`") && err.contains("`python`"), "{err}");
+        assert!(err.contains("`typescript`"), "{err}");
+        let m =
+            Manifest::parse("[app]\nslug = \"a\"\n[agent]\nlanguage = \"typescript\"\n").unwrap();
+        assert_eq!(m.agent.language, Language::TypeScript);
+        assert_eq!(m.agent.entry(), "agent.wasm");
         let err = Manifest::parse("[app]\nslug = \"a\"\n[agent]\nsecrets = []\n")
             .unwrap_err()
             .to_string();

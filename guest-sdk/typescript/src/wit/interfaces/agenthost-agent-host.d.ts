@@ -1,0 +1,45 @@
+/// <reference path="./agenthost-agent-types.d.ts" />
+declare module 'agenthost:agent/host@0.1.0' {
+  /**
+   * Opens an assistant message (MESSAGE_START) and returns its id.
+   */
+  export function messageStart(): string;
+  /**
+   * Appends text to an open message (MESSAGE_DELTA).
+   */
+  export function messageDelta(messageId: string, text: string): void;
+  /**
+   * Closes a message (MESSAGE_END, carrying the full text).
+   */
+  export function messageEnd(messageId: string): void;
+  /**
+   * Hands over one step's tool calls: journals a TOOL_CALL for each and
+   * says whether to run them or to suspend. `reason` is the agent's
+   * explanation, shown to the human who decides.
+   */
+  export function toolCalls(calls: Array<ToolCall>, reason: string | undefined): Step;
+  /**
+   * Records the result of a call handed over earlier (TOOL_RESULT).
+   * `output` is JSON text.
+   */
+  export function toolResult(toolCallId: string, output: string, status: ToolStatus): void;
+  /**
+   * Reads the session's journal: events with seq greater than `after`
+   * (from the start when none), at most `limit` of them (capped by the host).
+   */
+  export function readHistory(after: bigint | undefined, limit: number): HistoryPage;
+  /**
+   * Ends the session (SESSION_ENDED once the turn ends): it accepts no more input.
+   */
+  export function endSession(): void;
+  /**
+   * Called by the SDK's panic hook just before the guest traps, so the
+   * panic message reaches TURN_ERROR.
+   */
+  export function reportPanic(message: string): void;
+  export type ToolCall = import('agenthost:agent/types@0.1.0').ToolCall;
+  export type Step = import('agenthost:agent/types@0.1.0').Step;
+  export type ToolStatus = import('agenthost:agent/types@0.1.0').ToolStatus;
+  export type HistoryPage = import('agenthost:agent/types@0.1.0').HistoryPage;
+  export type HostError = import('agenthost:agent/types@0.1.0').HostError;
+}

@@ -1,0 +1,751 @@
+//! TypeScript agents end to end: real components built from
+//! `examples/typescript/` and `tests/fixtures/typescript/` by `agenthost
+//! build` (esbuild and componentize-js from `examples/typescript/node_modules`,
+//! which `scripts/prereqs/40-node.sh` installs with `npm ci` and exports as
+//! `AGENTHOST_NODE_MODULES`), deployed to the real server: streaming and
+//! history, gated tools approved and denied, exceptions, the CPU limit,
+//! secrets, the TypeScript assistant against the fake OpenAI-compatible
+//! server (parallel calls, a gated refund approved and one denied, 429 with
+//! Retry-After, `length`), `agenthost deploy` of a TypeScript project with
+//! its own node_modules, a missing toolchain, and the SDK's unit tests.
+//!
+//! Kept lean for CI: each component is built once per test process, every
+//! server shares one compile cache (`target/compile-cache-e2e`), and
+//! deploys of TypeScript components take turns, so the first one compiles
+//! the engine (SpiderMonkey) and the others find it in the cache.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use serde_json::{Value, json};
+
+use crate::support::fake_openai::{FakeOpenAi, Reply, chunk};
+use crate::support::{self, EventStream, Server, bundle, types, workspace};
+
+const TERMINAL: &[&str] = &["TURN_ENDED", "TURN_ERROR", "TOOL_APPROVAL_REQUIRED"];
+
+/// The node_modules the tests build with, from the prerequisite script.
+fn node_modules() -> PathBuf {
+    match std::env::var_os("AGENTHOST_NODE_MODULES") {
+        Some(path) if !path.is_empty() => PathBuf::from(path),
+        _ => panic!(
+            "AGENTHOST_NODE_MODULES is not set: the TypeScript tests build agents with the \
+             esbuild and componentize-js of examples/typescript/node_modules. Run the tests \
+             with scripts/test, or first `source scripts/prereqs/40-node.sh` (it runs npm ci \
+             there and exports AGENTHOST_NODE_MODULES)"
+        ),
+    }
+}
+
+/// The component of the TypeScript project `dir` (relative to the
+/// workspace), built by `agenthost build` once per test process.
+fn typescript_guest(dir: &str) -> Arc<Vec<u8>> {
+    /// One cell per project, filled by the first test that needs it.
+    type Built = Arc<OnceLock<Arc<Vec<u8>>>>;
+    static BUILT: OnceLock<Mutex<HashMap<String, Built>>> = OnceLock::new();
+    let cell = BUILT
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap()
+        .entry(dir.to_string())
+        .or_default()
+        .clone();
+    cell.get_or_init(|| {
+        let output = workspace()
+            .join("target/typescript-guests")
+            .join(dir.replace('/', "_"))
+            .with_extension("wasm");
+        let status = Command::new(env!("CARGO_BIN_EXE_agenthost"))
+            .arg("build")
+            .arg(workspace().join(dir))
+            .arg("--output")
+            .arg(&output)
+            .env("AGENTHOST_NODE_MODULES", node_modules())
+            .status()
+            .expect("run agenthost build");
+        assert!(status.success(), "agenthost build {dir} failed");
+        Arc::new(std::fs::read(&output).expect("read the built component"))
+    })
+    .clone()
+}
+
+/// The compile cache every test server shares.
+fn compile_cache() -> String {
+    workspace()
+        .join("target/compile-cache-e2e")
+        .display()
+        .to_string()
+}
+
+/// A server (with `flags`) sharing the tests' compile cache.
+async fn server(dir: &Path, flags: &[&str]) -> Server {
+    let cache = compile_cache();
+    let mut all = vec!["--compile-cache-dir", cache.as_str()];
+    all.extend_from_slice(flags);
+    Server::start_with(dir, &all).await
+}
+
+/// Held while a TypeScript component is deployed.
+static DEPLOYS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Deploys the TypeScript project `dir`'s component under `manifest`; waits
+/// for the build, one deploy at a time (so all but the first hit the cache).
+async fn deploy(server: &Server, dir: &str, manifest: &str) -> Value {
+    let component = typescript_guest(dir);
+    let _turn = DEPLOYS.lock().await;
+    let (status, row) = server
+        .upload(bundle(&[("agent.wasm", &component)]), manifest)
+        .await;
+    assert_eq!(status, 202, "{row}");
+    let row = server.wait_built(&row).await;
+    assert_eq!(row["status"], "active", "{row}");
+    row
+}
+
+fn manifest(slug: &str, extra: &str) -> String {
+    format!("[app]\nslug = \"{slug}\"\n[agent]\nlanguage = \"typescript\"\n{extra}")
+}
+
+async fn turn(stream: &mut EventStream) -> Vec<Value> {
+    stream.until(TERMINAL).await
+}
+
+fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["type"] == kind).collect()
+}
+
+fn said(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| e["type"] == "MESSAGE_END" && e["payload"]["role"] == "assistant")
+        .map(|e| e["payload"]["text"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn deltas(events: &[Value]) -> Vec<String> {
+    of_type(events, "MESSAGE_DELTA")
+        .iter()
+        .filter_map(|e| e["payload"]["delta"]["text"].as_str().map(String::from))
+        .collect()
+}
+
+fn last(events: &[Value]) -> &Value {
+    events.last().unwrap()
+}
+
+async fn input(server: &Server, session: &str, text: &str) {
+    let (status, body) = server
+        .post(
+            &format!("/sessions/{session}/input"),
+            json!({"input": text}),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+}
+
+async fn decide(server: &Server, session: &str, decision: Value) {
+    let (status, body) = server
+        .post(&format!("/sessions/{session}/approval"), decision)
+        .await;
+    assert_eq!(status, 202, "{body}");
+}
+
+#[tokio::test]
+async fn hello_streams_and_answers_a_follow_up_from_history() {
+    let dir = support::data_dir();
+    let server = server(dir.path(), &[]).await;
+    let row = deploy(
+        &server,
+        "examples/typescript/hello",
+        &manifest("hello-ts", ""),
+    )
+    .await;
+    assert_eq!(row["routes"], json!(["/chat"]));
+    // The tool's schema is the one written in agent.ts.
+    assert_eq!(
+        row["tools"],
+        json!([{"name": "word_count", "description": "Counts the words of `text`.",
+            "needs_approval": false, "parameters": {"type": "object",
+            "properties": {"text": {"type": "string", "default": ""}},
+            "additionalProperties": false}}])
+    );
+
+    let session = server
+        .session("hello-ts", "/chat", json!("hello agent host"))
+        .await;
+    let mut stream = server.events(&session, None).await;
+    let first = turn(&mut stream).await;
+    assert_eq!(
+        last(&first)["type"],
+        "TURN_ENDED",
+        "{:?} {}",
+        types(&first),
+        last(&first)
+    );
+    // Streamed: the user's message, then one delta per write.
+    let agent_deltas: Vec<String> = deltas(&first).into_iter().skip(1).collect();
+    assert_eq!(agent_deltas, ["You said:", " hello", " agent", " host"]);
+    assert_eq!(said(&first), ["You said: hello agent host"]);
+
+    input(&server, &session, "what did I say before?").await;
+    let second = turn(&mut stream).await;
+    assert_eq!(
+        last(&second)["type"],
+        "TURN_ENDED",
+        "{:?} {}",
+        types(&second),
+        last(&second)
+    );
+    assert_eq!(said(&second), ["Before, you said: \"hello agent host\""]);
+}
+
+#[tokio::test]
+async fn a_gated_tool_waits_then_runs_when_approved_and_is_denied_otherwise() {
+    let dir = support::data_dir();
+    let server = server(dir.path(), &[]).await;
+    deploy(
+        &server,
+        "tests/fixtures/typescript/checks",
+        &manifest("checks-ts", ""),
+    )
+    .await;
+
+    // One step: an ungated call and a gated one. The turn suspends; nothing ran.
+    let session = server
+        .session("checks-ts", "/ops", json!("mixed apples pears"))
+        .await;
+    let mut stream = server.events(&session, None).await;
+    let suspended = turn(&mut stream).await;
+    let required = last(&suspended);
+    assert_eq!(
+        required["type"],
+        "TOOL_APPROVAL_REQUIRED",
+        "{:?} {}",
+        types(&suspended),
+        required
+    );
+    assert_eq!(required["payload"]["name"], "delete_record");
+    assert_eq!(required["payload"]["arguments"], json!({"name": "pears"}));
+    assert_eq!(
+        required["payload"]["reason"],
+        "the user asked to mixed apples pears"
+    );
+    assert_eq!(required["payload"]["gated_by"], json!(["code"]));
+    let calls = of_type(&suspended, "TOOL_CALL");
+    let ids: Vec<&Value> = calls
+        .iter()
+        .map(|c| &c["payload"]["tool_call_id"])
+        .collect();
+    assert_eq!(ids, [&json!("call_1_1"), &json!("call_1_2")]);
+    assert!(of_type(&suspended, "TOOL_RESULT").is_empty());
+    let (_, record) = server.get(&format!("/sessions/{session}")).await;
+    assert_eq!(record["status"], "awaiting_approval");
+
+    // Approved: the resumed turn runs the whole step (before the handler), in order.
+    decide(&server, &session, json!({"approved": true})).await;
+    let resumed = turn(&mut stream).await;
+    assert_eq!(
+        last(&resumed)["type"],
+        "TURN_ENDED",
+        "{:?} {}",
+        types(&resumed),
+        last(&resumed)
+    );
+    assert_eq!(resumed[0]["type"], "TOOL_APPROVAL_GRANTED");
+    let outcomes: Vec<(&str, &Value)> = of_type(&resumed, "TOOL_RESULT")
+        .iter()
+        .map(|r| {
+            (
+                r["payload"]["status"].as_str().unwrap(),
+                &r["payload"]["output"],
+            )
+        })
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            ("ok", &json!({"added": "apples"})),
+            ("ok", &json!({"deleted": "pears"}))
+        ]
+    );
+    assert_eq!(said(&resumed), ["Added apples. Deleted pears."]);
+
+    // Denied, naming the approver: the call is answered `denied` and never runs.
+    input(&server, &session, "delete figs").await;
+    let suspended = turn(&mut stream).await;
+    assert_eq!(last(&suspended)["type"], "TOOL_APPROVAL_REQUIRED");
+    decide(
+        &server,
+        &session,
+        json!({"approved": false, "approver": "alice"}),
+    )
+    .await;
+    let resumed = turn(&mut stream).await;
+    assert_eq!(
+        last(&resumed)["type"],
+        "TURN_ENDED",
+        "{:?} {}",
+        types(&resumed),
+        last(&resumed)
+    );
+    assert_eq!(resumed[0]["type"], "TOOL_APPROVAL_DENIED");
+    let result = of_type(&resumed, "TOOL_RESULT")[0];
+    assert_eq!(result["payload"]["status"], "denied");
+    assert_eq!(result["payload"]["output"], "denied by alice");
+    assert_eq!(
+        said(&resumed),
+        ["The delete_record call was denied by alice."]
+    );
+
+    // Arguments that do not fit the tool's schema, and an unknown tool: `error` results.
+    input(&server, &session, "bad").await;
+    let bad = turn(&mut stream).await;
+    assert_eq!(
+        said(&bad),
+        [
+            "add_record failed: invalid arguments: missing field `name`. \
+          no_such_tool failed: unknown tool: no_such_tool."
+        ],
+        "{:?} {}",
+        types(&bad),
+        last(&bad)
+    );
+}
+
+#[tokio::test]
+async fn an_exception_ends_the_turn_with_its_message_and_stack() {
+    let dir = support::data_dir();
+    let server = server(dir.path(), &[]).await;
+    deploy(
+        &server,
+        "tests/fixtures/typescript/checks",
+        &manifest("checks-ts", ""),
+    )
+    .await;
+    let session = server.session("checks-ts", "/fail", json!("go")).await;
+    let mut stream = server.events(&session, None).await;
+    let events = turn(&mut stream).await;
+    let error = last(&events);
+    assert_eq!(error["type"], "TURN_ERROR", "{:?}", types(&events));
+    assert_eq!(error["payload"]["kind"], "agent_error");
+    let message = error["payload"]["message"].as_str().unwrap();
+    let lines: Vec<&str> = message.lines().collect();
+    assert_eq!(lines[0], "TypeError: the kettle is empty", "{message}");
+    assert_eq!(lines[1], "Stack (innermost first):", "{message}");
+    // The innermost frames: the function that threw, then the author's route.
+    assert!(lines[2].starts_with("  at pour@agent.js:"), "{message}");
+    assert!(lines[3].starts_with("  at fail@agent.js:"), "{message}");
+    assert!(!message.contains("initializer.js"), "{message}");
+    // What the turn said before it failed is kept.
+    assert_eq!(said(&events), ["Pouring..."]);
+    let (_, record) = server.get(&format!("/sessions/{session}")).await;
+    assert_eq!(record["status"], "errored");
+
+    // The next turn starts from the snapshot, not from the failed one.
+    let fresh = server.session("checks-ts", "/ops", json!("add figs")).await;
+    let mut stream = server.events(&fresh, None).await;
+    let events = turn(&mut stream).await;
+    assert_eq!(said(&events), ["Added figs."], "{:?}", types(&events));
+}
+
+#[tokio::test]
+async fn an_infinite_loop_ends_at_the_cpu_limit_and_secrets_are_in_the_environment() {
+    let dir = support::data_dir();
+    let server = server(dir.path(), &[]).await;
+    let extra = "secrets = [\"GREETING\"]\n[limits]\ncpu_fuel = 1_000_000_000\n";
+    deploy(
+        &server,
+        "tests/fixtures/typescript/checks",
+        &manifest("spin-ts", extra),
+    )
+    .await;
+    let (status, body) = server.put_secret("GREETING", "bonjour!").await;
+    assert_eq!(status, 201, "{body}");
+
+    let session = server.session("spin-ts", "/spin", json!("go")).await;
+    let mut stream = server.events(&session, None).await;
+    let events = turn(&mut stream).await;
+    let error = last(&events);
+    assert_eq!(error["type"], "TURN_ERROR", "{:?}", types(&events));
+    assert_eq!(error["payload"]["kind"], "cpu_limit", "{error}");
+
+    // In `turn.env` and in `process.env` alike.
+    let session = server.session("spin-ts", "/env", json!("go")).await;
+    let mut stream = server.events(&session, None).await;
+    let events = turn(&mut stream).await;
+    assert_eq!(
+        said(&events),
+        ["GREETING has 8 characters."],
+        "{:?}",
+        types(&events)
+    );
+}
+
+/// Sets the model's secrets and returns the manifest's lines for them.
+async fn model_secrets(server: &Server, fake: &FakeOpenAi) -> String {
+    for (name, value) in [
+        ("OPENAI_BASE_URL", fake.base_url()),
+        ("OPENAI_API_KEY", "sk-fake-test-key".to_string()),
+        ("OPENAI_MODEL", "gpt-fake".to_string()),
+    ] {
+        let (status, body) = server.put_secret(name, &value).await;
+        assert_eq!(status, 201, "{body}");
+    }
+    format!(
+        "secrets = [\"OPENAI_BASE_URL\", \"OPENAI_API_KEY\", \"OPENAI_MODEL\"]\n\
+         [outbound]\nallow = [\"{}\"]\n",
+        fake.origin()
+    )
+}
+
+#[tokio::test]
+async fn the_typescript_assistant_feeds_tool_results_back_and_runs_an_approved_refund() {
+    let fake = FakeOpenAi::start(vec![
+        Reply::tool_calls(
+            "Let me look.",
+            &[
+                ("lookup_order", r#"{"order_id": "A1001"}"#),
+                ("lookup_order", r#"{"order_id": "Z9"}"#),
+            ],
+        ),
+        Reply::text(&["A1001 has shipped; ", "I found no order Z9."]),
+        Reply::tool_calls(
+            "I will refund A1001.",
+            &[("refund_order", r#"{"order_id":"A1001"}"#)],
+        ),
+        Reply::text(&["Done: 39.90 EUR refunded."]),
+        Reply::tool_calls("", &[("refund_order", r#"{"order_id":"A1002"}"#)]),
+        Reply::text(&["The refund was denied."]),
+    ])
+    .await;
+    let dir = support::data_dir();
+    let server = server(dir.path(), &["--outbound-allow-private"]).await;
+    let extra = model_secrets(&server, &fake).await;
+    let row = deploy(
+        &server,
+        "examples/typescript/assistant",
+        &manifest("assistant-ts", &extra),
+    )
+    .await;
+    let gated: Vec<(&str, bool)> = row["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["name"].as_str().unwrap(),
+                t["needs_approval"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(gated, [("lookup_order", false), ("refund_order", true)]);
+
+    // Two parallel calls, an `ok` and an `error`, fed back to the model.
+    let session = server
+        .session("assistant-ts", "/chat", json!("where are A1001 and Z9?"))
+        .await;
+    let mut stream = server.events(&session, None).await;
+    let events = turn(&mut stream).await;
+    assert_eq!(
+        last(&events)["type"],
+        "TURN_ENDED",
+        "{:?} {}",
+        types(&events),
+        last(&events)
+    );
+    let results = of_type(&events, "TOOL_RESULT");
+    assert_eq!(results[0]["payload"]["status"], "ok");
+    assert_eq!(results[0]["payload"]["output"]["status"], "shipped");
+    assert_eq!(results[1]["payload"]["status"], "error");
+    assert_eq!(results[1]["payload"]["output"], "no order Z9");
+    assert_eq!(
+        said(&events),
+        ["Let me look.", "A1001 has shipped; I found no order Z9."]
+    );
+    // The model's text streamed as it came, one delta per content chunk.
+    let agent_deltas: Vec<String> = deltas(&events).into_iter().skip(1).collect();
+    assert_eq!(
+        agent_deltas,
+        [
+            "Let me look.",
+            "A1001 has shipped; ",
+            "I found no order Z9."
+        ]
+    );
+    assert_eq!(of_type(&events, "HTTP_REQUEST").len(), 2);
+
+    let received = fake.received();
+    assert_eq!(
+        received[0].authorization.as_deref(),
+        Some("Bearer sk-fake-test-key")
+    );
+    assert_eq!(received[0].body["model"], "gpt-fake");
+    assert_eq!(received[0].body["stream"], true);
+    let schema = &received[0].body["tools"][0]["function"]["parameters"];
+    assert_eq!(schema["required"], json!(["order_id"]));
+    assert_eq!(schema["properties"]["order_id"]["type"], "string");
+    let messages = received[1].body["messages"].as_array().unwrap().clone();
+    let ids: Vec<&str> = of_type(&events, "TOOL_CALL")
+        .iter()
+        .map(|c| c["payload"]["tool_call_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(messages[2]["content"], "Let me look.");
+    assert_eq!(messages[2]["tool_calls"][0]["id"], ids[0]);
+    assert_eq!(
+        messages[2]["tool_calls"][0]["function"],
+        json!({"name": "lookup_order", "arguments": "{\"order_id\":\"A1001\"}"})
+    );
+    assert_eq!(messages[3]["tool_call_id"], ids[0]);
+    assert_eq!(
+        messages[4],
+        json!({"role": "tool", "tool_call_id": ids[1], "content": "error: no order Z9"})
+    );
+
+    // A refund: suspended at the gated call, approved, run, answered.
+    input(&server, &session, "please refund A1001").await;
+    let suspended = turn(&mut stream).await;
+    let required = last(&suspended);
+    assert_eq!(
+        required["type"],
+        "TOOL_APPROVAL_REQUIRED",
+        "{:?} {}",
+        types(&suspended),
+        required
+    );
+    assert_eq!(required["payload"]["name"], "refund_order");
+    assert_eq!(required["payload"]["reason"], "I will refund A1001.");
+    decide(&server, &session, json!({"approved": true})).await;
+    let resumed = turn(&mut stream).await;
+    assert_eq!(
+        last(&resumed)["type"],
+        "TURN_ENDED",
+        "{:?} {}",
+        types(&resumed),
+        last(&resumed)
+    );
+    let result = of_type(&resumed, "TOOL_RESULT")[0];
+    assert_eq!(result["payload"]["status"], "ok");
+    assert_eq!(
+        result["payload"]["output"],
+        json!({"refunded": "A1001", "amount": "39.90 EUR"})
+    );
+    assert_eq!(said(&resumed), ["Done: 39.90 EUR refunded."]);
+    let told = fake.received().pop().unwrap().body["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(told["role"], "tool");
+    assert!(
+        told["content"]
+            .as_str()
+            .unwrap()
+            .contains("\"refunded\":\"A1001\""),
+        "{told}"
+    );
+
+    // A refund denied: the model is told, and says so. Without text, the
+    // reason names the tools the model asked for.
+    input(&server, &session, "and refund A1002").await;
+    let suspended = turn(&mut stream).await;
+    assert_eq!(
+        last(&suspended)["payload"]["reason"],
+        "the model asked to call refund_order"
+    );
+    decide(
+        &server,
+        &session,
+        json!({"approved": false, "approver": "bob"}),
+    )
+    .await;
+    let resumed = turn(&mut stream).await;
+    assert_eq!(said(&resumed), ["The refund was denied."]);
+    let told = fake.received().pop().unwrap().body["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(
+        told["content"],
+        "denied: a human reviewer denied this call, so it did not run (denied by bob)"
+    );
+}
+
+#[tokio::test]
+async fn the_typescript_model_loop_retries_a_429_and_reports_a_cut_off_answer() {
+    let fake = FakeOpenAi::start(vec![
+        Reply::rate_limited(1),
+        Reply::Stream(vec![
+            chunk(json!({"content": "I was about to"}), None),
+            chunk(json!({}), Some("length")),
+        ]),
+        Reply::status(401, "Incorrect API key provided"),
+    ])
+    .await;
+    let dir = support::data_dir();
+    let server = server(dir.path(), &["--outbound-allow-private"]).await;
+    let extra = model_secrets(&server, &fake).await;
+    deploy(
+        &server,
+        "examples/typescript/assistant",
+        &manifest("assistant-ts", &extra),
+    )
+    .await;
+
+    // 429 with Retry-After: retried once; the answer is cut off (`length`).
+    let session = server
+        .session("assistant-ts", "/chat", json!("tell me everything"))
+        .await;
+    let mut stream = server.events(&session, None).await;
+    let events = turn(&mut stream).await;
+    let error = last(&events);
+    assert_eq!(error["type"], "TURN_ERROR", "{:?}", types(&events));
+    assert_eq!(
+        error["payload"]["message"],
+        "the model's answer was cut off: it reached its output token limit (finish_reason `length`)"
+    );
+    assert_eq!(said(&events), ["I was about to"]);
+    assert_eq!(fake.received().len(), 2);
+
+    // A refused key is said in words, naming the secret to fix.
+    let session = server
+        .session("assistant-ts", "/chat", json!("hello"))
+        .await;
+    let mut stream = server.events(&session, None).await;
+    let events = turn(&mut stream).await;
+    let error = last(&events);
+    assert_eq!(error["type"], "TURN_ERROR", "{:?}", types(&events));
+    assert_eq!(
+        error["payload"]["message"],
+        "the model provider refused the API key (HTTP 401): Incorrect API key provided; \
+         check the OPENAI_API_KEY secret (PUT /secrets/OPENAI_API_KEY)"
+    );
+}
+
+/// A copy of examples/typescript/hello whose node_modules is the examples'.
+fn hello_project() -> tempfile::TempDir {
+    let project = tempfile::tempdir().unwrap();
+    for file in ["agent.ts", "agenthost.toml", "package.json"] {
+        std::fs::copy(
+            workspace().join("examples/typescript/hello").join(file),
+            project.path().join(file),
+        )
+        .unwrap();
+    }
+    project
+}
+
+#[tokio::test]
+async fn agenthost_deploy_builds_a_typescript_project_with_its_own_node_modules() {
+    let dir = support::data_dir();
+    let server = server(dir.path(), &[]).await;
+    let project = hello_project();
+    // The project's own node_modules (here a link to the examples'), found
+    // without AGENTHOST_NODE_MODULES, and never put into the bundle.
+    std::os::unix::fs::symlink(node_modules(), project.path().join("node_modules")).unwrap();
+    // The same code as examples/typescript/hello: its build (taking its turn
+    // with the other deploys) finds every function in the compile cache.
+    let _turn = DEPLOYS.lock().await;
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_agenthost"))
+        .arg("deploy")
+        .arg(project.path())
+        .args(["--url", &server.url, "--api-key", support::KEY])
+        .env_remove("AGENTHOST_NODE_MODULES")
+        .output()
+        .await
+        .expect("run agenthost deploy");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("deployed hello-ts v1"), "{stdout}");
+    assert!(stdout.contains("status active"), "{stdout}");
+    let (_, rows) = server.get("/apps/hello-ts/deployments").await;
+    assert_eq!(rows[0]["entry"], "agent.wasm");
+
+    let session = server.session("hello-ts", "/chat", json!("hi there")).await;
+    let mut stream = server.events(&session, None).await;
+    let events = turn(&mut stream).await;
+    assert_eq!(said(&events), ["You said: hi there"]);
+}
+
+#[test]
+fn a_missing_toolchain_says_what_to_install() {
+    let project = hello_project();
+    let output = Command::new(env!("CARGO_BIN_EXE_agenthost"))
+        .arg("deploy")
+        .arg(project.path())
+        .args(["--url", "http://127.0.0.1:9", "--api-key", "unused"])
+        .env_remove("AGENTHOST_NODE_MODULES")
+        .output()
+        .expect("run agenthost deploy");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("the TypeScript toolchain was not found"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "npm install --save-dev esbuild@0.28.2 @bytecodealliance/componentize-js@0.23.0 \
+             @bytecodealliance/preview2-shim@0.25.0"
+        ),
+        "{stderr}"
+    );
+    assert!(stderr.contains("AGENTHOST_NODE_MODULES"), "{stderr}");
+
+    // The packages are there but Node.js is not.
+    let empty_path = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_agenthost"))
+        .arg("deploy")
+        .arg(project.path())
+        .args(["--url", "http://127.0.0.1:9", "--api-key", "unused"])
+        .env("AGENTHOST_NODE_MODULES", node_modules())
+        .env("PATH", empty_path.path())
+        .output()
+        .expect("run agenthost deploy");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("node was not found on PATH"), "{stderr}");
+    assert!(stderr.contains("Node.js 20 or later"), "{stderr}");
+}
+
+/// The SDK's unit tests (plain Node.js: schemas, JSON text, history paging,
+/// the resumed step's plan, failure messages, SSE, streamed completions,
+/// conversations, steps, retries), and a type check of the SDK, the examples
+/// and the fixtures with TypeScript's `tsc` (all from the examples' node_modules).
+#[test]
+fn the_typescript_sdk_unit_tests_and_type_check_pass() {
+    let modules = node_modules();
+    let output = Command::new("node")
+        .arg(workspace().join("guest-sdk/typescript/tests/run.mjs"))
+        .env("ESBUILD", modules.join("esbuild/lib/main.js"))
+        .output()
+        .expect("run node");
+    let report = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{report}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let passed: u32 = report
+        .lines()
+        .find_map(|l| l.strip_prefix("# pass ")?.trim().parse().ok())
+        .unwrap_or(0);
+    assert!(passed >= 13, "only {passed} SDK tests passed: {report}");
+    assert!(report.contains("# fail 0"), "{report}");
+
+    let output = Command::new(modules.join(".bin/tsc"))
+        .args(["--noEmit", "-p"])
+        .arg(workspace().join("examples/typescript"))
+        .output()
+        .expect("run tsc");
+    assert!(
+        output.status.success(),
+        "tsc found type errors:\n{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+}
