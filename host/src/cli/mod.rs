@@ -34,7 +34,7 @@ pub struct Cli {
 pub enum Command {
     /// Run the server.
     Serve(ServeArgs),
-    /// Build an agent project (Rust or Python), upload it, and wait for its build.
+    /// Build an agent project (Rust, Python or TypeScript), upload it, and wait for its build.
     Deploy(DeployArgs),
     /// Run the server, deploy DIR to it, and print a key and curl commands to try it.
     Dev {
@@ -191,7 +191,7 @@ pub struct DeployArgs {
     /// Seconds to wait for the build before giving up.
     #[arg(long, default_value_t = 600)]
     pub timeout_secs: u64,
-    /// Do not build (cargo, componentize-py): package the directory as it is
+    /// Do not build (cargo, componentize-py, esbuild and componentize-js): package the directory as it is
     /// (the entry must exist).
     #[arg(long)]
     pub no_build: bool,
