@@ -23,7 +23,7 @@ where
         // Content type, body limit and JSON syntax are checked as axum does.
         let axum::Json(raw) =
             axum::Json::<Box<serde_json::value::RawValue>>::from_request(request, state).await?;
-        if !raw.get().starts_with('{') {
+        if !raw.get().trim_start().starts_with('{') {
             return Err(ApiError::unprocessable(
                 "invalid_body",
                 "the body must be a JSON object",
