@@ -64,6 +64,8 @@ pub enum Reply {
 pub enum Query {
     Text,
     Uuid,
+    /// An event id, or empty (as an empty `Last-Event-ID`: from the start).
+    EventId,
     /// A page size, 1 to 500.
     Limit,
     OneOf(&'static [&'static str]),
@@ -191,6 +193,9 @@ fn operation(endpoint: &Endpoint, doc: &Doc, schemas: &mut Schemas) -> Operation
         let schema = match kind {
             Query::Text => text(),
             Query::Uuid => uuid(),
+            Query::EventId => text().pattern(Some(
+                "^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})?$",
+            )),
             // Clamped to 1..=500 by the server.
             Query::Limit => ObjectBuilder::new()
                 .schema_type(Type::Integer)

@@ -74,8 +74,8 @@ pub(super) fn table() -> Vec<(Endpoint, Doc, MethodRouter<AppState>)> {
         ),
         (
             "last_event_id",
-            "Resume after this event id (as Last-Event-ID)",
-            Query::Uuid,
+            "Resume after this event id (as Last-Event-ID; empty: from the start)",
+            Query::EventId,
         ),
     ];
     let health = Reply::Json(schema::<views::Health>);
