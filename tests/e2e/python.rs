@@ -12,17 +12,17 @@
 //! deploys of Python components take turns, so the first one compiles the
 //! interpreter and the others find it in the cache.
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use crate::support::agents::{
+    self, DEPLOYS, decide, deltas, input, last, of_type, said, server, turn,
+};
 use crate::support::fake_openai::{FakeOpenAi, Reply};
-use crate::support::{self, EventStream, Server, bundle, types, workspace};
-
-const TERMINAL: &[&str] = &["TURN_ENDED", "TURN_ERROR", "TOOL_APPROVAL_REQUIRED"];
+use crate::support::{self, Server, types, workspace};
 
 /// The componentize-py the tests build with, from the prerequisite script.
 fn componentize_py() -> PathBuf {
@@ -37,117 +37,23 @@ fn componentize_py() -> PathBuf {
     }
 }
 
-/// The component of the Python project `dir` (relative to the workspace),
-/// built by `agenthost build` once per test process.
+/// The component of the project `dir` (relative to the workspace), built
+/// by `agenthost build` once per test process.
 fn python_guest(dir: &str) -> Arc<Vec<u8>> {
-    /// One cell per project, filled by the first test that needs it.
-    type Built = Arc<OnceLock<Arc<Vec<u8>>>>;
-    static BUILT: OnceLock<Mutex<HashMap<String, Built>>> = OnceLock::new();
-    let cell = BUILT
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap()
-        .entry(dir.to_string())
-        .or_default()
-        .clone();
-    cell.get_or_init(|| {
-        let output = workspace()
-            .join("target/python-guests")
-            .join(dir.replace('/', "_"))
-            .with_extension("wasm");
-        let status = Command::new(env!("CARGO_BIN_EXE_agenthost"))
-            .arg("build")
-            .arg(workspace().join(dir))
-            .arg("--output")
-            .arg(&output)
-            .env("AGENTHOST_COMPONENTIZE_PY", componentize_py())
-            .status()
-            .expect("run agenthost build");
-        assert!(status.success(), "agenthost build {dir} failed");
-        Arc::new(std::fs::read(&output).expect("read the built component"))
-    })
-    .clone()
+    agents::built(
+        dir,
+        "python-guests",
+        ("AGENTHOST_COMPONENTIZE_PY", componentize_py()),
+    )
 }
 
-/// The compile cache every test server shares.
-fn compile_cache() -> String {
-    workspace()
-        .join("target/compile-cache-e2e")
-        .display()
-        .to_string()
-}
-
-/// A server (with `flags`) sharing the tests' compile cache.
-async fn server(dir: &Path, flags: &[&str]) -> Server {
-    let cache = compile_cache();
-    let mut all = vec!["--compile-cache-dir", cache.as_str()];
-    all.extend_from_slice(flags);
-    Server::start_with(dir, &all).await
-}
-
-/// Held while a Python component is deployed.
-static DEPLOYS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// Deploys the Python project `dir`'s component under `manifest`; waits for
-/// the build, one deploy at a time (so all but the first hit the cache).
+/// Deploys the project `dir`'s component under `manifest` (`agents::deploy`).
 async fn deploy(server: &Server, dir: &str, manifest: &str) -> Value {
-    let component = python_guest(dir);
-    let _turn = DEPLOYS.lock().await;
-    let (status, row) = server
-        .upload(bundle(&[("agent.wasm", &component)]), manifest)
-        .await;
-    assert_eq!(status, 202, "{row}");
-    let row = server.wait_built(&row).await;
-    assert_eq!(row["status"], "active", "{row}");
-    row
+    agents::deploy(server, &python_guest(dir), manifest).await
 }
 
 fn manifest(slug: &str, extra: &str) -> String {
-    format!("[app]\nslug = \"{slug}\"\n[agent]\nlanguage = \"python\"\n{extra}")
-}
-
-async fn turn(stream: &mut EventStream) -> Vec<Value> {
-    stream.until(TERMINAL).await
-}
-
-fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
-    events.iter().filter(|e| e["type"] == kind).collect()
-}
-
-fn said(events: &[Value]) -> Vec<String> {
-    events
-        .iter()
-        .filter(|e| e["type"] == "MESSAGE_END" && e["payload"]["role"] == "assistant")
-        .map(|e| e["payload"]["text"].as_str().unwrap().to_string())
-        .collect()
-}
-
-fn deltas(events: &[Value]) -> Vec<String> {
-    of_type(events, "MESSAGE_DELTA")
-        .iter()
-        .filter_map(|e| e["payload"]["delta"]["text"].as_str().map(String::from))
-        .collect()
-}
-
-fn last(events: &[Value]) -> &Value {
-    events.last().unwrap()
-}
-
-async fn input(server: &Server, session: &str, text: &str) {
-    let (status, body) = server
-        .post(
-            &format!("/sessions/{session}/input"),
-            json!({"input": text}),
-        )
-        .await;
-    assert_eq!(status, 202, "{body}");
-}
-
-async fn decide(server: &Server, session: &str, decision: Value) {
-    let (status, body) = server
-        .post(&format!("/sessions/{session}/approval"), decision)
-        .await;
-    assert_eq!(status, 202, "{body}");
+    agents::manifest(slug, "python", extra)
 }
 
 #[tokio::test]

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod agents;
 pub mod browser;
 pub mod fake_openai;
 #[path = "../../support/pg_cluster.rs"]
