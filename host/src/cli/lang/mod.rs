@@ -7,7 +7,9 @@ mod python_files;
 mod rust;
 mod typescript;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
 
 use crate::build::manifest::{Language, Manifest};
 
@@ -29,5 +31,35 @@ pub fn always_left_out(language: Language) -> &'static [&'static str] {
         Language::Rust => &[],
         Language::Python => python::LEFT_OUT,
         Language::TypeScript => typescript::LEFT_OUT,
+    }
+}
+
+/// Writes `contents` to `path`, creating its directory.
+fn write(path: &Path, contents: &str) -> anyhow::Result<()> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("cannot create {}", parent.display()))?;
+    }
+    std::fs::write(path, contents).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// A fresh temporary directory for a `language`'s build, removed on drop.
+struct BuildDir(PathBuf);
+
+impl BuildDir {
+    fn new(language: &str) -> anyhow::Result<BuildDir> {
+        let path = std::env::temp_dir().join(format!(
+            "agenthost-{language}-{}",
+            uuid::Uuid::now_v7().simple()
+        ));
+        std::fs::create_dir_all(&path)
+            .with_context(|| format!("cannot create {}", path.display()))?;
+        Ok(BuildDir(path))
+    }
+}
+
+impl Drop for BuildDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }

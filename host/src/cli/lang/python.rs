@@ -14,6 +14,8 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context, bail};
 
+use super::{BuildDir, write};
+
 use super::python_files::FILES;
 
 /// The componentize-py version the SDK is built and tested with.
@@ -48,7 +50,7 @@ pub fn build(dir: &Path) -> anyhow::Result<Vec<u8>> {
     }
     let tool = find_componentize_py(dir)?;
     check_version(&tool.path);
-    let work = BuildDir::new()?;
+    let work = BuildDir::new("python")?;
     for (path, contents) in FILES {
         write(&work.0.join(path), contents)?;
     }
@@ -174,35 +176,6 @@ fn check_version(path: &Path) {
              {COMPONENTIZE_PY_VERSION}",
             path.display()
         );
-    }
-}
-
-fn write(path: &Path, contents: &str) -> anyhow::Result<()> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)
-            .with_context(|| format!("cannot create {}", parent.display()))?;
-    }
-    std::fs::write(path, contents).with_context(|| format!("cannot write {}", path.display()))
-}
-
-/// A fresh temporary directory, removed on drop.
-struct BuildDir(PathBuf);
-
-impl BuildDir {
-    fn new() -> anyhow::Result<BuildDir> {
-        let path = std::env::temp_dir().join(format!(
-            "agenthost-python-{}",
-            uuid::Uuid::now_v7().simple()
-        ));
-        std::fs::create_dir_all(&path)
-            .with_context(|| format!("cannot create {}", path.display()))?;
-        Ok(BuildDir(path))
-    }
-}
-
-impl Drop for BuildDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 

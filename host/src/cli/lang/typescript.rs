@@ -16,6 +16,8 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context, bail};
 
+use super::{BuildDir, write};
+
 /// The componentize-js version the SDK is built and tested with.
 pub const COMPONENTIZE_JS_VERSION: &str = "0.23.0";
 
@@ -82,7 +84,7 @@ pub fn build(dir: &Path) -> anyhow::Result<Vec<u8>> {
     let tools = find(&project, explicit.map(PathBuf::from))?;
     let node = find_node()?;
     check_version(&tools.node_modules);
-    let work = BuildDir::new()?;
+    let work = BuildDir::new("typescript")?;
     for (path, contents) in WIT {
         write(&work.0.join(path), contents)?;
     }
@@ -264,35 +266,6 @@ fn check_version(node_modules: &Path) {
              with componentize-js {COMPONENTIZE_JS_VERSION}",
             node_modules.display()
         );
-    }
-}
-
-fn write(path: &Path, contents: &str) -> anyhow::Result<()> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)
-            .with_context(|| format!("cannot create {}", parent.display()))?;
-    }
-    std::fs::write(path, contents).with_context(|| format!("cannot write {}", path.display()))
-}
-
-/// A fresh temporary directory, removed on drop.
-struct BuildDir(PathBuf);
-
-impl BuildDir {
-    fn new() -> anyhow::Result<BuildDir> {
-        let path = std::env::temp_dir().join(format!(
-            "agenthost-typescript-{}",
-            uuid::Uuid::now_v7().simple()
-        ));
-        std::fs::create_dir_all(&path)
-            .with_context(|| format!("cannot create {}", path.display()))?;
-        Ok(BuildDir(path))
-    }
-}
-
-impl Drop for BuildDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
