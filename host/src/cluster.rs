@@ -55,6 +55,14 @@ async fn apply_changes(host: Host, mut changes: mpsc::UnboundedReceiver<Change>)
             Change::Key(id) => refresh_key(&host, id).await,
             Change::Secret(_) => refresh_secrets(&host).await,
             Change::App(_) => Ok(()),
+            Change::Deleted(session) => {
+                host.store.hub().close(session);
+                Ok(())
+            }
+            Change::Cancel { session, turn, by } => {
+                host.runtime.cancel_here(session, turn, &by);
+                Ok(())
+            }
             Change::Reconnected => resync(&host).await,
         };
         if let Err(err) = result {

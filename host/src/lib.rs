@@ -11,6 +11,7 @@ pub mod cluster;
 pub mod journal;
 pub mod keys;
 pub mod metrics;
+mod retention;
 pub mod runtime;
 pub mod secrets;
 pub mod server;

@@ -41,6 +41,8 @@ pub struct ServeOptions {
     pub compile_cache_dir: Option<PathBuf>,
     /// The storage engine.
     pub store: StoreChoice,
+    /// Ended sessions older than this are deleted; kept forever when `None`.
+    pub retain_ended_sessions: Option<Duration>,
 }
 
 /// Where durable state lives (`--store`).
@@ -130,6 +132,9 @@ impl Server {
             options.data_dir.clone(),
         )?;
         builder.resume_interrupted().await?;
+        if let Some(retain) = options.retain_ended_sessions {
+            crate::retention::start(store.clone(), writer.clone(), retain);
+        }
         if let Some((engine, lease)) = &shared {
             let host = crate::cluster::Host {
                 store: store.clone(),

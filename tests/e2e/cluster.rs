@@ -237,6 +237,47 @@ async fn the_turn_of_a_killed_host_is_settled_by_another_within_the_lease() {
     assert_eq!(next.last().unwrap()["type"], "TURN_ENDED", "{next:?}");
 }
 
+#[tokio::test]
+async fn a_cancel_or_a_delete_on_one_host_stops_the_turn_running_on_another() {
+    let (dir_a, dir_b) = (support::data_dir(), support::data_dir());
+    let db = database(&dir_a);
+    let a = Server::start_host(dir_a.path(), &db).await;
+    let b = Server::start_host(dir_b.path(), &db).await;
+    a.deploy("slow", &support::guest("slow")).await;
+    // The turn runs on A (which accepted it); B cancels it.
+    let session = a.session("slow", "/slow", json!({"sleep_ms": 60000})).await;
+    let mut on_a = a.events(&session, None).await;
+    on_a.until(&["MESSAGE_DELTA"]).await;
+    let (status, view) = b
+        .post(&format!("/sessions/{session}/cancel"), json!({}))
+        .await;
+    assert_eq!(status, 200, "{view}");
+    assert_eq!(view["status"], "errored", "{view}");
+    let rest = on_a.until(&["TURN_ERROR", "TURN_ENDED"]).await;
+    assert_eq!(
+        rest.last().unwrap()["payload"]["kind"],
+        "cancelled",
+        "{rest:?}"
+    );
+    // A new turn on A; B deletes the session: A's stream ends.
+    let (status, body) = a
+        .post(
+            &format!("/sessions/{session}/input"),
+            json!({"input": {"sleep_ms": 60000}}),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    on_a.until(&["MESSAGE_DELTA"]).await;
+    assert_eq!(b.delete(&format!("/sessions/{session}")).await, 204);
+    let mut after = Vec::new();
+    while let Some(event) = on_a.try_next(Duration::from_secs(10)).await {
+        after.push(event);
+    }
+    assert!(after.len() <= 2, "the stream ends: {after:?}");
+    let (status, _) = a.get(&format!("/sessions/{session}")).await;
+    assert_eq!(status, 404);
+}
+
 /// Uploads `hello` at `version` to `a` and freezes `a` (SIGSTOP) before
 /// its build finished; `None` when the build beat the signal.
 async fn upload_then_freeze(a: &Server, b: &Server, version: u64) -> Option<Value> {

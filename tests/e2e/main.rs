@@ -10,6 +10,7 @@ mod bench;
 mod browser;
 mod cluster;
 mod console;
+mod controls;
 mod crash;
 mod deploy;
 mod dev;

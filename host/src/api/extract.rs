@@ -2,6 +2,7 @@
 
 use axum::extract::FromRequest;
 use axum::extract::FromRequestParts;
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use uuid::Uuid;
 
@@ -41,6 +42,31 @@ where
 impl<T: serde::Serialize> IntoResponse for Json<T> {
     fn into_response(self) -> Response {
         axum::Json(self.0).into_response()
+    }
+}
+
+/// `Json` for a body that may be left out: no body at all reads as
+/// `T::default()`; a body present is held to `Json`'s rules.
+pub struct OptionalJson<T>(pub T);
+
+impl<S, T> FromRequest<S> for OptionalJson<T>
+where
+    S: Send + Sync,
+    T: serde::de::DeserializeOwned + Default,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(request: axum::extract::Request, state: &S) -> Result<Self, ApiError> {
+        let headers = request.headers();
+        let chunked = headers.contains_key(header::TRANSFER_ENCODING);
+        let declared = headers
+            .get(header::CONTENT_LENGTH)
+            .is_some_and(|length| length.as_bytes() != b"0");
+        if !chunked && !declared {
+            return Ok(OptionalJson(T::default()));
+        }
+        let Json(body) = Json::from_request(request, state).await?;
+        Ok(OptionalJson(body))
     }
 }
 

@@ -157,7 +157,13 @@ fn samples(kind: EventType) -> Vec<NewEvent> {
             })
             .collect(),
         EventType::TurnEnded => vec![NewEvent::of(&TurnEnded { turn: 1 })],
-        EventType::SessionEnded => vec![NewEvent::of(&SessionEnded {})],
+        EventType::SessionEnded => vec![
+            NewEvent::of(&SessionEnded::default()),
+            NewEvent::of(&SessionEnded {
+                reason: Some("the user closed the chat".into()),
+                key_id: Some("key_0123".into()),
+            }),
+        ],
         EventType::HttpRequest => vec![NewEvent::of(&HttpRequest {
             request_id: "http_1_1".into(),
             method: "GET".into(),

@@ -9,6 +9,7 @@ mod approvals;
 mod apps;
 mod auth;
 mod console;
+mod controls;
 mod deployments;
 mod error;
 pub(crate) mod events;

@@ -43,6 +43,8 @@ pub fn list<T: ToSchema>(schemas: &mut Schemas) -> RefOr<Schema> {
 pub enum Body {
     None,
     Json(SchemaFn),
+    /// A JSON body that may be left out (`extract::OptionalJson`).
+    OptionalJson(SchemaFn),
     /// `multipart/form-data` with the parts of `POST /deployments`.
     Bundle,
 }
@@ -214,12 +216,16 @@ fn operation(endpoint: &Endpoint, doc: &Doc, schemas: &mut Schemas) -> Operation
     }
     match doc.body {
         Body::None => {}
-        Body::Json(body) => {
+        Body::Json(body) | Body::OptionalJson(body) => {
+            let required = match doc.body {
+                Body::Json(_) => Required::True,
+                _ => Required::False,
+            };
             let content = ContentBuilder::new().schema(Some(body(schemas))).build();
             op = op.request_body(Some(
                 RequestBodyBuilder::new()
                     .content("application/json", content)
-                    .required(Some(Required::True))
+                    .required(Some(required))
                     .build(),
             ));
         }
@@ -304,7 +310,7 @@ fn error_statuses(access: Access, doc: &Doc) -> Vec<u16> {
     if !matches!(doc.body, Body::None) {
         statuses.extend([400, 413, 422]);
     }
-    if matches!(doc.body, Body::Json(_)) {
+    if matches!(doc.body, Body::Json(_) | Body::OptionalJson(_)) {
         statuses.push(415);
     }
     if !doc.query.is_empty() {

@@ -12,8 +12,8 @@ use axum::routing::{MethodRouter, delete, get, post, put};
 
 use super::openapi::{self, Doc};
 use super::{
-    Access, AppState, BUNDLE_BODY_LIMIT, Endpoint, approvals, apps, console, deployments, events,
-    health, keys, secrets, sessions, views,
+    Access, AppState, BUNDLE_BODY_LIMIT, Endpoint, approvals, apps, console, controls, deployments,
+    events, health, keys, secrets, sessions, views,
 };
 
 /// Every endpoint of the API, in one table: the router is built from it,
@@ -158,6 +158,44 @@ pub(super) fn table() -> Vec<(Endpoint, Doc, MethodRouter<AppState>)> {
             .body(Body::Json(schema::<sessions::PostInput>))
             .errors(&[404, 409]),
             post(sessions::input),
+        ),
+        row(
+            "POST",
+            "/sessions/{id}/cancel",
+            Session,
+            Doc::new(
+                "Cancel the running turn; answers once it ended (202: not confirmed yet)",
+                200,
+                session,
+            )
+            .also(202)
+            .errors(&[404, 409]),
+            post(controls::cancel),
+        ),
+        row(
+            "POST",
+            "/sessions/{id}/end",
+            Session,
+            Doc::new(
+                "End the session (a running turn is cancelled first)",
+                200,
+                session,
+            )
+            .body(Body::OptionalJson(schema::<controls::EndSession>))
+            .errors(&[404, 409]),
+            post(controls::end),
+        ),
+        row(
+            "DELETE",
+            "/sessions/{id}",
+            Platform,
+            Doc::new(
+                "Delete the session and its journal (a running turn is cancelled first)",
+                204,
+                Reply::Empty,
+            )
+            .errors(&[404, 409]),
+            delete(controls::delete),
         ),
         row(
             "GET",

@@ -126,6 +126,10 @@ pub struct ServeArgs {
     /// host, the LAN, cloud metadata). Off by default.
     #[arg(long, env = "AGENTHOST_OUTBOUND_ALLOW_PRIVATE")]
     pub outbound_allow_private: bool,
+    /// Delete ended sessions (journal and all) this long after they ended,
+    /// e.g. `30d` or `12h`; checked every minute. Off by default: kept forever.
+    #[arg(long, env = "AGENTHOST_RETAIN_ENDED_SESSIONS", value_name = "DURATION")]
+    pub retain_ended_sessions: Option<humantime::Duration>,
 }
 
 impl ServeArgs {

@@ -202,11 +202,13 @@ pub enum TurnErrorKind {
     DeploymentUnavailable,
     MissingSecret,
     HostRestarted,
+    Cancelled,
+    Internal,
 }
 
 impl TurnErrorKind {
     /// Every kind, in the order of docs/events.md.
-    pub const ALL: [TurnErrorKind; 14] = [
+    pub const ALL: [TurnErrorKind; 16] = [
         TurnErrorKind::AgentError,
         TurnErrorKind::Panic,
         TurnErrorKind::Trap,
@@ -221,6 +223,8 @@ impl TurnErrorKind {
         TurnErrorKind::DeploymentUnavailable,
         TurnErrorKind::MissingSecret,
         TurnErrorKind::HostRestarted,
+        TurnErrorKind::Cancelled,
+        TurnErrorKind::Internal,
     ];
 
     /// The wire name, e.g. `cpu_limit`.
@@ -240,6 +244,8 @@ impl TurnErrorKind {
             TurnErrorKind::DeploymentUnavailable => "deployment_unavailable",
             TurnErrorKind::MissingSecret => "missing_secret",
             TurnErrorKind::HostRestarted => "host_restarted",
+            TurnErrorKind::Cancelled => "cancelled",
+            TurnErrorKind::Internal => "internal",
         }
     }
 }
@@ -260,8 +266,16 @@ pub struct TurnEnded {
 }
 
 /// `SESSION_ENDED`: the session's last event.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct SessionEnded {}
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SessionEnded {
+    /// Why an operator or client ended it (`POST /sessions/{id}/end`);
+    /// absent when the agent ended it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The key that ended it, with `reason`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_id: Option<String>,
+}
 
 /// `HTTP_REQUEST`: committed before the request leaves.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]

@@ -65,6 +65,7 @@ impl Host for State {
         if let Err(e) = turn.check_open() {
             return Ok(Err(e));
         }
+        super::control::injected_panic(&text);
         let text = turn.redactor.redact(&text).into_owned();
         let max = turn.limits.max_message_bytes;
         let Some(open) = turn

@@ -8,6 +8,7 @@
 mod artifacts;
 pub mod bindings;
 mod compile_cache;
+mod control;
 mod ctx;
 mod engine;
 mod error;
@@ -25,6 +26,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use tokio::sync::Semaphore;
 use uuid::Uuid;
@@ -38,16 +40,21 @@ pub use redact::Redactor;
 
 use bindings::AgentPre;
 use compile_cache::CompileCache;
+use control::{Controls, Registered};
 use gates::Gates;
 use limits::TurnLimits;
 use outbound::{OriginPattern, OutboundPolicy};
 use state::State;
 
+use crate::journal::TurnErrorKind;
 use crate::secrets::Vault;
-use crate::store::{Store, TurnTicket, WriterHandle};
+use crate::store::{SessionRecord, SessionStatus, Store, StoreError, TurnTicket, WriterHandle};
 
 /// Turns running at once by default; the rest wait for a slot.
 pub const DEFAULT_MAX_CONCURRENT_TURNS: usize = 256;
+
+/// How long `cancel` waits for the cancelled turn's ending to be committed.
+pub const CANCEL_WAIT: Duration = Duration::from_secs(10);
 
 /// A deployment ready to run turns.
 #[derive(Clone)]
@@ -90,6 +97,8 @@ pub struct Runtime {
     vault: Arc<Vault>,
     /// Turns scheduled and not yet finished.
     active: Arc<AtomicUsize>,
+    /// The turns this host runs, for cancels.
+    controls: Arc<Controls>,
     /// False once shutdown began: no new turn starts.
     accepting: AtomicBool,
     outbound: OutboundPolicy,
@@ -146,6 +155,7 @@ impl Runtime {
             slots: Arc::new(Semaphore::new(max_concurrent_turns.max(1))),
             vault,
             active: Arc::default(),
+            controls: Arc::default(),
             accepting: AtomicBool::new(true),
             outbound,
             compile_cache: cache,
@@ -174,14 +184,95 @@ impl Runtime {
         // From now until the turn's end this host owns it (on PostgreSQL,
         // its lease is renewed while it waits for a slot and while it runs).
         let hold = self.store.hold_turn(ticket.session_id);
+        let registered = self.controls.register(ticket.session_id, ticket.turn);
+        // The supervisor: a runner that dies without its final commit (a
+        // panic in host code) must not leave the session running forever.
         tokio::spawn(async move {
             let _active = active;
             let _hold = hold;
-            let Ok(_slot) = runtime.slots.clone().acquire_owned().await else {
-                return;
-            };
-            runtime.run_turn(ticket).await;
+            let (session, turn) = (ticket.session_id, ticket.turn);
+            let runner = tokio::spawn(runtime.clone().run_when_free(ticket, registered));
+            if let Err(err) = runner.await
+                && err.is_panic()
+            {
+                tracing::error!(%session, turn, "a turn's runner panicked; closing the turn");
+                let message =
+                    "the host failed while running this turn; send a new input to continue";
+                runtime
+                    .close_turn(session, turn, TurnErrorKind::Internal, message.into())
+                    .await;
+            }
         });
+    }
+
+    /// Runs the turn once a slot is free, unless it is cancelled first.
+    async fn run_when_free(self: Arc<Self>, ticket: TurnTicket, registered: Registered) {
+        let control = registered.control.clone();
+        let slot = tokio::select! {
+            slot = self.slots.clone().acquire_owned() => slot,
+            by = control.cancelled() => {
+                let (session, turn) = (ticket.session_id, ticket.turn);
+                self.close_turn(session, turn, TurnErrorKind::Cancelled, cancelled(&by)).await;
+                return;
+            }
+        };
+        let Ok(_slot) = slot else {
+            return;
+        };
+        self.run_turn(ticket, &control).await;
+        drop(registered);
+    }
+
+    /// Closes a turn no runner will close (see `WriterHandle::close_turn`).
+    async fn close_turn(&self, session: Uuid, turn: u32, kind: TurnErrorKind, message: String) {
+        match self.writer.close_turn(session, turn, kind, message).await {
+            // A conflict: the turn ended meanwhile, with its own ending.
+            Ok(()) | Err(StoreError::Conflict(_)) => {}
+            Err(err) => {
+                tracing::error!(%session, turn, error = %err, "cannot close the turn")
+            }
+        }
+    }
+
+    /// Cancels `turn` of `session` wherever it runs, then waits up to
+    /// `CANCEL_WAIT` for the turn's ending to be committed: the session as
+    /// it is then, or `None` if the turn still runs (its host has not
+    /// answered yet). `by` names who cancelled, for the TURN_ERROR.
+    pub async fn cancel(
+        &self,
+        session: Uuid,
+        turn: u32,
+        by: String,
+    ) -> Result<Option<SessionRecord>, StoreError> {
+        if !self.controls.cancel(session, turn, &by) {
+            if self.store.shared() {
+                // Whichever host runs it hears this (its own listener included).
+                self.store
+                    .read(move |s| s.announce_cancel(session, turn, &by))
+                    .await?;
+            } else {
+                // One host: no runner here means none anywhere.
+                self.close_turn(session, turn, TurnErrorKind::Cancelled, cancelled(&by))
+                    .await;
+            }
+        }
+        let deadline = tokio::time::Instant::now() + CANCEL_WAIT;
+        loop {
+            let record = self.store.read(move |s| s.session(session)).await?;
+            match record {
+                Some(r) if r.status == SessionStatus::Running && r.turn == turn => {}
+                other => return Ok(other),
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Ok(None);
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Another host asked to cancel a turn: cancels it if it runs here.
+    pub fn cancel_here(&self, session: Uuid, turn: u32, by: &str) {
+        self.controls.cancel(session, turn, by);
     }
 
     /// Stops starting turns (shutdown); running ones go on.
@@ -258,4 +349,9 @@ impl Runtime {
             .get(&deployment)
             .cloned()
     }
+}
+
+/// The TURN_ERROR message of a cancelled turn.
+fn cancelled(by: &str) -> String {
+    format!("the turn was cancelled by {by}")
 }

@@ -12,6 +12,7 @@ use wasmtime::{Store, Trap};
 
 use super::Runtime;
 use super::bindings::{Decision, Reason, ToolCall, Turn};
+use super::control::Control;
 use super::ctx::{Failure, Suspension, TurnCtx};
 use super::limits::TurnLimits;
 use super::outbound::{Outbound, OutboundHooks};
@@ -26,10 +27,13 @@ use crate::store::{PendingApproval, ToolCallRecord, TurnOutcome, TurnReason, Tur
 enum GuestEnd {
     Returned,
     Failed(Failure),
+    /// Stopped from outside (`control.rs`): this ending wins over whatever
+    /// the turn did before, a suspension included.
+    Cancelled(Failure),
 }
 
 impl Runtime {
-    pub(super) async fn run_turn(&self, ticket: TurnTicket) {
+    pub(super) async fn run_turn(&self, ticket: TurnTicket, control: &Control) {
         let started = Instant::now();
         let new_ctx = |gates, redactor, limits| {
             let (writer, store) = (self.writer.clone(), self.store.clone());
@@ -61,7 +65,7 @@ impl Runtime {
                     state.outbound = OutboundHooks(Some(outbound));
                     let mut store = Store::new(&self.engine, state);
                     let end = self
-                        .call_handle(&mut store, &deployed.pre, &ticket, started, limits)
+                        .call_handle(&mut store, &deployed.pre, &ticket, started, limits, control)
                         .await;
                     (end, store.into_data())
                 }
@@ -137,6 +141,7 @@ impl Runtime {
         ticket: &TurnTicket,
         started: Instant,
         limits: &TurnLimits,
+        control: &Control,
     ) -> GuestEnd {
         let deadline = limits.deadline;
         if let Err(err) = apply_limits(store, limits.fuel, deadline, started) {
@@ -170,7 +175,16 @@ impl Runtime {
                 .call_handle(&mut *store, &turn)
                 .await
         };
-        let result = tokio::time::timeout(deadline, call).await;
+        // A cancel drops the guest's call where it stands, as the deadline does.
+        let result = tokio::select! {
+            result = tokio::time::timeout(deadline, call) => result,
+            by = control.cancelled() => {
+                return GuestEnd::Cancelled(Failure {
+                    kind: TurnErrorKind::Cancelled,
+                    message: super::cancelled(&by),
+                });
+            }
+        };
         let secs = deadline.as_secs();
         match result {
             Err(_) => GuestEnd::Failed(Failure {
@@ -238,11 +252,16 @@ async fn closing_events(
     ticket: &TurnTicket,
 ) -> (Vec<NewEvent>, TurnOutcome, &'static str) {
     let turn = ticket.turn;
-    if let Some(suspension) = ctx.suspension.take() {
+    let suspension = ctx.suspension.take();
+    if let Some(suspension) = suspension
+        && !matches!(end, GuestEnd::Cancelled(_))
+    {
         return suspended(ctx, suspension, end, ticket).await;
     }
-    // A rule the host saw broken is the root cause of whatever the guest did next.
+    // A rule the host saw broken is the root cause of whatever the guest did
+    // next; a cancel ends the turn whatever it did.
     let mut failure = match (ctx.failure.take(), end) {
+        (_, GuestEnd::Cancelled(cancel)) => Some(cancel),
         (Some(host_saw), _) => Some(host_saw),
         (None, GuestEnd::Failed(failure)) => Some(failure),
         (None, GuestEnd::Returned) => None,
@@ -282,7 +301,7 @@ async fn closing_events(
         }
     };
     if ctx.ended {
-        events.push(NewEvent::of(&payloads::SessionEnded {}));
+        events.push(NewEvent::of(&payloads::SessionEnded::default()));
         return (events, TurnOutcome::SessionEnded, label);
     }
     (events, outcome, label)

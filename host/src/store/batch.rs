@@ -48,6 +48,8 @@ pub(super) struct Changes {
     pub(super) running_before: HashSet<Uuid>,
     /// Broken turns the batch closed: no longer broken, whatever the commit does.
     pub(super) unbroken: HashSet<Uuid>,
+    /// Sessions the batch deleted: their streams end once it committed.
+    pub(super) deleted: Vec<Uuid>,
     pub(super) failed: Option<StoreError>,
 }
 
@@ -94,6 +96,16 @@ impl<'a> Batch<'a> {
     /// The session's record changed: save it with the batch.
     pub(super) fn touch(&mut self, id: Uuid) {
         self.changes.dirty.insert(id);
+    }
+
+    /// Deletes a session and forgets what the batch knew of it.
+    pub(super) fn delete_session(&mut self, id: Uuid) -> Result<(), StoreError> {
+        self.tx.delete_session(id)?;
+        self.changes.sessions.remove(&id);
+        self.changes.dirty.remove(&id);
+        self.changes.published.retain(|(session, _)| *session != id);
+        self.changes.deleted.push(id);
+        Ok(())
     }
 
     pub(super) fn is_broken(&self, id: Uuid) -> bool {

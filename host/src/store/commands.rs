@@ -14,13 +14,14 @@ use uuid::Uuid;
 use super::StoreError;
 use super::batch::Batch;
 use super::domain::{
-    Activate, Append, BuildOutcome, CreateDeployment, CreateSession, Decide, Decision,
-    DeleteApiKey, DeleteSecret, FinishBuild, FinishTurn, NewDeployment, PostInput, PutApiKey,
-    PutSecret, Recover, Recovery, SetArtifact, TouchApiKey, TurnOutcome, TurnTicket,
+    Activate, Append, BuildOutcome, CloseTurn, CreateDeployment, CreateSession, Decide, Decision,
+    DeleteApiKey, DeleteSecret, DeleteSession, EndSession, FinishBuild, FinishTurn, NewDeployment,
+    PostInput, PutApiKey, PutSecret, Recover, Recovery, SetArtifact, TouchApiKey, TurnOutcome,
+    TurnTicket,
 };
 use super::outbox::{AppendAck, Outbox};
 use super::records::{ApiKeyRecord, Artifact, DeploymentRecord, SecretRecord, SessionRecord};
-use crate::journal::NewEvent;
+use crate::journal::{NewEvent, TurnErrorKind};
 
 /// Commands waiting for the writer before senders wait (backpressure).
 pub(super) const QUEUE: usize = 8192;
@@ -265,6 +266,52 @@ impl WriterHandle {
             session,
             decision,
             boot,
+        })
+        .await
+    }
+
+    /// Closes a running turn its runner cannot close (see `CloseTurn`);
+    /// 409 when it is no longer running.
+    pub async fn close_turn(
+        &self,
+        session: Uuid,
+        turn: u32,
+        kind: TurnErrorKind,
+        message: String,
+    ) -> Result<(), StoreError> {
+        self.call(CloseTurn {
+            session,
+            turn,
+            kind,
+            message,
+        })
+        .await
+    }
+
+    /// Ends an idle, errored or suspended session with SESSION_ENDED.
+    pub async fn end_session(
+        &self,
+        session: Uuid,
+        reason: Option<String>,
+        key_id: String,
+    ) -> Result<SessionRecord, StoreError> {
+        self.call(EndSession {
+            session,
+            reason,
+            key_id,
+        })
+        .await
+    }
+
+    /// Deletes a session with no running turn (see `DeleteSession`).
+    pub async fn delete_session(
+        &self,
+        session: Uuid,
+        ended_before: Option<String>,
+    ) -> Result<(), StoreError> {
+        self.call(DeleteSession {
+            session,
+            ended_before,
         })
         .await
     }

@@ -152,6 +152,13 @@ pub trait Engine: Send + Sync + 'static {
         None
     }
 
+    /// Tells every host sharing the engine to cancel `turn` of `session`
+    /// if it runs it (`by` names who asked). The embedded engine has one
+    /// host, which cancels its turns itself: nothing to announce.
+    fn announce_cancel(&self, _session: Uuid, _turn: u32, _by: &str) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     /// The writer thread's side of the engine (called once, by `Writer`).
     fn write_engine(&self) -> Result<Box<dyn WriteEngine>, StoreError>;
 }
@@ -198,6 +205,9 @@ pub trait WriteTx {
     /// running session of an earlier process (`boot`); on PostgreSQL the
     /// running sessions whose lease has expired.
     fn orphaned_turns(&mut self, boot: Uuid) -> Result<Vec<SessionRecord>, StoreError>;
+    /// Removes a session: its record, its journal, its event ids and its
+    /// pending approval.
+    fn delete_session(&mut self, id: Uuid) -> Result<(), StoreError>;
     /// Indexes (`Some(seq of its TOOL_APPROVAL_REQUIRED)`) or un-indexes a
     /// session's pending approval.
     fn set_pending_approval(&mut self, session: Uuid, seq: Option<u64>) -> Result<(), StoreError>;

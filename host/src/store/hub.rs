@@ -76,6 +76,13 @@ impl Hub {
         }
     }
 
+    /// Ends every stream of a deleted session.
+    pub fn close(&self, session: Uuid) {
+        let mut channels = self.channels.lock().unwrap_or_else(PoisonError::into_inner);
+        // Dropping the sender ends each subscription with `Closed`.
+        channels.remove(&session);
+    }
+
     /// Where to read from to publish events `first..=last` of a session:
     /// `None` when nobody watches it or they are published already.
     pub fn missing(&self, session: Uuid, first: u64, last: u64) -> Option<u64> {
@@ -111,7 +118,8 @@ impl Drop for Subscription {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         if let Some(channel) = channels.get_mut(&self.session) {
-            channel.subscribers -= 1;
+            // Saturating: `close` may have replaced the channel this one counted in.
+            channel.subscribers = channel.subscribers.saturating_sub(1);
             if channel.subscribers == 0 {
                 channels.remove(&self.session);
             }

@@ -380,3 +380,75 @@ async fn a_rebuilt_message_end_has_secrets_split_across_deltas_redacted() {
     assert_eq!(end["payload"]["incomplete"], true);
     assert!(events.iter().all(|e| !e.json.contains("sk-12345")));
 }
+
+#[tokio::test]
+async fn a_deleted_session_leaves_no_trace_and_the_writer_never_brings_it_back() {
+    let (_dir, store, writer) = open();
+    let d = writer
+        .create_deployment(new_deployment(None))
+        .await
+        .unwrap();
+    writer.finish_build(d.id, success()).await.unwrap();
+    let boot = Uuid::now_v7();
+    let (gone, ticket) = writer
+        .create_session("app".into(), "/chat".into(), json!("hi"), boot)
+        .await
+        .unwrap();
+    let (kept, kept_ticket) = writer
+        .create_session("app".into(), "/chat".into(), json!("hi"), boot)
+        .await
+        .unwrap();
+    // Running: refused (cancel first).
+    assert!(matches!(
+        writer.delete_session(gone.id, None).await,
+        Err(StoreError::Conflict(_))
+    ));
+    writer
+        .finish_turn(gone.id, ticket.turn, vec![], TurnOutcome::Ended)
+        .await
+        .unwrap();
+    let ids: Vec<Uuid> = store
+        .events(gone.id, 0, 100)
+        .unwrap()
+        .iter()
+        .map(|e| e.id)
+        .collect();
+    assert_eq!(ids.len(), 5);
+    // The retention purge deletes only sessions that ended before its cutoff.
+    assert!(matches!(
+        writer.delete_session(gone.id, Some(now_rfc3339())).await,
+        Err(StoreError::Conflict(_))
+    ));
+    writer.delete_session(gone.id, None).await.unwrap();
+    assert!(store.session(gone.id).unwrap().is_none());
+    assert!(store.events(gone.id, 0, 100).unwrap().is_empty());
+    for id in ids {
+        assert!(store.event_position(id).unwrap().is_none());
+    }
+    // The writer's cache of sessions does not bring it back.
+    assert!(matches!(
+        writer.post_input(gone.id, json!("again"), boot).await,
+        Err(StoreError::NotFound { .. })
+    ));
+    assert!(matches!(
+        writer.delete_session(gone.id, None).await,
+        Err(StoreError::NotFound { .. })
+    ));
+    // The other session is untouched, and goes on.
+    assert_eq!(store.events(kept.id, 0, 100).unwrap().len(), 5);
+    writer
+        .finish_turn(kept.id, kept_ticket.turn, vec![], TurnOutcome::Ended)
+        .await
+        .unwrap();
+    // Ended long enough ago: purged.
+    writer
+        .end_session(kept.id, Some("done".into()), "key_1".into())
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    writer
+        .delete_session(kept.id, Some(now_rfc3339()))
+        .await
+        .unwrap();
+    assert!(store.session(kept.id).unwrap().is_none());
+}

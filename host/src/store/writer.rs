@@ -112,6 +112,7 @@ impl Writer {
             published,
             running_before,
             unbroken,
+            deleted,
             ..
         } = changes;
         state.broken.retain(|id| !unbroken.contains(id));
@@ -119,6 +120,9 @@ impl Writer {
             Ok(()) => {
                 metrics.events.inc_by(published.len() as u64);
                 self.store.hub.publish(&published);
+                for session in deleted {
+                    self.store.hub.close(session);
+                }
             }
             Err(err) => {
                 tracing::error!(error = %err, "journal batch failed; nothing of it was committed");

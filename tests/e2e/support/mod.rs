@@ -134,7 +134,12 @@ impl Server {
 
     /// Starts the server on `addr` (e.g. the address of a server it replaces).
     pub async fn start_at(data_dir: &Path, addr: &str, flags: &[&str]) -> Server {
-        Server::launch(data_dir, addr, postgres_store(data_dir), flags).await
+        Server::launch(data_dir, addr, postgres_store(data_dir), flags, &[]).await
+    }
+
+    /// Starts the server with extra environment variables (test hooks).
+    pub async fn start_with_env(data_dir: &Path, env: &[(&str, &str)]) -> Server {
+        Server::launch(data_dir, "127.0.0.1:0", postgres_store(data_dir), &[], env).await
     }
 
     /// Starts one host of several sharing the PostgreSQL database `database`
@@ -149,10 +154,16 @@ impl Server {
 
     /// Starts a host on the PostgreSQL database at `url`.
     pub async fn start_on(data_dir: &Path, url: &str) -> Server {
-        Server::launch(data_dir, "127.0.0.1:0", Some(url.to_string()), &[]).await
+        Server::launch(data_dir, "127.0.0.1:0", Some(url.to_string()), &[], &[]).await
     }
 
-    async fn launch(data_dir: &Path, addr: &str, store: Option<String>, flags: &[&str]) -> Server {
+    async fn launch(
+        data_dir: &Path,
+        addr: &str,
+        store: Option<String>,
+        flags: &[&str],
+        env: &[(&str, &str)],
+    ) -> Server {
         let mut command = Command::new(env!("CARGO_BIN_EXE_agenthost"));
         command
             .arg("serve")
@@ -166,6 +177,7 @@ impl Server {
         }
         let mut child = command
             .args(flags)
+            .envs(env.iter().copied())
             .env("AGENTHOST_BOOTSTRAP_KEY", KEY)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())

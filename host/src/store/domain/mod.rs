@@ -6,6 +6,7 @@
 //! gives it the engine's transaction and the batch's view of sessions. No
 //! file here knows which engine it runs on.
 
+mod deletion;
 mod deployments;
 mod keys;
 mod recovery;
@@ -17,13 +18,14 @@ use uuid::Uuid;
 
 use super::records::{AgentDescription, Artifact, LimitsRecord, PendingApproval};
 
+pub(super) use deletion::DeleteSession;
 pub(super) use deployments::{Activate, CreateDeployment, FinishBuild, SetArtifact};
 pub(super) use keys::{DeleteApiKey, PutApiKey, TouchApiKey};
-pub(super) use recovery::Recover;
 pub use recovery::Recovery;
+pub(super) use recovery::{CloseTurn, Recover};
 pub(super) use secrets::{DeleteSecret, PutSecret};
 pub use sessions::input_text;
-pub(super) use sessions::{Append, CreateSession, Decide, FinishTurn, PostInput};
+pub(super) use sessions::{Append, CreateSession, Decide, EndSession, FinishTurn, PostInput};
 
 /// A deployment to register (the writer assigns the version).
 #[derive(Debug, Clone)]

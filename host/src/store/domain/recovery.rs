@@ -80,6 +80,33 @@ impl Op for Recover {
     }
 }
 
+/// Closes a running turn that its runner cannot close: one cancelled while
+/// no runner holds it (on the embedded engine: accepted during a shutdown,
+/// or between its commit and its scheduling), or one whose runner died
+/// without its final commit (the runtime's supervisor). Its open messages
+/// are closed, then TURN_ERROR `kind`; the session takes input again.
+/// 409 when the turn is no longer running (it ended meanwhile).
+pub(in crate::store) struct CloseTurn {
+    pub session: Uuid,
+    pub turn: u32,
+    pub kind: TurnErrorKind,
+    pub message: String,
+}
+
+impl Op for CloseTurn {
+    type Output = ();
+
+    fn session(&self) -> Option<Uuid> {
+        Some(self.session)
+    }
+
+    fn apply(&mut self, batch: &mut Batch<'_>) -> Result<(), StoreError> {
+        let (id, turn) = (self.session, self.turn);
+        let events = closing_events(batch, id, turn, self.kind, &self.message)?;
+        finish_turn(batch, id, turn, &events, TurnOutcome::Errored)
+    }
+}
+
 /// The events that close `turn` of `session` with TURN_ERROR `kind`. A
 /// message's text is rebuilt from its committed deltas and passed through
 /// the writer's redactor: a secret split across two deltas was redacted in

@@ -376,6 +376,55 @@ impl Op for Decide {
     }
 }
 
+/// Ends a session on request (`POST /sessions/{id}/end`): SESSION_ENDED
+/// with the reason. A pending approval is dropped with it (a decision is
+/// 409 afterwards). 409 while a turn runs (the caller cancels it first)
+/// and when the session has already ended.
+pub(in crate::store) struct EndSession {
+    pub session: Uuid,
+    pub reason: Option<String>,
+    pub key_id: String,
+}
+
+impl Op for EndSession {
+    type Output = SessionRecord;
+
+    fn session(&self) -> Option<Uuid> {
+        Some(self.session)
+    }
+
+    fn apply(&mut self, batch: &mut Batch<'_>) -> Result<SessionRecord, StoreError> {
+        let id = self.session;
+        match batch.session(id)?.record.status {
+            SessionStatus::Idle | SessionStatus::Errored => {}
+            SessionStatus::AwaitingApproval => batch.tx.set_pending_approval(id, None)?,
+            SessionStatus::Running => {
+                return Err(StoreError::Conflict(
+                    "a turn started meanwhile: cancel it, then end the session".into(),
+                ));
+            }
+            SessionStatus::Ended => {
+                return Err(StoreError::Conflict("the session has already ended".into()));
+            }
+        }
+        batch.write_events(
+            id,
+            &[NewEvent::of(&payloads::SessionEnded {
+                reason: self.reason.clone(),
+                key_id: Some(self.key_id.clone()),
+            })],
+        )?;
+        let session = batch.session(id)?;
+        session.record.status = SessionStatus::Ended;
+        session.record.pending_approval = None;
+        session.record.resume = None;
+        session.record.updated_at = now_rfc3339();
+        let record = session.record.clone();
+        batch.touch(id);
+        Ok(record)
+    }
+}
+
 /// TURN_STARTED, then the input as a user message when it is text.
 pub(super) fn turn_start_events(turn: u32, input: &Value) -> Vec<NewEvent> {
     let mut events = vec![NewEvent::of(&payloads::TurnStarted {

@@ -29,6 +29,14 @@ pub enum Change {
     Secret(String),
     /// An app's record changed (its current deployment).
     App(Uuid),
+    /// A session was deleted: its streams end.
+    Deleted(Uuid),
+    /// Cancel `turn` of `session` if it runs here; `by` names who asked.
+    Cancel {
+        session: Uuid,
+        turn: u32,
+        by: String,
+    },
     /// The listener lost its connection and has it again: anything may
     /// have changed meanwhile.
     Reconnected,
@@ -52,8 +60,30 @@ impl Change {
             "k" => Change::Key(rest.to_string()),
             "s" => Change::Secret(rest.to_string()),
             "a" => Change::App(rest.parse().ok()?),
+            "d" => Change::Deleted(rest.parse().ok()?),
+            "c" => {
+                let mut parts = rest.splitn(3, ':');
+                Change::Cancel {
+                    session: parts.next()?.parse().ok()?,
+                    turn: parts.next()?.parse().ok()?,
+                    by: parts.next()?.to_string(),
+                }
+            }
             _ => return None,
         })
+    }
+
+    /// The announcement of a deleted session.
+    pub(super) fn deleted_note(session: Uuid) -> String {
+        format!("d:{session}")
+    }
+
+    /// The request to cancel `turn` of `session` (NOTIFY payloads are
+    /// short: `by` is cut to 200 bytes).
+    pub(super) fn cancel_note(session: Uuid, turn: u32, by: &str) -> String {
+        let mut by = by.to_string();
+        crate::util::truncate_utf8(&mut by, 200);
+        format!("c:{session}:{turn}:{by}")
     }
 
     /// The announcement of events `first..=last` of `session`.

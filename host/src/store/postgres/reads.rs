@@ -3,7 +3,8 @@
 use postgres::types::{Json, ToSql};
 use uuid::Uuid;
 
-use super::{PgEngine, PgWriter, pg};
+use super::listen::Change;
+use super::{CHANNEL, PgEngine, PgWriter, pg};
 use crate::journal::{StoredEvent, decode_record};
 use crate::store::StoreError;
 use crate::store::engine::{ApprovalItem, Engine, EventPosition, SessionFilter, WriteEngine};
@@ -223,6 +224,14 @@ impl Engine for PgEngine {
 
     fn orphaned_builds(&self) -> Result<Vec<Uuid>, StoreError> {
         self.claim_orphaned_builds()
+    }
+
+    fn announce_cancel(&self, session: Uuid, turn: u32, by: &str) -> Result<(), StoreError> {
+        let note = Change::cancel_note(session, turn, by);
+        self.conn()?
+            .execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &note])
+            .map_err(|e| pg(&e))?;
+        Ok(())
     }
 
     fn hold_turn(&self, session: Uuid) -> Option<Box<dyn Send>> {

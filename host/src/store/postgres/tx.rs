@@ -296,6 +296,22 @@ impl WriteTx for PgTx<'_> {
         )
     }
 
+    fn delete_session(&mut self, id: Uuid) -> Result<(), StoreError> {
+        // What this transaction queued for it goes too.
+        self.events.retain(|(session, ..)| *session != id);
+        self.written.remove(&id);
+        self.locked.remove(&id);
+        for sql in [
+            "DELETE FROM events WHERE session_id = $1",
+            "DELETE FROM pending_approvals WHERE session_id = $1",
+            "DELETE FROM sessions WHERE id = $1",
+        ] {
+            self.execute(sql, &[&id])?;
+        }
+        self.notes.push(Change::deleted_note(id));
+        Ok(())
+    }
+
     fn set_pending_approval(&mut self, session: Uuid, seq: Option<u64>) -> Result<(), StoreError> {
         match seq {
             Some(seq) => self.execute(

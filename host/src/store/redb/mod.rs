@@ -104,7 +104,7 @@ impl WriteEngine for RedbWriter {
             tracing::error!(error = %err, "cannot set immediate durability");
         }
         txn.set_quick_repair(true);
-        let touched = {
+        let (touched, deleted) = {
             let mut tx = RedbTx::new(&txn, &self.sessions)?;
             apply(&mut tx)?;
             tx.into_touched()
@@ -115,6 +115,9 @@ impl WriteEngine for RedbWriter {
             .commit
             .observe(started.elapsed().as_secs_f64());
         self.sessions.extend(touched);
+        for id in deleted {
+            self.sessions.remove(&id);
+        }
         if self.sessions.len() > self.session_cache {
             (self.sessions).retain(|_, s| s.record.status == SessionStatus::Running);
         }

@@ -24,6 +24,8 @@ pub(super) struct RedbTx<'t> {
     /// The writer's committed view of the sessions it touched before.
     cache: &'t HashMap<Uuid, SessionRow>,
     touched: HashMap<Uuid, SessionRow>,
+    /// Sessions deleted: the writer's cache forgets them.
+    deleted: Vec<Uuid>,
 }
 
 impl<'t> RedbTx<'t> {
@@ -37,12 +39,14 @@ impl<'t> RedbTx<'t> {
             ids: txn.open_table(tables::EVENT_IDS).map_err(storage)?,
             cache,
             touched: HashMap::new(),
+            deleted: Vec::new(),
         })
     }
 
-    /// The sessions as the transaction leaves them, for the writer's cache.
-    pub(super) fn into_touched(self) -> HashMap<Uuid, SessionRow> {
-        self.touched
+    /// The sessions as the transaction leaves them, and those it deleted,
+    /// for the writer's cache.
+    pub(super) fn into_touched(self) -> (HashMap<Uuid, SessionRow>, Vec<Uuid>) {
+        (self.touched, self.deleted)
     }
 
     fn get_json<T: serde::de::DeserializeOwned>(
@@ -110,6 +114,9 @@ impl<'t> RedbTx<'t> {
 
 impl WriteTx for RedbTx<'_> {
     fn load_session(&mut self, id: Uuid) -> Result<Option<SessionRow>, StoreError> {
+        if self.deleted.contains(&id) {
+            return Ok(None);
+        }
         if let Some(row) = self.cache.get(&id) {
             return Ok(Some(row.clone()));
         }
@@ -188,6 +195,35 @@ impl WriteTx for RedbTx<'_> {
             }
         }
         Ok(stale)
+    }
+
+    fn delete_session(&mut self, id: Uuid) -> Result<(), StoreError> {
+        let key = id.as_u128();
+        let mut ids = Vec::new();
+        for row in self
+            .events
+            .range((key, 0)..=(key, u64::MAX))
+            .map_err(storage)?
+        {
+            let (k, v) = row.map_err(storage)?;
+            let seq = k.value().1;
+            let event = decode_record(seq, v.value())
+                .ok_or_else(|| corrupt(format!("event {id}/{seq} is unreadable")))?;
+            ids.push(event.id.as_u128());
+        }
+        for event_id in ids {
+            self.ids.remove(event_id).map_err(storage)?;
+        }
+        self.events
+            .retain_in((key, 0)..=(key, u64::MAX), |_, _| false)
+            .map_err(storage)?;
+        let mut sessions = self.txn.open_table(tables::SESSIONS).map_err(storage)?;
+        sessions.remove(key).map_err(storage)?;
+        drop(sessions);
+        self.set_pending_approval(id, None)?;
+        self.touched.remove(&id);
+        self.deleted.push(id);
+        Ok(())
     }
 
     fn set_pending_approval(&mut self, session: Uuid, seq: Option<u64>) -> Result<(), StoreError> {

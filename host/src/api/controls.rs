@@ -1,0 +1,117 @@
+//! An operator's hands on a session: `POST /sessions/{id}/cancel` stops the
+//! running turn, `POST /sessions/{id}/end` ends the session and
+//! `DELETE /sessions/{id}` removes it (both cancel a running turn first).
+
+use axum::Extension;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde::Deserialize;
+
+use super::extract::{Json, OptionalJson, Path};
+use super::sessions::visible_session;
+use super::views::SessionView;
+use super::{ApiError, AppState};
+use crate::keys::Principal;
+use crate::store::{SessionRecord, SessionStatus};
+
+/// Longest `reason` of `POST /sessions/{id}/end`, in bytes.
+const MAX_REASON_BYTES: usize = 1024;
+
+/// Who stopped a turn, as its TURN_ERROR names them.
+fn canceller(principal: &Principal) -> String {
+    format!("key `{}` ({})", principal.key_id, principal.name)
+}
+
+/// Cancels the session's running turn and answers once its TURN_ERROR
+/// `cancelled` (or its own ending, if it won the race) is committed: 200
+/// with the session then; 202 if the turn's host has not confirmed within
+/// `CANCEL_WAIT` (the turn ends when it does).
+pub async fn cancel(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+) -> Result<(StatusCode, Json<SessionView>), ApiError> {
+    let record = visible_session(&state, &principal, &id).await?;
+    if record.status != SessionStatus::Running {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "conflict",
+            format!(
+                "the session has no running turn to cancel (it is {})",
+                record.status.as_str()
+            ),
+        ));
+    }
+    let by = canceller(&principal);
+    match state.runtime.cancel(record.id, record.turn, by).await? {
+        Some(now) => Ok((StatusCode::OK, Json(SessionView::from(&now)))),
+        None => Ok((StatusCode::ACCEPTED, Json(SessionView::from(&record)))),
+    }
+}
+
+#[derive(Deserialize, Default, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EndSession {
+    /// Why the session ends (at most 1 KiB), journaled in SESSION_ENDED.
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+/// Ends the session with SESSION_ENDED: a running turn is cancelled first,
+/// a pending approval is dropped. 409 when it has already ended.
+pub async fn end(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+    OptionalJson(body): OptionalJson<EndSession>,
+) -> Result<Json<SessionView>, ApiError> {
+    if body
+        .reason
+        .as_ref()
+        .is_some_and(|r| r.len() > MAX_REASON_BYTES)
+    {
+        return Err(ApiError::unprocessable(
+            "invalid_body",
+            format!("`reason` is longer than {MAX_REASON_BYTES} bytes"),
+        ));
+    }
+    let record = visible_session(&state, &principal, &id).await?;
+    if record.status == SessionStatus::Running {
+        let by = format!("{} ending the session", canceller(&principal));
+        stop_turn(&state, &record, by).await?;
+    }
+    let record = state
+        .writer
+        .end_session(record.id, body.reason, principal.key_id.clone())
+        .await?;
+    Ok(Json(SessionView::from(&record)))
+}
+
+/// Deletes the session: its journal and records; its open streams end. A
+/// running turn is cancelled first. 404 afterwards.
+pub async fn delete(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let record = visible_session(&state, &principal, &id).await?;
+    if record.status == SessionStatus::Running {
+        let by = format!("{} deleting the session", canceller(&principal));
+        stop_turn(&state, &record, by).await?;
+    }
+    state.writer.delete_session(record.id, None).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Cancels the session's running turn and waits for its end; 409 if its
+/// host does not confirm in time.
+async fn stop_turn(state: &AppState, record: &SessionRecord, by: String) -> Result<(), ApiError> {
+    match state.runtime.cancel(record.id, record.turn, by).await? {
+        Some(_) => Ok(()),
+        None => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "conflict",
+            "the running turn has not stopped yet (its host did not confirm the cancel in time): retry",
+        )),
+    }
+}

@@ -1,0 +1,66 @@
+//! The retention purge (`--retain-ended-sessions`): every minute (or every
+//! retention period, if shorter), sessions
+//! that ended longer ago than the setting are deleted, journal and all.
+//! Off by default. With several hosts each purges; a session deleted by
+//! another host meanwhile is simply gone.
+
+use std::time::{Duration, SystemTime};
+
+use crate::store::{SessionFilter, SessionStatus, Store, StoreError, WriterHandle};
+
+/// How often the purge runs at most (more often for a retention shorter than this).
+const EVERY: Duration = Duration::from_secs(60);
+/// Sessions read per page while looking for expired ones.
+const PAGE: usize = 500;
+
+/// Starts the purge of sessions ended longer than `retain` ago.
+pub fn start(store: Store, writer: WriterHandle, retain: Duration) {
+    tokio::spawn(async move {
+        loop {
+            match purge(&store, &writer, retain).await {
+                Ok(0) => {}
+                Ok(deleted) => tracing::info!(deleted, "purged ended sessions past retention"),
+                Err(err) => tracing::warn!(error = %err, "cannot purge ended sessions"),
+            }
+            tokio::time::sleep(retain.clamp(Duration::from_secs(1), EVERY)).await;
+        }
+    });
+}
+
+/// Deletes every session that ended before now − `retain`; returns how many.
+pub async fn purge(
+    store: &Store,
+    writer: &WriterHandle,
+    retain: Duration,
+) -> Result<usize, StoreError> {
+    let cutoff = SystemTime::now()
+        .checked_sub(retain)
+        .unwrap_or(SystemTime::UNIX_EPOCH);
+    let cutoff = humantime::format_rfc3339_millis(cutoff).to_string();
+    let mut before = None;
+    let mut deleted = 0;
+    loop {
+        let filter = SessionFilter {
+            app_id: None,
+            status: Some(SessionStatus::Ended),
+            before,
+            limit: PAGE,
+        };
+        let page = store.read(move |s| s.sessions(&filter)).await?;
+        for record in &page {
+            if record.updated_at >= cutoff {
+                continue;
+            }
+            match writer.delete_session(record.id, Some(cutoff.clone())).await {
+                Ok(()) => deleted += 1,
+                // Deleted by another host, or no longer eligible.
+                Err(StoreError::NotFound { .. } | StoreError::Conflict(_)) => {}
+                Err(err) => return Err(err),
+            }
+        }
+        match page.last() {
+            Some(last) if page.len() == PAGE => before = Some(last.id),
+            _ => return Ok(deleted),
+        }
+    }
+}
