@@ -21,7 +21,7 @@ use crate::runtime::bindings::AgentPre;
 use crate::runtime::limits::{DESCRIBE_DEADLINE, DESCRIBE_FUEL, DESCRIBE_MEMORY};
 use crate::runtime::outbound::OutboundPolicy;
 use crate::runtime::state::{State, apply_limits};
-use crate::runtime::{DEFAULT_MAX_CONCURRENT_TURNS, Runtime};
+use crate::runtime::{Runtime, TurnSettings};
 use crate::secrets::{MasterKey, Vault};
 use crate::store::{Store, Writer};
 
@@ -54,7 +54,7 @@ pub fn runtime(data_dir: &Path) -> anyhow::Result<Arc<Runtime>> {
         store,
         writer,
         Arc::new(Vault::new(&master)),
-        DEFAULT_MAX_CONCURRENT_TURNS,
+        TurnSettings::default(),
         OutboundPolicy::default(),
         None,
     )

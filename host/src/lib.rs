@@ -8,6 +8,7 @@ pub mod bench_api;
 pub mod build;
 pub mod cli;
 pub mod cluster;
+mod expiry;
 pub mod journal;
 pub mod keys;
 pub mod metrics;

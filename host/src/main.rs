@@ -97,7 +97,10 @@ async fn start(args: &ServeArgs, bootstrap_key: Option<String>) -> anyhow::Resul
         master_key: std::env::var("AGENTHOST_MASTER_KEY").ok(),
         cors_origins: args.cors_origins.clone(),
         shutdown_grace: Duration::from_secs(args.shutdown_grace_secs),
-        max_concurrent_turns: args.max_concurrent_turns,
+        turns: agenthost::runtime::TurnSettings {
+            max_concurrent: args.max_concurrent_turns,
+            approval_timeout: args.approval_timeout.map(Into::into),
+        },
         outbound: args.outbound_policy()?,
         journal_cache_bytes: args.journal_cache_mb.saturating_mul(1 << 20),
         store: args.store_engine()?,

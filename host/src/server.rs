@@ -31,8 +31,8 @@ pub struct ServeOptions {
     pub cors_origins: Vec<String>,
     /// On SIGTERM, how long running turns may take to finish.
     pub shutdown_grace: Duration,
-    /// Turns running at once; the rest queue.
-    pub max_concurrent_turns: usize,
+    /// Turns running at once, and how long approvals may wait.
+    pub turns: crate::runtime::TurnSettings,
     /// What agents may reach over HTTP.
     pub outbound: crate::runtime::outbound::OutboundPolicy,
     /// redb's page cache, in bytes.
@@ -118,7 +118,7 @@ impl Server {
             store.clone(),
             writer.clone(),
             vault.clone(),
-            options.max_concurrent_turns,
+            options.turns,
             options.outbound,
             Some(
                 &(options.compile_cache_dir.clone())
@@ -132,6 +132,7 @@ impl Server {
             options.data_dir.clone(),
         )?;
         builder.resume_interrupted().await?;
+        crate::expiry::start(store.clone(), writer.clone(), runtime.clone(), boot_id);
         if let Some(retain) = options.retain_ended_sessions {
             crate::retention::start(store.clone(), writer.clone(), retain);
         }

@@ -447,3 +447,75 @@ async fn the_host_refuses_results_without_a_grant() {
         "{last}"
     );
 }
+
+#[tokio::test]
+async fn an_approval_past_its_timeout_is_denied_by_timeout_and_the_turn_resumes() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    deploy_ops(
+        &server,
+        "ops",
+        "[limits]\napproval_timeout_secs = 1\n",
+        None,
+    )
+    .await;
+    let session = server.session("ops", "/ops", json!("add pears")).await;
+    let mut stream = server.events(&session, None).await;
+    stream.until(&["TURN_ENDED"]).await;
+    input(&server, &session, "delete pears").await;
+    let suspended = stream.until(&["TOOL_APPROVAL_REQUIRED"]).await;
+    let required = &suspended.last().unwrap()["payload"];
+    let expires_at = required["expires_at"]
+        .as_str()
+        .expect("a deadline")
+        .to_string();
+    let (_, record) = server.get(&format!("/sessions/{session}")).await;
+    assert_eq!(
+        record["pending_approval"]["expires_at"],
+        expires_at.as_str()
+    );
+    // Nobody decides: the deadline does, like a human denying.
+    let resumed = stream.until(&["TURN_ENDED", "TURN_ERROR"]).await;
+    assert_eq!(resumed[0]["type"], "TOOL_APPROVAL_DENIED", "{resumed:?}");
+    assert_eq!(resumed[0]["payload"]["approver"], "timeout");
+    assert!(
+        resumed[0]["created_at"].as_str().unwrap() >= expires_at.as_str(),
+        "not before the deadline: {resumed:?}"
+    );
+    assert_eq!(resumed[1]["payload"]["reason"]["approved"], false);
+    let result = resumed.iter().find(|e| e["type"] == "TOOL_RESULT").unwrap();
+    assert_eq!(result["payload"]["status"], "denied");
+    assert_eq!(resumed.last().unwrap()["type"], "TURN_ENDED", "{resumed:?}");
+    // Decided once: a late human gets 409.
+    let (status, body) = decide(&server, &session, json!({"approved": true})).await;
+    assert_eq!(status, 409, "{body}");
+}
+
+#[tokio::test]
+async fn an_approval_deadline_holds_across_a_restart() {
+    let dir = support::data_dir();
+    // The operator's default, for a manifest that sets none.
+    let flags = ["--approval-timeout", "3s"];
+    let server = Server::start_with(dir.path(), &flags).await;
+    deploy_ops(&server, "ops", "", None).await;
+    let session = server.session("ops", "/ops", json!("add a")).await;
+    let mut stream = server.events(&session, None).await;
+    stream.until(&["TURN_ENDED"]).await;
+    input(&server, &session, "delete a").await;
+    let suspended = stream.until(&["TOOL_APPROVAL_REQUIRED"]).await;
+    assert!(suspended.last().unwrap()["payload"]["expires_at"].is_string());
+    drop(stream);
+    server.kill();
+    // The deadline passes while no server runs.
+    tokio::time::sleep(std::time::Duration::from_millis(3500)).await;
+    let server = Server::start_with(dir.path(), &flags).await;
+    let mut stream = server.events(&session, None).await;
+    let events = stream.until(&["TOOL_APPROVAL_DENIED"]).await;
+    assert_eq!(events.last().unwrap()["payload"]["approver"], "timeout");
+    let resumed = stream.until(&["TURN_ENDED", "TURN_ERROR"]).await;
+    assert_eq!(resumed.last().unwrap()["type"], "TURN_ENDED", "{resumed:?}");
+    assert_eq!(
+        last_message(&resumed),
+        "The deletion of a was denied by timeout. Records: a."
+    );
+}

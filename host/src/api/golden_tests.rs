@@ -127,13 +127,19 @@ fn samples(kind: EventType) -> Vec<NewEvent> {
                 })
             })
             .collect(),
-        EventType::ToolApprovalRequired => vec![NewEvent::of(&ToolApprovalRequired {
-            tool_call_id: "call_1_1".into(),
-            name: "rm".into(),
-            arguments: json!({"path": "/tmp/x"}),
-            reason: Some("clean up".into()),
-            gated_by: vec!["code".into(), "policy".into()],
-        })],
+        EventType::ToolApprovalRequired => [None, Some("2026-11-22T11:00:00.000Z")]
+            .into_iter()
+            .map(|expires_at| {
+                NewEvent::of(&ToolApprovalRequired {
+                    tool_call_id: "call_1_1".into(),
+                    name: "rm".into(),
+                    arguments: json!({"path": "/tmp/x"}),
+                    reason: Some("clean up".into()),
+                    gated_by: vec!["code".into(), "policy".into()],
+                    expires_at: expires_at.map(String::from),
+                })
+            })
+            .collect(),
         EventType::ToolApprovalGranted => vec![NewEvent::of(&ToolApprovalGranted {
             tool_call_id: "call_1_1".into(),
             name: "rm".into(),
@@ -240,6 +246,7 @@ fn session_record() -> SessionRecord {
             step: vec![call],
             input: json!("clean /tmp"),
             event_seq: 7,
+            expires_at: Some("2026-11-22T11:00:01.456Z".into()),
         }),
         resume: None,
     }

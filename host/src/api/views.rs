@@ -42,6 +42,9 @@ pub struct PendingApprovalView {
     pub name: String,
     pub arguments: Value,
     pub gated_by: Vec<String>,
+    /// When the call is denied by `timeout` unless decided first (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
 }
 
 impl From<&SessionRecord> for SessionView {
@@ -62,6 +65,7 @@ impl From<&SessionRecord> for SessionView {
                 name: p.call.name.clone(),
                 arguments: p.call.arguments.clone(),
                 gated_by: p.gated_by.clone(),
+                expires_at: p.expires_at.clone(),
             }),
         }
     }

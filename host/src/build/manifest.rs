@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::runtime::limits::{BOUNDS, CPU_FUEL, MAX_EVENTS, MEMORY_MB, WALL_CLOCK_SECS};
+use crate::runtime::limits::{
+    APPROVAL_TIMEOUT_MAX_SECS, BOUNDS, CPU_FUEL, MAX_EVENTS, MEMORY_MB, WALL_CLOCK_SECS,
+};
 use crate::store::LimitsRecord;
 
 /// Largest manifest accepted, in bytes.
@@ -49,6 +51,7 @@ pub struct LimitsSection {
     pub cpu_fuel: Option<u64>,
     pub memory_mb: Option<u64>,
     pub max_events: Option<u64>,
+    pub approval_timeout_secs: Option<u64>,
 }
 
 impl From<&LimitsSection> for LimitsRecord {
@@ -58,6 +61,7 @@ impl From<&LimitsSection> for LimitsRecord {
             cpu_fuel: s.cpu_fuel,
             memory_mb: s.memory_mb,
             max_events: s.max_events,
+            approval_timeout_secs: s.approval_timeout_secs,
         }
     }
 }
@@ -222,6 +226,14 @@ impl Manifest {
                     bound.key, bound.max
                 )));
             }
+        }
+        let max = APPROVAL_TIMEOUT_MAX_SECS;
+        if let Some(value) = limits.approval_timeout_secs
+            && (value == 0 || value > max)
+        {
+            return Err(ManifestError::Invalid(format!(
+                "`limits.approval_timeout_secs` = {value}: use 1 to {max} (30 days)"
+            )));
         }
         if manifest.app.version == Some(0) {
             return Err(ManifestError::Invalid(

@@ -93,6 +93,11 @@ pub struct ServeArgs {
     /// Turns running at once; further turns queue until a slot frees.
     #[arg(long, default_value_t = crate::runtime::DEFAULT_MAX_CONCURRENT_TURNS, env = "AGENTHOST_MAX_CONCURRENT_TURNS")]
     pub max_concurrent_turns: usize,
+    /// How long an approval may wait before the call is denied by
+    /// `timeout` (e.g. `15m`, `24h`), for deployments whose manifest sets
+    /// no `limits.approval_timeout_secs`. Off by default: approvals wait.
+    #[arg(long, env = "AGENTHOST_APPROVAL_TIMEOUT", value_name = "DURATION")]
+    pub approval_timeout: Option<humantime::Duration>,
     /// Where durable state lives: `redb` (the default: one file in the data
     /// dir) or `postgres://USER@HOST:PORT/DB`, which many hosts can share
     /// (docs/scale-out.md). With PostgreSQL the data dir holds only this

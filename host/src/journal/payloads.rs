@@ -161,6 +161,10 @@ pub struct ToolApprovalRequired {
     pub reason: Option<String>,
     /// What gates the tool, in this order: `code`, `manifest`, `policy`.
     pub gated_by: Vec<String>,
+    /// When the call is denied by `timeout` unless a human decided first
+    /// (RFC 3339); absent when the approval may wait forever.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
 }
 
 /// `TOOL_APPROVAL_GRANTED`.

@@ -23,6 +23,9 @@ pub struct TurnLimits {
     pub max_payload_bytes: usize,
     /// Events in one `read-history` page.
     pub max_history_page: usize,
+    /// How long an approval may wait before it is denied by `timeout`:
+    /// the manifest's, else the operator's default; `None` waits forever.
+    pub approval_timeout: Option<Duration>,
 }
 
 /// A limit the manifest may set: its default and the server's maximum.
@@ -53,7 +56,11 @@ pub const MAX_EVENTS: Bound = Bound {
     max: 1_000_000,
 };
 
-/// Every limit the manifest may set.
+/// The longest `limits.approval_timeout_secs` (30 days); unset, an
+/// approval waits for the operator's `--approval-timeout`, or forever.
+pub const APPROVAL_TIMEOUT_MAX_SECS: u64 = 30 * 24 * 3600;
+
+/// Every per-turn limit the manifest may set.
 pub const BOUNDS: [&Bound; 4] = [&WALL_CLOCK_SECS, &CPU_FUEL, &MEMORY_MB, &MAX_EVENTS];
 
 impl Default for TurnLimits {
@@ -76,6 +83,8 @@ impl TurnLimits {
             max_message_bytes: 1 << 20,
             max_payload_bytes: 256 << 10,
             max_history_page: 1000,
+            approval_timeout: (record.approval_timeout_secs)
+                .map(|secs| Duration::from_secs(secs.min(APPROVAL_TIMEOUT_MAX_SECS))),
         }
     }
 }

@@ -53,6 +53,25 @@ use crate::store::{SessionRecord, SessionStatus, Store, StoreError, TurnTicket, 
 /// Turns running at once by default; the rest wait for a slot.
 pub const DEFAULT_MAX_CONCURRENT_TURNS: usize = 256;
 
+/// The operator's settings for turns (`serve` flags).
+#[derive(Debug, Clone, Copy)]
+pub struct TurnSettings {
+    /// Turns running at once; the rest wait for a slot.
+    pub max_concurrent: usize,
+    /// How long an approval may wait when the deployment's manifest does
+    /// not say (`limits.approval_timeout_secs`); `None`: forever.
+    pub approval_timeout: Option<Duration>,
+}
+
+impl Default for TurnSettings {
+    fn default() -> Self {
+        TurnSettings {
+            max_concurrent: DEFAULT_MAX_CONCURRENT_TURNS,
+            approval_timeout: None,
+        }
+    }
+}
+
 /// How long `cancel` waits for the cancelled turn's ending to be committed.
 pub const CANCEL_WAIT: Duration = Duration::from_secs(10);
 
@@ -99,6 +118,8 @@ pub struct Runtime {
     active: Arc<AtomicUsize>,
     /// The turns this host runs, for cancels.
     controls: Arc<Controls>,
+    /// The operator's default for `TurnLimits::approval_timeout`.
+    approval_timeout: Option<Duration>,
     /// False once shutdown began: no new turn starts.
     accepting: AtomicBool,
     outbound: OutboundPolicy,
@@ -112,11 +133,12 @@ impl Runtime {
         store: Store,
         writer: WriterHandle,
         vault: Arc<Vault>,
-        max_concurrent_turns: usize,
+        turns: TurnSettings,
         outbound: OutboundPolicy,
         compile_cache: Option<&std::path::Path>,
     ) -> anyhow::Result<Arc<Runtime>> {
         let wasm = |e: wasmtime::Error| anyhow::anyhow!("{e:#}");
+        let max_concurrent_turns = turns.max_concurrent;
         let slots = u32::try_from(max_concurrent_turns.max(1))
             .unwrap_or(u32::MAX)
             .saturating_add(16);
@@ -156,6 +178,7 @@ impl Runtime {
             vault,
             active: Arc::default(),
             controls: Arc::default(),
+            approval_timeout: turns.approval_timeout,
             accepting: AtomicBool::new(true),
             outbound,
             compile_cache: cache,
@@ -304,7 +327,8 @@ impl Runtime {
             .ok_or(RuntimeError::UnknownDeployment(deployment))?;
         let gates = Arc::new(Gates::from_record(&record));
         let secrets: Arc<[String]> = record.secrets.clone().into();
-        let limits = TurnLimits::from_record(&record.limits);
+        let mut limits = TurnLimits::from_record(&record.limits);
+        limits.approval_timeout = limits.approval_timeout.or(self.approval_timeout);
         let outbound = self.outbound.effective(&record.outbound).into();
         let engine = self.engine.clone();
         let data_dir = self.data_dir.clone();

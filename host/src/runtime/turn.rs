@@ -323,12 +323,17 @@ async fn suspended(
     let mut events = ctx.close_outbound();
     events.extend(ctx.close_open_messages(false));
     let call = &suspension.call;
+    // The deadline is journaled, so it holds across restarts (`expiry.rs`).
+    let expires_at = (ctx.limits.approval_timeout)
+        .and_then(|wait| std::time::SystemTime::now().checked_add(wait))
+        .map(|at| humantime::format_rfc3339_millis(at).to_string());
     events.push(NewEvent::of(&payloads::ToolApprovalRequired {
         tool_call_id: call.tool_call_id.clone(),
         name: call.name.clone(),
         arguments: call.arguments.clone(),
         reason: suspension.reason.clone(),
         gated_by: suspension.gated_by.iter().map(|g| g.to_string()).collect(),
+        expires_at: expires_at.clone(),
     }));
     let pending = PendingApproval {
         call: suspension.call,
@@ -337,6 +342,7 @@ async fn suspended(
         step: suspension.step,
         input: ticket.input.clone(),
         event_seq: 0,
+        expires_at,
     };
     (
         events,

@@ -98,6 +98,9 @@ pub struct LimitsRecord {
     pub memory_mb: Option<u64>,
     #[serde(default)]
     pub max_events: Option<u64>,
+    /// How long an approval may wait before it is denied by `timeout`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_timeout_secs: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -196,6 +199,9 @@ pub struct PendingApproval {
     /// The seq of the TOOL_APPROVAL_REQUIRED event.
     #[serde(default)]
     pub event_seq: u64,
+    /// When the call is denied by `timeout` unless a human decided (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]

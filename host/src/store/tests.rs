@@ -291,6 +291,7 @@ async fn a_resumed_turn_that_started_is_never_run_again() {
         step: vec![call],
         input: json!("delete x"),
         event_seq: 0,
+        expires_at: None,
     };
     writer
         .finish_turn(
