@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::runtime::limits::{BOUNDS, CPU_FUEL, MAX_EVENTS, MEMORY_MB, WALL_CLOCK_SECS};
+use crate::runtime::valid_tool_name;
 use crate::store::LimitsRecord;
 
 /// Largest manifest accepted, in bytes.
@@ -240,14 +241,6 @@ impl Manifest {
             .map(|(name, _)| name.clone())
             .collect()
     }
-}
-
-/// A tool name: 1 to 64 ASCII letters, digits, `_` or `-`.
-pub fn valid_tool_name(name: &str) -> bool {
-    (1..=64).contains(&name.len())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
 pub fn valid_slug(slug: &str) -> bool {
