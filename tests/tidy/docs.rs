@@ -45,27 +45,34 @@ pub fn missing_paths(doc: &str) -> Vec<String> {
     let doc_path = root.join(doc);
     let doc_dir = doc_path.parent().unwrap_or(&root).to_path_buf();
     let text = read(&doc_path);
-    let mut missing = Vec::new();
+    // The prose: fenced code blocks blanked, line numbers kept.
     let mut fenced = false;
-    for (n, line) in text.lines().enumerate() {
-        if line.trim_start().starts_with("```") {
-            fenced = !fenced;
-            continue;
+    let prose: Vec<&str> = (text.lines())
+        .map(|line| {
+            let fence = line.trim_start().starts_with("```");
+            fenced ^= fence;
+            if fence || fenced { "" } else { line }
+        })
+        .collect();
+    let prose = prose.join("\n");
+    let mut missing = Vec::new();
+    // Backticked spans (the odd pieces between backticks), which may wrap.
+    let mut offset = 0;
+    for (k, span) in prose.split('`').enumerate() {
+        let line = prose[..offset].matches('\n').count() + 1;
+        offset += span.len() + 1;
+        let span = span.trim();
+        if k % 2 == 1
+            && is_path(span, &doc_dir)
+            && !root.join(span).exists()
+            && !doc_dir.join(span).exists()
+        {
+            missing.push(format!(
+                "{doc}:{line}: `{span}` names no file or directory. Fix: point it at the path that exists now (paths are relative to the repository's root), or drop it; if it is not a path, write it without backticks."
+            ));
         }
-        if fenced {
-            continue;
-        }
-        // `spans`: the odd pieces between backticks.
-        for span in line.split('`').skip(1).step_by(2) {
-            let span = span.trim();
-            if is_path(span, &doc_dir) && !root.join(span).exists() && !doc_dir.join(span).exists()
-            {
-                missing.push(format!(
-                    "{doc}:{}: `{span}` names no file or directory. Fix: point it at the path that exists now (paths are relative to the repository's root), or drop it; if it is not a path, write it without backticks.",
-                    n + 1
-                ));
-            }
-        }
+    }
+    for (n, line) in prose.lines().enumerate() {
         // Links: [text](target), relative to the document.
         for piece in line.split("](").skip(1) {
             let Some(target) = piece.split(')').next() else {
