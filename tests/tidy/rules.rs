@@ -47,11 +47,12 @@ pub fn read_rules() -> Result<Vec<(Rule, String)>, Vec<String>> {
         }
         if let Some(text) = line.strip_prefix("- ") {
             bullets.push((n + 1, text.trim().to_string()));
-        } else if line.starts_with("  ") && !line.trim().is_empty() {
-            if let Some((_, text)) = bullets.last_mut() {
-                text.push(' ');
-                text.push_str(line.trim());
-            }
+        } else if line.starts_with("  ")
+            && !line.trim().is_empty()
+            && let Some((_, text)) = bullets.last_mut()
+        {
+            text.push(' ');
+            text.push_str(line.trim());
         }
     }
     let (mut rules, mut errors) = (Vec::new(), Vec::new());
