@@ -6,17 +6,12 @@
 //! engine and linker); only `instantiate_and_describe` repeats the few lines
 //! of `Store` setup that `runtime::prepare` and `runtime::turn` do.
 
-use std::convert::Infallible;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::body::Bytes;
-use axum::response::IntoResponse;
-use axum::response::sse::{Event, Sse};
 use wasmtime::component::Component;
 
-use crate::journal::StoredEvent;
 use crate::runtime::bindings::AgentPre;
 use crate::runtime::limits::{DESCRIBE_DEADLINE, DESCRIBE_FUEL, DESCRIBE_MEMORY};
 use crate::runtime::outbound::OutboundPolicy;
@@ -25,22 +20,12 @@ use crate::runtime::{Runtime, TurnSettings};
 use crate::secrets::{MasterKey, Vault};
 use crate::store::{Store, Writer};
 
-/// The SSE event `GET /sessions/{id}/events` sends for `event`
-/// (`api::events::frame`). axum writes the frame's bytes as the event is
-/// built, so this is the encoding itself.
-pub fn sse_frame(event: &StoredEvent) -> Event {
-    crate::api::events::frame(event)
-}
-
-/// The bytes of that frame as they leave in the response body: the frame
-/// passed through axum's `Sse` body, as the event stream does.
-pub fn sse_frame_bytes(event: &StoredEvent) -> Result<Bytes, axum::Error> {
-    let frame = crate::api::events::frame(event);
-    let body = Sse::new(futures::stream::iter([Ok::<_, Infallible>(frame)]))
-        .into_response()
-        .into_body();
-    futures::executor::block_on(axum::body::to_bytes(body, usize::MAX))
-}
+/// The SSE event `GET /sessions/{id}/events` sends for an event
+/// (`api::events::frame`; axum writes the frame's bytes as the event is
+/// built, so this is the encoding itself), and its bytes as they leave in
+/// the response body (`api::events::frame_bytes`). Re-exported: only the
+/// API layer names the HTTP types.
+pub use crate::api::events::{frame as sse_frame, frame_bytes as sse_frame_bytes};
 
 /// A `Runtime` as the server makes it (so its engine comes from
 /// `runtime::engine::new_engine`, with its epoch ticker running), over a

@@ -7,7 +7,8 @@ use anyhow::Context;
 use clap::Parser;
 
 use agenthost::cli::{Cli, Command, DeployOptions, ServeArgs, bench, build, deploy, keys};
-use agenthost::server::{ServeOptions, Server, write_secret_file};
+use agenthost::server::{ServeOptions, Server};
+use agenthost::util::write_secret_file;
 
 /// The server allocates per event (journal encoding, fan-out to streams);
 /// mimalloc's thread-local free lists beat glibc malloc there (BENCHMARKS.md).

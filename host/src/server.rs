@@ -250,7 +250,7 @@ async fn load_keys(
         writer.put_api_key(minted.record.clone()).await?;
         keys.insert(&minted.record);
         let path = options.data_dir.join("bootstrap-key");
-        write_secret_file(&path, &minted.secret)?;
+        crate::util::write_secret_file(&path, &minted.secret)?;
         println!(
             "Minted a platform API key (shown once; also saved to {}):\n  {}",
             path.display(),
@@ -274,29 +274,6 @@ fn make_durable_dirs(data_dir: &Path) -> anyhow::Result<()> {
     dirs.extend(data_dir.parent().map(Path::to_path_buf));
     for dir in dirs.iter().filter(|d| !d.as_os_str().is_empty()) {
         crate::util::sync_dir(dir).with_context(|| format!("cannot sync {}", dir.display()))?;
-    }
-    Ok(())
-}
-
-/// Writes a file readable only by its owner.
-pub fn write_secret_file(path: &Path, secret: &str) -> anyhow::Result<()> {
-    use std::io::Write;
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    let mut file = options
-        .open(path)
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    file.write_all(secret.as_bytes())?;
-    file.write_all(b"\n")?;
-    file.sync_all()?;
-    if let Some(parent) = path.parent() {
-        crate::util::sync_dir(parent)
-            .with_context(|| format!("cannot sync {}", parent.display()))?;
     }
     Ok(())
 }

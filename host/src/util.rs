@@ -1,5 +1,7 @@
 //! Small helpers shared across modules.
 
+use anyhow::Context;
+
 /// Truncates `s` to at most `max` bytes, on a character boundary.
 pub fn truncate_utf8(s: &mut String, max: usize) {
     if s.len() <= max {
@@ -16,6 +18,29 @@ pub fn truncate_utf8(s: &mut String, max: usize) {
 /// `fsync` of the file alone does not cover its name after a power cut.
 pub fn sync_dir(dir: &std::path::Path) -> std::io::Result<()> {
     std::fs::File::open(dir)?.sync_all()
+}
+
+/// Writes a file readable only by its owner (mode 0600), durably: the file
+/// and its directory entry are synced (the master key, a minted key).
+pub fn write_secret_file(path: &std::path::Path, secret: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options
+        .open(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    file.write_all(secret.as_bytes())?;
+    file.write_all(b"\n")?;
+    file.sync_all()?;
+    if let Some(parent) = path.parent() {
+        sync_dir(parent).with_context(|| format!("cannot sync {}", parent.display()))?;
+    }
+    Ok(())
 }
 
 /// Raises the soft open-file limit to the hard one: every open stream is a

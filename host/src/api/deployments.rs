@@ -8,7 +8,8 @@ use tokio::io::AsyncWriteExt;
 use super::extract::{Json, Multipart, Path};
 use super::views::DeploymentView;
 use super::{ApiError, AppState, BUNDLE_BODY_LIMIT};
-use crate::build::manifest::{MAX_MANIFEST_BYTES, Manifest, valid_tool_name};
+use crate::build::manifest::{MAX_MANIFEST_BYTES, Manifest};
+use crate::runtime::valid_tool_name;
 use crate::store::{BuildOutcome, DeploymentRecord, NewDeployment};
 
 pub async fn create(

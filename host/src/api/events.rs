@@ -97,8 +97,19 @@ async fn read_chunk(
         .await?)
 }
 
-pub(crate) fn frame(event: &StoredEvent) -> Event {
+pub fn frame(event: &StoredEvent) -> Event {
     Event::default().id(event.id.to_string()).data(&*event.json)
+}
+
+/// The bytes of `frame(event)` as they leave in the response body: the
+/// frame passed through axum's `Sse` body, as the stream sends it. For the
+/// benchmarks (`bench_api`), which time the encoding itself.
+#[doc(hidden)]
+pub fn frame_bytes(event: &StoredEvent) -> Result<axum::body::Bytes, axum::Error> {
+    let body = Sse::new(futures::stream::iter([Ok::<_, Infallible>(frame(event))]))
+        .into_response()
+        .into_body();
+    futures::executor::block_on(axum::body::to_bytes(body, usize::MAX))
 }
 
 fn is_session_end(event: &StoredEvent) -> bool {

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::runtime::limits::{
     APPROVAL_TIMEOUT_MAX_SECS, BOUNDS, CPU_FUEL, MAX_EVENTS, MEMORY_MB, WALL_CLOCK_SECS,
 };
+use crate::runtime::valid_tool_name;
 use crate::store::LimitsRecord;
 
 /// Largest manifest accepted, in bytes.
@@ -252,14 +253,6 @@ impl Manifest {
             .map(|(name, _)| name.clone())
             .collect()
     }
-}
-
-/// A tool name: 1 to 64 ASCII letters, digits, `_` or `-`.
-pub fn valid_tool_name(name: &str) -> bool {
-    (1..=64).contains(&name.len())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
 pub fn valid_slug(slug: &str) -> bool {

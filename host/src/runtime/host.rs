@@ -140,7 +140,7 @@ impl Host for State {
                 let message = format!("tool call id `{id}` is used twice");
                 return Ok(Err(turn.fail(TurnErrorKind::InvalidOrder, message)));
             }
-            if !crate::build::manifest::valid_tool_name(&call.name) {
+            if !super::valid_tool_name(&call.name) {
                 let message = format!(
                     "tool call `{id}` names no valid tool (1 to 64 letters, digits, _ or -)"
                 );

@@ -35,7 +35,7 @@ use wasmtime::component::Linker;
 
 pub use artifacts::{deployment_dir, sha256_hex};
 pub use error::RuntimeError;
-pub use prepare::{PrepareError, Prepared};
+pub use prepare::{PrepareError, Prepared, valid_tool_name};
 pub use redact::Redactor;
 
 use bindings::AgentPre;

@@ -12,8 +12,17 @@ use super::bindings::{AgentPre, Description, GUEST_EXPORT};
 use super::limits::{DESCRIBE_DEADLINE, DESCRIBE_FUEL, DESCRIBE_MEMORY};
 use super::state::{State, apply_limits};
 use super::{Runtime, RuntimeError, artifacts};
-use crate::build::manifest::valid_tool_name;
 use crate::store::{AgentDescription, Artifact, ToolInfo};
+
+/// A tool name: 1 to 64 ASCII letters, digits, `_` or `-`. One rule for
+/// every place a tool is named: `describe`, a turn's tool calls, the
+/// manifest's `[tools.<name>]` and the approval policy.
+pub fn valid_tool_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
 
 /// Why a component cannot be deployed; each message stands on its own.
 #[derive(Debug, thiserror::Error)]

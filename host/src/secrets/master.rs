@@ -24,7 +24,7 @@ impl MasterKey {
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
                 let mut key = [0u8; 32];
                 rand::rng().fill_bytes(&mut key);
-                crate::server::write_secret_file(&path, &hex::encode(key))?;
+                crate::util::write_secret_file(&path, &hex::encode(key))?;
                 tracing::info!(path = %path.display(), "generated a master key");
                 Ok(MasterKey(key))
             }

@@ -1,0 +1,77 @@
+//! The tidy test: cheap checks that the code keeps the shape the maps
+//! describe (rust-analyzer's `xtask/src/tidy.rs` is the model). Run by
+//! `cargo test --workspace`, so by `scripts/test`; alone with
+//! `cargo test -p agenthost --test tidy`. What it checks is listed in
+//! ARCHITECTURE.md (`## Layering`, read from there) and tests/README.md.
+
+mod docs;
+mod rules;
+mod source;
+
+use source::{files, read, rel, root};
+
+fn fail_if_any(what: &str, problems: Vec<String>) {
+    assert!(
+        problems.is_empty(),
+        "{what}: {} problem(s)\n\n{}\n",
+        problems.len(),
+        problems.join("\n\n")
+    );
+}
+
+/// Every Rust file of the host, the SDK, the examples and the tests opens
+/// with a `//!` line saying what it owns.
+#[test]
+fn every_rust_file_opens_with_a_doc_line() {
+    let root = root();
+    let mut problems = Vec::new();
+    for dir in ["host", "guest-sdk", "examples", "tests"] {
+        for path in files(&root.join(dir), ".rs") {
+            let text = read(&path);
+            if !text.lines().next().is_some_and(|l| l.starts_with("//!")) {
+                problems.push(format!(
+                    "{}: the file does not open with a `//!` line. Fix: make its first line `//! <what this file owns>` (CONTRIBUTING.md).",
+                    rel(&path)
+                ));
+            }
+        }
+    }
+    fail_if_any("files without their `//!` line", problems);
+}
+
+/// Every path ARCHITECTURE.md, CONTRIBUTING.md and tests/README.md name
+/// exists.
+#[test]
+fn every_path_the_maps_name_exists() {
+    let problems = docs::MAPS
+        .iter()
+        .flat_map(|doc| docs::missing_paths(doc))
+        .collect();
+    fail_if_any("paths named in the maps that do not exist", problems);
+}
+
+/// tests/README.md names every test file, fixture and host test module.
+#[test]
+fn the_test_catalogue_names_every_test_file() {
+    let catalogue = read(&root().join("tests/README.md"));
+    let problems = (docs::test_files().into_iter())
+        .filter(|path| !catalogue.contains(&format!("`{path}`")))
+        .map(|path| format!(
+            "tests/README.md does not name `{path}`. Fix: add one line for it, in backticks, under its heading (what it tests)."
+        ))
+        .collect();
+    fail_if_any("test files missing from tests/README.md", problems);
+}
+
+/// The layering rules of ARCHITECTURE.md hold in host/src.
+#[test]
+fn the_layering_rules_hold() {
+    let rules = match rules::read_rules() {
+        Ok(rules) => rules,
+        Err(problems) => return fail_if_any("unreadable layering rules", problems),
+    };
+    let problems = (rules.iter())
+        .flat_map(|(rule, text)| rules::check(rule, text))
+        .collect();
+    fail_if_any("broken layering rules", problems);
+}
