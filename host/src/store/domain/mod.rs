@@ -11,6 +11,7 @@ mod keys;
 mod recovery;
 mod secrets;
 mod sessions;
+mod threads;
 
 use serde_json::Value;
 use uuid::Uuid;
@@ -24,6 +25,8 @@ pub use recovery::Recovery;
 pub(super) use secrets::{DeleteSecret, PutSecret};
 pub use sessions::input_text;
 pub(super) use sessions::{Append, CreateSession, Decide, FinishTurn, PostInput};
+pub use threads::ThreadTurn;
+pub(super) use threads::{DecideAt, OpenThread};
 
 /// A deployment to register (the writer assigns the version).
 #[derive(Debug, Clone)]

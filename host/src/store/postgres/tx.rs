@@ -311,6 +311,35 @@ impl WriteTx for PgTx<'_> {
         Ok(())
     }
 
+    fn thread_session(
+        &mut self,
+        app: Uuid,
+        route: &str,
+        thread: &str,
+    ) -> Result<Option<Uuid>, StoreError> {
+        let rows = self.query(
+            "SELECT session_id FROM threads WHERE app_id = $1 AND route = $2 AND thread_id = $3",
+            &[&app, &route, &thread],
+        )?;
+        rows.first()
+            .map(|row| row.try_get(0).map_err(corrupt))
+            .transpose()
+    }
+
+    fn put_thread(
+        &mut self,
+        app: Uuid,
+        route: &str,
+        thread: &str,
+        session: Uuid,
+    ) -> Result<(), StoreError> {
+        self.execute(
+            "INSERT INTO threads (app_id, route, thread_id, session_id) VALUES ($1, $2, $3, $4)",
+            &[&app, &route, &thread, &session],
+        )?;
+        Ok(())
+    }
+
     fn app(&mut self, id_or_slug: &str) -> Result<Option<AppRecord>, StoreError> {
         match Uuid::parse_str(id_or_slug) {
             Ok(id) => self.one("SELECT record FROM apps WHERE id = $1", &[&id]),

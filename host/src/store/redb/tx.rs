@@ -201,6 +201,31 @@ impl WriteTx for RedbTx<'_> {
         Ok(())
     }
 
+    fn thread_session(
+        &mut self,
+        app: Uuid,
+        route: &str,
+        thread: &str,
+    ) -> Result<Option<Uuid>, StoreError> {
+        let table = self.txn.open_table(tables::THREADS).map_err(storage)?;
+        let session = table.get((app.as_u128(), route, thread)).map_err(storage)?;
+        Ok(session.map(|v| Uuid::from_u128(v.value())))
+    }
+
+    fn put_thread(
+        &mut self,
+        app: Uuid,
+        route: &str,
+        thread: &str,
+        session: Uuid,
+    ) -> Result<(), StoreError> {
+        let mut table = self.txn.open_table(tables::THREADS).map_err(storage)?;
+        table
+            .insert((app.as_u128(), route, thread), session.as_u128())
+            .map_err(storage)?;
+        Ok(())
+    }
+
     fn app(&mut self, id_or_slug: &str) -> Result<Option<AppRecord>, StoreError> {
         let id = match Uuid::parse_str(id_or_slug) {
             Ok(id) => id,
