@@ -75,6 +75,8 @@ fn request(
         path.replace("{id}", "mine")
     } else if path.starts_with("/deployments/") {
         path.replace("{id}", deployment)
+    } else if path.starts_with("/ag-ui/") {
+        path.replace("{app}", "mine").replace("{route}", "chat")
     } else if path.starts_with("/api-keys/") {
         path.replace("{id}", "0000000000000000")
     } else {
@@ -84,6 +86,10 @@ fn request(
         ("POST", "/sessions") => json!({"app": "mine", "route": "/chat", "input": "hi"}),
         ("POST", "/sessions/{id}/input") => json!({"input": "again"}),
         ("POST", "/sessions/{id}/approval") => json!({"approved": true}),
+        ("POST", "/ag-ui/{app}/{route}") => json!({
+            "threadId": "matrix", "runId": "matrix",
+            "messages": [{"id": "m", "role": "user", "content": "hi"}],
+        }),
         ("POST", "/api-keys") => json!({"class": "platform", "name": "matrix"}),
         ("PUT", _) => json!({"value": "matrix value"}),
         _ => json!({}),

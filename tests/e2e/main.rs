@@ -2,6 +2,7 @@
 //! a real redb file in a temp dir, real components built from `examples/`
 //! and `tests/fixtures/`.
 
+mod agui;
 mod api_fuzz;
 mod approvals;
 mod assistant;

@@ -5,6 +5,9 @@
 //! never held across an await), then tails the hub, dropping by seq what
 //! replay already sent. A gap or a lagged subscription re-reads redb. The
 //! stream ends after SESSION_ENDED, and on server shutdown.
+//!
+//! `?format=ag-ui` sends the same journal as AG-UI events (`api::agui`),
+//! with the same exact resumption; an AG-UI run's response is made here too.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -20,7 +23,7 @@ use tokio::sync::broadcast::error::RecvError;
 use uuid::Uuid;
 
 use super::extract::{Path, Query};
-use super::{ApiError, AppState};
+use super::{ApiError, AppState, agui};
 use crate::journal::StoredEvent;
 use crate::keys::Principal;
 use crate::store::SessionStatus;
@@ -33,6 +36,8 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 #[derive(Deserialize)]
 pub struct EventsQuery {
     last_event_id: Option<String>,
+    /// `journal` (the default) or `ag-ui`.
+    format: Option<String>,
     /// A stream token; checked by `auth`, never logged.
     #[serde(default, rename = "token")]
     _token: Option<String>,
@@ -50,34 +55,104 @@ pub async fn stream(
         .get("last-event-id")
         .map(|v| v.to_str().unwrap_or("\u{fffd}").trim().to_string())
         .or(query.last_event_id);
+    let ag_ui = match query.format.as_deref() {
+        None | Some("journal") => false,
+        Some("ag-ui") => true,
+        Some(other) => {
+            return Err(ApiError::bad_request(
+                "invalid_query",
+                format!("unknown format `{other}`: use journal or ag-ui"),
+            ));
+        }
+    };
     let record = super::sessions::visible_session(&state, &principal, &id).await?;
     let session = record.id;
+    let ended = record.status == SessionStatus::Ended;
+    if ag_ui {
+        return agui_stream(state, session, ended, cursor, principal.key_id).await;
+    }
     let from = match cursor.as_deref() {
         None | Some("") => 0,
         Some(raw) => resume_point(&state, session, raw).await?,
     };
     let subscription = state.store.hub().subscribe(session);
     let first = read_chunk(&state, session, from).await?;
-    if first.is_empty() && record.status == SessionStatus::Ended {
+    if first.is_empty() && ended {
         // Nothing more will ever come: 204 tells an EventSource to stop reconnecting.
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
-    let events = frames(state, session, from, first, subscription, principal.key_id);
+    let framer = |event: &StoredEvent| (vec![frame(event)], is_session_end(event));
+    let events = frames(
+        state,
+        session,
+        from,
+        first,
+        subscription,
+        principal.key_id,
+        framer,
+    );
     Ok(Sse::new(events)
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
         .into_response())
 }
 
+/// The AG-UI form: the journal mapped from the start of the turn the
+/// client is in (to name its run), sending only the frames after its
+/// `Last-Event-ID` (an event id, or `<event id>:<n>`).
+async fn agui_stream(
+    state: AppState,
+    session: Uuid,
+    ended: bool,
+    cursor: Option<String>,
+    key_id: String,
+) -> Result<Response, ApiError> {
+    let after = match cursor.as_deref() {
+        None | Some("") => None,
+        Some(raw) => {
+            let (event, delivered) = agui::parse_frame_id(raw).ok_or_else(|| unknown_event(raw))?;
+            let next = resume_point(&state, session, &event.to_string()).await?;
+            Some(agui::Position {
+                seq: next - 1,
+                delivered,
+            })
+        }
+    };
+    let start = match after {
+        Some(p) => agui::turn_start(&state, session, p.seq).await?,
+        None => 0,
+    };
+    let next = after.map_or(0, agui::Position::next_seq);
+    if ended
+        && (state
+            .store
+            .read(move |s| s.events(session, next, 1))
+            .await?)
+            .is_empty()
+    {
+        // As the journal form: nothing more will ever come.
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    }
+    let subscription = state.store.hub().subscribe(session);
+    let first = read_chunk(&state, session, start).await?;
+    let framer = agui::journal_framer(session, after);
+    let events = frames(state, session, start, first, subscription, key_id, framer);
+    Ok(Sse::new(events)
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+        .into_response())
+}
+
+fn unknown_event(raw: &str) -> ApiError {
+    ApiError::bad_request(
+        "unknown_event_id",
+        format!(
+            "`{raw}` is not the id of an event of this session; reconnect without it to replay from the start"
+        ),
+    )
+}
+
 /// The seq to resume from: strictly after the event `raw` names.
 async fn resume_point(state: &AppState, session: Uuid, raw: &str) -> Result<u64, ApiError> {
-    let unknown = || {
-        ApiError::bad_request(
-            "unknown_event_id",
-            format!(
-                "`{raw}` is not the id of an event of this session; reconnect without it to replay from the start"
-            ),
-        )
-    };
+    let unknown = || unknown_event(raw);
     let event = Uuid::parse_str(raw).map_err(|_| unknown())?;
     let position = state.store.read(move |s| s.event_position(event)).await?;
     match position {
@@ -86,7 +161,7 @@ async fn resume_point(state: &AppState, session: Uuid, raw: &str) -> Result<u64,
     }
 }
 
-async fn read_chunk(
+pub(super) async fn read_chunk(
     state: &AppState,
     session: Uuid,
     from: u64,
@@ -116,13 +191,17 @@ fn is_session_end(event: &StoredEvent) -> bool {
     event.event_type() == "SESSION_ENDED"
 }
 
-fn frames(
+/// The stream of a session's events from `from` (`first`: the first
+/// chunk, already read), each made into frames by `framer`, which also says
+/// whether the stream ends after it.
+pub(super) fn frames(
     state: AppState,
     session: Uuid,
     from: u64,
     first: Vec<StoredEvent>,
     mut subscription: crate::store::Subscription,
     key_id: String,
+    mut framer: impl FnMut(&StoredEvent) -> (Vec<Event>, bool) + Send + 'static,
 ) -> impl Stream<Item = Result<Event, Infallible>> {
     let mut shutdown = state.shutdown.clone();
     let mut revocations = state.keys.revocations();
@@ -149,8 +228,11 @@ fn frames(
                     let full = chunk.len() == REPLAY_CHUNK;
                     for event in &chunk {
                         next = event.seq + 1;
-                        yield Ok(frame(event));
-                        if is_session_end(event) {
+                        let (out, end) = framer(event);
+                        for frame in out {
+                            yield Ok(frame);
+                        }
+                        if end {
                             return;
                         }
                     }
@@ -176,8 +258,11 @@ fn frames(
                     Ok(event) if event.seq < next => {}
                     Ok(event) if event.seq == next => {
                         next += 1;
-                        yield Ok(frame(&event));
-                        if is_session_end(&event) {
+                        let (out, end) = framer(&event);
+                        for frame in out {
+                            yield Ok(frame);
+                        }
+                        if end {
                             return;
                         }
                     }

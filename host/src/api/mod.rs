@@ -1,10 +1,12 @@
 //! The HTTP API (axum): the router built from the endpoint table
 //! (`table.rs`), auth, errors, logging; the typed bodies (`views.rs`) and
-//! the OpenAPI document made from both (`openapi.rs`).
+//! the OpenAPI document made from both (`openapi.rs`); the AG-UI binding
+//! (`agui/`).
 //!
 //! Only this module knows axum. Handlers translate HTTP to calls on the
 //! store, the writer, the runtime and the builder, and back.
 
+mod agui;
 mod approvals;
 mod apps;
 mod auth;

@@ -16,6 +16,7 @@ use utoipa::openapi::{
 };
 use utoipa::{PartialSchema, ToSchema};
 
+use super::agui::AgUiEvent;
 use super::views::ErrorBody;
 use super::{Access, Endpoint};
 use crate::journal::EventType;
@@ -55,8 +56,10 @@ pub enum Reply {
     /// No body (`204`).
     Empty,
     Json(SchemaFn),
-    /// `text/event-stream` of journal events.
+    /// `text/event-stream` of journal events (or, `?format=ag-ui`, AG-UI events).
     Events,
+    /// `text/event-stream` of AG-UI events (docs/ag-ui.md).
+    AgUiEvents,
     /// A file of the web console, or the metrics text, in this media type.
     Text(&'static str),
 }
@@ -195,9 +198,7 @@ fn operation(endpoint: &Endpoint, doc: &Doc, schemas: &mut Schemas) -> Operation
         let schema = match kind {
             Query::Text => text(),
             Query::Uuid => uuid(),
-            Query::EventId => text().pattern(Some(
-                "^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})?$",
-            )),
+            Query::EventId => text().pattern(Some(FRAME_ID_OR_EMPTY)),
             // Clamped to 1..=500 by the server.
             Query::Limit => ObjectBuilder::new()
                 .schema_type(Type::Integer)
@@ -257,11 +258,21 @@ fn operation(endpoint: &Endpoint, doc: &Doc, schemas: &mut Schemas) -> Operation
         ),
         Reply::Events => {
             event_schema(schemas);
+            schema::<AgUiEvent>(schemas);
             ResponseBuilder::new()
-                .description("The session's journal as Server-Sent Events: `id:` the event id, `data:` the event (docs/events.md)")
+                .description("The session's journal as Server-Sent Events: `id:` the event id, `data:` the event (docs/events.md); with `format=ag-ui`, AG-UI events (docs/ag-ui.md)")
                 .content(
                     "text/event-stream",
                     ContentBuilder::new().schema(Some(frame_schema(schemas))).build(),
+                )
+        }
+        Reply::AgUiEvents => {
+            schema::<AgUiEvent>(schemas);
+            ResponseBuilder::new()
+                .description("The run as AG-UI events over Server-Sent Events: `id:` resumable on the events endpoint with `format=ag-ui`, `data:` the event (docs/ag-ui.md)")
+                .content(
+                    "text/event-stream",
+                    ContentBuilder::new().schema(Some(agui_frame_schema(schemas))).build(),
                 )
         }
         Reply::Text(media) => ResponseBuilder::new().description("OK").content(
@@ -377,7 +388,12 @@ pub fn path_parameters(path: &str) -> Vec<String> {
 /// adds `contentSchema` (the `Event`) to `data`, which utoipa cannot write.
 fn frame_schema(schemas: &mut Schemas) -> RefOr<Schema> {
     let frame = ObjectBuilder::new()
-        .property("id", uuid())
+        .property(
+            "id",
+            text()
+                .pattern(Some(FRAME_ID))
+                .description(Some("The event's id; in the AG-UI form, `<event id>:<n>` for all but the last frame of an event")),
+        )
         .property(
             "event",
             ObjectBuilder::new()
@@ -389,7 +405,7 @@ fn frame_schema(schemas: &mut Schemas) -> RefOr<Schema> {
             ObjectBuilder::new()
                 .schema_type(Type::String)
                 .content_media_type("application/json")
-                .description(Some("The event: an `Event`")),
+                .description(Some("The event: an `Event`, or in the AG-UI form an `AgUiEvent`")),
         )
         .required("id")
         .required("data");
@@ -397,14 +413,51 @@ fn frame_schema(schemas: &mut Schemas) -> RefOr<Schema> {
     RefOr::Ref(Ref::from_schema_name(FRAME))
 }
 
+/// One SSE frame of an AG-UI run: `id:` as in the events endpoint's AG-UI
+/// form (absent on a RUN_ERROR refusing the run), `data:` an `AgUiEvent`.
+fn agui_frame_schema(schemas: &mut Schemas) -> RefOr<Schema> {
+    let frame = ObjectBuilder::new()
+        .property("id", text().pattern(Some(FRAME_ID)))
+        .property(
+            "event",
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .description(Some("Absent: the default `message`")),
+        )
+        .property(
+            "data",
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .content_media_type("application/json")
+                .description(Some("The event: an `AgUiEvent`")),
+        )
+        .required("data");
+    schemas.push((AGUI_FRAME.into(), frame.into()));
+    RefOr::Ref(Ref::from_schema_name(AGUI_FRAME))
+}
+
 const FRAME: &str = "EventFrame";
+const AGUI_FRAME: &str = "AgUiEventFrame";
+/// An event id, or an AG-UI frame id `<event id>:<n>`.
+const FRAME_ID: &str =
+    "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(:[0-9]+)?$";
+/// As `FRAME_ID`, or empty (from the start).
+const FRAME_ID_OR_EMPTY: &str =
+    "^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(:[0-9]+)?)?$";
 
 /// The document as JSON, with what utoipa cannot express added.
 pub fn to_json(document: &OpenApi) -> String {
     let mut value = serde_json::to_value(document).unwrap_or_default();
     let data = &mut value["components"]["schemas"][FRAME]["properties"]["data"];
     if data.is_object() {
-        data["contentSchema"] = serde_json::json!({"$ref": "#/components/schemas/Event"});
+        data["contentSchema"] = serde_json::json!({"oneOf": [
+            {"$ref": "#/components/schemas/Event"},
+            {"$ref": "#/components/schemas/AgUiEvent"},
+        ]});
+    }
+    let data = &mut value["components"]["schemas"][AGUI_FRAME]["properties"]["data"];
+    if data.is_object() {
+        data["contentSchema"] = serde_json::json!({"$ref": "#/components/schemas/AgUiEvent"});
     }
     value.to_string()
 }

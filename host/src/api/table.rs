@@ -12,8 +12,8 @@ use axum::routing::{MethodRouter, delete, get, post, put};
 
 use super::openapi::{self, Doc};
 use super::{
-    Access, AppState, BUNDLE_BODY_LIMIT, Endpoint, approvals, apps, console, controls, deployments,
-    events, health, keys, secrets, sessions, views,
+    Access, AppState, BUNDLE_BODY_LIMIT, Endpoint, agui, approvals, apps, console, controls,
+    deployments, events, health, keys, secrets, sessions, views,
 };
 
 /// Every endpoint of the API, in one table: the router is built from it,
@@ -76,6 +76,11 @@ pub(super) fn table() -> Vec<(Endpoint, Doc, MethodRouter<AppState>)> {
             "last_event_id",
             "Resume after this event id (as Last-Event-ID; empty: from the start)",
             Query::EventId,
+        ),
+        (
+            "format",
+            "`journal` (the default): the journal's events; `ag-ui`: the same as AG-UI events (docs/ag-ui.md)",
+            Query::OneOf(&["journal", "ag-ui"]),
         ),
     ];
     let health = Reply::Json(schema::<views::Health>);
@@ -206,6 +211,19 @@ pub(super) fn table() -> Vec<(Endpoint, Doc, MethodRouter<AppState>)> {
                 .query(EVENTS)
                 .errors(&[400, 404]),
             get(events::stream),
+        ),
+        row(
+            "POST",
+            "/ag-ui/{app}/{route}",
+            Session,
+            Doc::new(
+                "An AG-UI run on a thread (docs/ag-ui.md): its events (SSE)",
+                200,
+                Reply::AgUiEvents,
+            )
+            .body(Body::Json(schema::<agui::RunAgentInput>))
+            .errors(&[403, 404]),
+            post(agui::run),
         ),
         row(
             "POST",

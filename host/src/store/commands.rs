@@ -14,10 +14,10 @@ use uuid::Uuid;
 use super::StoreError;
 use super::batch::Batch;
 use super::domain::{
-    Activate, Append, BuildOutcome, CloseTurn, CreateDeployment, CreateSession, Decide, Decision,
-    DeleteApiKey, DeleteSecret, DeleteSession, EndSession, FinishBuild, FinishTurn, NewDeployment,
-    PostInput, PutApiKey, PutSecret, Recover, Recovery, SetArtifact, TouchApiKey, TurnOutcome,
-    TurnTicket,
+    Activate, Append, BuildOutcome, CloseTurn, CreateDeployment, CreateSession, Decide, DecideAt,
+    Decision, DeleteApiKey, DeleteSecret, DeleteSession, EndSession, FinishBuild, FinishTurn,
+    NewDeployment, OpenThread, PostInput, PutApiKey, PutSecret, Recover, Recovery, SetArtifact,
+    ThreadTurn, TouchApiKey, TurnOutcome, TurnTicket,
 };
 use super::outbox::{AppendAck, Outbox};
 use super::records::{ApiKeyRecord, Artifact, DeploymentRecord, SecretRecord, SessionRecord};
@@ -189,6 +189,44 @@ impl WriterHandle {
         self.call(PostInput {
             session,
             input,
+            boot,
+        })
+        .await
+    }
+
+    /// An AG-UI run's input on a thread: the next input of the thread's
+    /// session, or a new session on the thread's first run.
+    pub async fn open_thread(
+        &self,
+        app: String,
+        route: String,
+        thread: String,
+        input: Value,
+        boot: Uuid,
+    ) -> Result<ThreadTurn, StoreError> {
+        self.call(OpenThread {
+            app,
+            route,
+            thread,
+            input,
+            boot,
+        })
+        .await
+    }
+
+    /// Decides the pending approval whose TOOL_APPROVAL_REQUIRED is at
+    /// `approval_seq`, or refuses (409) when another one, or none, is pending.
+    pub async fn decide_at(
+        &self,
+        session: Uuid,
+        approval_seq: u64,
+        decision: Decision,
+        boot: Uuid,
+    ) -> Result<ThreadTurn, StoreError> {
+        self.call(DecideAt {
+            session,
+            approval_seq,
+            decision,
             boot,
         })
         .await

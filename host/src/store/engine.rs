@@ -97,6 +97,13 @@ pub trait Engine: Send + Sync + 'static {
     ) -> Result<Vec<ApprovalItem>, StoreError>;
     /// Every secret, sealed, by name.
     fn secrets(&self) -> Result<Vec<SecretRecord>, StoreError>;
+    /// The session an AG-UI thread of an app's route names, if it has one.
+    fn thread_session(
+        &self,
+        app: Uuid,
+        route: &str,
+        thread: &str,
+    ) -> Result<Option<Uuid>, StoreError>;
 
     /// Whether several hosts may share this engine.
     fn shared(&self) -> bool {
@@ -211,6 +218,21 @@ pub trait WriteTx {
     /// Indexes (`Some(seq of its TOOL_APPROVAL_REQUIRED)`) or un-indexes a
     /// session's pending approval.
     fn set_pending_approval(&mut self, session: Uuid, seq: Option<u64>) -> Result<(), StoreError>;
+    /// The session an AG-UI thread of an app's route names, if it has one.
+    fn thread_session(
+        &mut self,
+        app: Uuid,
+        route: &str,
+        thread: &str,
+    ) -> Result<Option<Uuid>, StoreError>;
+    /// Records that an AG-UI thread of an app's route names `session`.
+    fn put_thread(
+        &mut self,
+        app: Uuid,
+        route: &str,
+        thread: &str,
+        session: Uuid,
+    ) -> Result<(), StoreError>;
 
     fn app(&mut self, id_or_slug: &str) -> Result<Option<AppRecord>, StoreError>;
     /// Saves an app (`new`: also claims its slug).

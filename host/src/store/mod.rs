@@ -27,8 +27,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use commands::WriterHandle;
 pub use domain::{
-    BuildOutcome, Decision, NewDeployment, Recovery, TurnOutcome, TurnReason, TurnTicket,
-    input_text,
+    BuildOutcome, Decision, NewDeployment, Recovery, ThreadTurn, TurnOutcome, TurnReason,
+    TurnTicket, input_text,
 };
 pub use engine::{ApprovalItem, Engine, EventPosition, SessionFilter};
 pub use error::StoreError;

@@ -12,6 +12,7 @@ mod keys;
 mod recovery;
 mod secrets;
 mod sessions;
+mod threads;
 
 use serde_json::Value;
 use uuid::Uuid;
@@ -26,6 +27,8 @@ pub(super) use recovery::{CloseTurn, Recover};
 pub(super) use secrets::{DeleteSecret, PutSecret};
 pub use sessions::input_text;
 pub(super) use sessions::{Append, CreateSession, Decide, EndSession, FinishTurn, PostInput};
+pub use threads::ThreadTurn;
+pub(super) use threads::{DecideAt, OpenThread};
 
 /// A deployment to register (the writer assigns the version).
 #[derive(Debug, Clone)]

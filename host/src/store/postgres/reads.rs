@@ -238,6 +238,21 @@ impl Engine for PgEngine {
         Some(Box::new(self.hold(session)))
     }
 
+    fn thread_session(
+        &self,
+        app: Uuid,
+        route: &str,
+        thread: &str,
+    ) -> Result<Option<Uuid>, StoreError> {
+        let rows = self.rows(
+            "SELECT session_id FROM threads WHERE app_id = $1 AND route = $2 AND thread_id = $3",
+            &[&app, &route, &thread],
+        )?;
+        rows.first()
+            .map(|row| row.try_get(0).map_err(corrupt))
+            .transpose()
+    }
+
     fn write_engine(&self) -> Result<Box<dyn WriteEngine>, StoreError> {
         Ok(Box::new(PgWriter {
             config: self.config.clone(),

@@ -63,6 +63,15 @@ const MIGRATIONS: &[&str] = &[
         owner uuid NOT NULL,
         lease_expires timestamptz NOT NULL
     );",
+    // 3: the session each AG-UI thread names (`store::domain::threads`).
+    "CREATE TABLE threads (
+        app_id uuid NOT NULL,
+        route text NOT NULL,
+        thread_id text NOT NULL,
+        session_id uuid NOT NULL,
+        PRIMARY KEY (app_id, route, thread_id)
+    );
+    CREATE INDEX threads_session ON threads (session_id);",
 ];
 
 /// The schema version this binary writes.

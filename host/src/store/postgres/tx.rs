@@ -304,6 +304,7 @@ impl WriteTx for PgTx<'_> {
         for sql in [
             "DELETE FROM events WHERE session_id = $1",
             "DELETE FROM pending_approvals WHERE session_id = $1",
+            "DELETE FROM threads WHERE session_id = $1",
             "DELETE FROM sessions WHERE id = $1",
         ] {
             self.execute(sql, &[&id])?;
@@ -324,6 +325,35 @@ impl WriteTx for PgTx<'_> {
                 &[&session],
             )?,
         };
+        Ok(())
+    }
+
+    fn thread_session(
+        &mut self,
+        app: Uuid,
+        route: &str,
+        thread: &str,
+    ) -> Result<Option<Uuid>, StoreError> {
+        let rows = self.query(
+            "SELECT session_id FROM threads WHERE app_id = $1 AND route = $2 AND thread_id = $3",
+            &[&app, &route, &thread],
+        )?;
+        rows.first()
+            .map(|row| row.try_get(0).map_err(corrupt))
+            .transpose()
+    }
+
+    fn put_thread(
+        &mut self,
+        app: Uuid,
+        route: &str,
+        thread: &str,
+        session: Uuid,
+    ) -> Result<(), StoreError> {
+        self.execute(
+            "INSERT INTO threads (app_id, route, thread_id, session_id) VALUES ($1, $2, $3, $4)",
+            &[&app, &route, &thread, &session],
+        )?;
         Ok(())
     }
 

@@ -231,6 +231,18 @@ impl Engine for RedbEngine {
         Ok(out)
     }
 
+    fn thread_session(
+        &self,
+        app: Uuid,
+        route: &str,
+        thread: &str,
+    ) -> Result<Option<Uuid>, StoreError> {
+        let txn = self.db.begin_read().map_err(storage)?;
+        let table = txn.open_table(tables::THREADS).map_err(storage)?;
+        let session = table.get((app.as_u128(), route, thread)).map_err(storage)?;
+        Ok(session.map(|v| Uuid::from_u128(v.value())))
+    }
+
     fn write_engine(&self) -> Result<Box<dyn WriteEngine>, StoreError> {
         Ok(self.write_side())
     }

@@ -31,6 +31,9 @@ pub const SECRETS: TableDefinition<&str, &[u8]> = TableDefinition::new("secrets_
 /// key id → ApiKeyRecord (JSON).
 pub const API_KEYS: TableDefinition<&str, &[u8]> = TableDefinition::new("api_keys_v1");
 
+/// (app id, route, AG-UI thread id) → session id (`store::domain::threads`).
+pub const THREADS: TableDefinition<(u128, &str, &str), u128> = TableDefinition::new("threads_v1");
+
 /// Makes sure every table exists.
 pub(super) fn create_all(db: &Database) -> Result<(), StoreError> {
     let txn = db.begin_write().map_err(storage)?;
@@ -45,6 +48,7 @@ pub(super) fn create_all(db: &Database) -> Result<(), StoreError> {
         txn.open_table(API_KEYS).map_err(storage)?;
         txn.open_table(PENDING_APPROVALS).map_err(storage)?;
         txn.open_table(SECRETS).map_err(storage)?;
+        txn.open_table(THREADS).map_err(storage)?;
     }
     txn.commit().map_err(storage)
 }

@@ -217,6 +217,17 @@ impl WriteTx for RedbTx<'_> {
         self.events
             .retain_in((key, 0)..=(key, u64::MAX), |_, _| false)
             .map_err(storage)?;
+        // The AG-UI threads that name it: all under its app and route.
+        if let Some(record) = self.get_json::<SessionRecord>(tables::SESSIONS, id)? {
+            let (app, route) = (record.app_id.as_u128(), record.route.as_str());
+            // The smallest route after `route`: every key of `route` sorts before it.
+            let next = format!("{route}\0");
+            let mut threads = self.txn.open_table(tables::THREADS).map_err(storage)?;
+            (threads.retain_in((app, route, "")..(app, next.as_str(), ""), |_, session| {
+                session != key
+            }))
+            .map_err(storage)?;
+        }
         let mut sessions = self.txn.open_table(tables::SESSIONS).map_err(storage)?;
         sessions.remove(key).map_err(storage)?;
         drop(sessions);
@@ -234,6 +245,31 @@ impl WriteTx for RedbTx<'_> {
             Some(seq) => index.insert(session.as_u128(), seq).map_err(storage)?,
             None => index.remove(session.as_u128()).map_err(storage)?,
         };
+        Ok(())
+    }
+
+    fn thread_session(
+        &mut self,
+        app: Uuid,
+        route: &str,
+        thread: &str,
+    ) -> Result<Option<Uuid>, StoreError> {
+        let table = self.txn.open_table(tables::THREADS).map_err(storage)?;
+        let session = table.get((app.as_u128(), route, thread)).map_err(storage)?;
+        Ok(session.map(|v| Uuid::from_u128(v.value())))
+    }
+
+    fn put_thread(
+        &mut self,
+        app: Uuid,
+        route: &str,
+        thread: &str,
+        session: Uuid,
+    ) -> Result<(), StoreError> {
+        let mut table = self.txn.open_table(tables::THREADS).map_err(storage)?;
+        table
+            .insert((app.as_u128(), route, thread), session.as_u128())
+            .map_err(storage)?;
         Ok(())
     }
 

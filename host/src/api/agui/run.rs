@@ -1,0 +1,240 @@
+//! `POST /ag-ui/{app}/{route}`: an AG-UI run on a thread. The thread's
+//! session (created on its first run) takes the newest user message as its
+//! next input, or `resume` decides the approval the previous run was
+//! interrupted on; the response streams that turn in AG-UI events, from its
+//! RUN_STARTED to its RUN_FINISHED or RUN_ERROR, then ends.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::Extension;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+
+use super::protocol::{
+    AgUiEvent, InputMessage, MAX_THREAD_ID, ResumeEntry, ResumeStatus, RunAgentInput, RunError,
+};
+use super::{Mapper, frames, parse_frame_id};
+use crate::api::extract::{Json, Path};
+use crate::api::{ApiError, AppState, events};
+use crate::journal::StoredEvent;
+use crate::keys::Principal;
+use crate::store::{Decision, StoreError, ThreadTurn};
+
+/// Keep-alive comment interval.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// Longest `approver` accepted (as `POST /sessions/{id}/approval`).
+const MAX_APPROVER: usize = 200;
+
+pub async fn run(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path((app, route)): Path<(String, String)>,
+    Json(input): Json<RunAgentInput>,
+) -> Result<Response, ApiError> {
+    state.refuse_if_shutting_down()?;
+    let length = input.thread_id.chars().count();
+    if length == 0 || length > MAX_THREAD_ID {
+        return Err(ApiError::unprocessable(
+            "invalid_body",
+            format!("`threadId` must be 1 to {MAX_THREAD_ID} characters"),
+        ));
+    }
+    // The route without its leading `/` (a `/` inside it as `%2F`).
+    let route = format!("/{route}");
+    let key = app.clone();
+    let app = (state.store.read(move |s| s.app(&key)).await?)
+        .filter(|app| principal.may_use_app(app.id))
+        .ok_or_else(|| ApiError::not_found("app_not_found", format!("app `{app}` not found")))?;
+    let started = match input.resume.as_deref() {
+        Some(entries) if !entries.is_empty() => {
+            if !principal.is_platform() {
+                return Err(ApiError::new(
+                    StatusCode::FORBIDDEN,
+                    "forbidden",
+                    "answering an interrupt decides an approval, which needs a platform key",
+                ));
+            }
+            let decision = decision(&principal, entries)?;
+            let (app_id, thread) = (app.id, input.thread_id.clone());
+            let route = route.clone();
+            let session = state
+                .store
+                .read(move |s| s.thread_session(app_id, &route, &thread))
+                .await?;
+            let Some(session) = session else {
+                return Ok(refusal(
+                    "unknown_interrupt",
+                    "this thread has no session, so no interrupt to answer",
+                ));
+            };
+            let interrupt = entries[0].interrupt_id.clone();
+            let position = match parse_frame_id(&interrupt) {
+                Some((id, None)) => state.store.read(move |s| s.event_position(id)).await?,
+                _ => None,
+            };
+            match position {
+                Some(p) if p.session == session => {
+                    state
+                        .writer
+                        .decide_at(session, p.seq, decision, state.boot_id)
+                        .await
+                }
+                _ => {
+                    return Ok(refusal(
+                        "unknown_interrupt",
+                        format!("`{interrupt}` is not an interrupt of this thread"),
+                    ));
+                }
+            }
+        }
+        _ => {
+            let text = newest_user_text(&input.messages)?;
+            state
+                .writer
+                .open_thread(
+                    app.id.to_string(),
+                    route,
+                    input.thread_id.clone(),
+                    Value::String(text),
+                    state.boot_id,
+                )
+                .await
+        }
+    };
+    let turn = match started {
+        Ok(turn) => turn,
+        // The thread's state refuses the run (a turn in progress, an
+        // approval pending, the session ended): AG-UI says so with RUN_ERROR.
+        Err(StoreError::Conflict(message)) => return Ok(refusal("conflict", message)),
+        Err(err) => return Err(err.into()),
+    };
+    Ok(stream(state, &principal, turn, input.thread_id, input.run_id).await)
+}
+
+/// Streams the turn from its TURN_STARTED to the end of its run.
+async fn stream(
+    state: AppState,
+    principal: &Principal,
+    turn: ThreadTurn,
+    thread_id: String,
+    run_id: String,
+) -> Response {
+    let ThreadTurn {
+        session,
+        ticket,
+        started_seq,
+    } = turn;
+    let session = session.id;
+    // Subscribed before the turn runs and before reading: nothing is missed.
+    let subscription = state.store.hub().subscribe(session);
+    state.runtime.schedule(ticket);
+    let first = match events::read_chunk(&state, session, started_seq).await {
+        Ok(first) => first,
+        Err(err) => return err.into_response(),
+    };
+    let mut mapper = Mapper::client(session, thread_id, run_id);
+    let framer = move |event: &StoredEvent| {
+        let mapped = mapper.map(event);
+        let end = mapped.iter().any(AgUiEvent::ends_run);
+        (frames(event, mapped, None), end)
+    };
+    let events = events::frames(
+        state,
+        session,
+        started_seq,
+        first,
+        subscription,
+        principal.key_id.clone(),
+        framer,
+    );
+    Sse::new(events)
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+        .into_response()
+}
+
+/// A run refused before it started: a stream of one RUN_ERROR.
+fn refusal(code: &str, message: impl Into<String>) -> Response {
+    let error = AgUiEvent::RunError(RunError {
+        message: message.into(),
+        code: code.into(),
+        metadata: None,
+    });
+    let frame: Result<Event, Infallible> = Ok(super::frame(&error));
+    Sse::new(futures::stream::iter([frame])).into_response()
+}
+
+/// The text of the newest user message: its content, or its text parts.
+fn newest_user_text(messages: &[InputMessage]) -> Result<String, ApiError> {
+    let none = || {
+        ApiError::unprocessable(
+            "no_user_message",
+            "`messages` has no user message with text: the newest one is the run's input",
+        )
+    };
+    let message = (messages.iter().rev())
+        .find(|m| m.role == "user")
+        .ok_or_else(none)?;
+    match &message.content {
+        Some(Value::String(text)) => Ok(text.clone()),
+        Some(Value::Array(parts)) => {
+            let texts: Vec<&str> = parts
+                .iter()
+                .filter(|part| part["type"] == "text")
+                .filter_map(|part| part["text"].as_str())
+                .collect();
+            if texts.is_empty() {
+                return Err(none());
+            }
+            Ok(texts.join("\n"))
+        }
+        _ => Err(none()),
+    }
+}
+
+/// The decision a `resume` carries: one entry, for the one interrupt a run
+/// ends with. `resolved` takes `{"approved": bool, "approver"?: string}`;
+/// `cancelled` denies.
+fn decision(principal: &Principal, entries: &[ResumeEntry]) -> Result<Decision, ApiError> {
+    let [entry] = entries else {
+        return Err(ApiError::unprocessable(
+            "invalid_body",
+            "`resume` answers the one interrupt a run ends with: give exactly one entry",
+        ));
+    };
+    let invalid = || {
+        ApiError::unprocessable(
+            "invalid_body",
+            format!(
+                "a `resolved` resume payload is {{\"approved\": bool, \"approver\"?: 1 to {MAX_APPROVER} bytes}}"
+            ),
+        )
+    };
+    let (approved, approver) = match entry.status {
+        ResumeStatus::Cancelled => (false, None),
+        ResumeStatus::Resolved => {
+            let payload = entry.payload.as_ref().ok_or_else(invalid)?;
+            let approved = payload["approved"].as_bool().ok_or_else(invalid)?;
+            let approver = match &payload["approver"] {
+                Value::Null => None,
+                Value::String(a) => {
+                    let a = a.trim();
+                    if a.is_empty() || a.len() > MAX_APPROVER {
+                        return Err(invalid());
+                    }
+                    Some(a.to_string())
+                }
+                _ => return Err(invalid()),
+            };
+            (approved, approver)
+        }
+    };
+    Ok(Decision {
+        approved,
+        approver: approver.unwrap_or_else(|| principal.name.clone()),
+        key_id: principal.key_id.clone(),
+    })
+}

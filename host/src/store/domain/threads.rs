@@ -1,0 +1,117 @@
+//! AG-UI threads: the session a thread names (one per app, route and
+//! thread id, created on the thread's first run), and the two ways a run
+//! on a thread starts a turn: a new input, or the decision on the pending
+//! approval. Each returns the seq of the turn's `TURN_STARTED`, where the
+//! run's events begin. The rules themselves are those of `sessions.rs`.
+
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::sessions::{CreateSession, Decide, PostInput};
+use super::{Decision, TurnTicket};
+use crate::store::StoreError;
+use crate::store::batch::Batch;
+use crate::store::commands::Op;
+use crate::store::records::SessionRecord;
+
+/// A turn a run on a thread started.
+#[derive(Debug, Clone)]
+pub struct ThreadTurn {
+    pub session: SessionRecord,
+    pub ticket: TurnTicket,
+    /// The seq of the turn's `TURN_STARTED`.
+    pub started_seq: u64,
+}
+
+/// A run's input on a thread: the thread's session takes it as its next
+/// input, or, on the thread's first run, is created with it (pinned to the
+/// app's current deployment, as `POST /sessions` does).
+pub(in crate::store) struct OpenThread {
+    pub app: String,
+    pub route: String,
+    pub thread: String,
+    pub input: Value,
+    pub boot: Uuid,
+}
+
+impl Op for OpenThread {
+    type Output = ThreadTurn;
+
+    fn apply(&mut self, batch: &mut Batch<'_>) -> Result<ThreadTurn, StoreError> {
+        let app =
+            (batch.tx.app(&self.app)?).ok_or_else(|| StoreError::not_found("app", &self.app))?;
+        if let Some(id) = batch.tx.thread_session(app.id, &self.route, &self.thread)? {
+            let started_seq = batch.session(id)?.next_seq;
+            let ticket = PostInput {
+                session: id,
+                input: self.input.clone(),
+                boot: self.boot,
+            }
+            .apply(batch)?;
+            let session = batch.session(id)?.record.clone();
+            return Ok(ThreadTurn {
+                session,
+                ticket,
+                started_seq,
+            });
+        }
+        let (session, ticket) = CreateSession {
+            app: app.id.to_string(),
+            route: self.route.clone(),
+            input: self.input.clone(),
+            boot: self.boot,
+        }
+        .apply(batch)?;
+        batch
+            .tx
+            .put_thread(app.id, &self.route, &self.thread, session.id)?;
+        // SESSION_CREATED is seq 0, the first TURN_STARTED seq 1.
+        Ok(ThreadTurn {
+            session,
+            ticket,
+            started_seq: 1,
+        })
+    }
+}
+
+/// The decision on a session's pending approval, taken only if the
+/// approval pending is the one whose `TOOL_APPROVAL_REQUIRED` is at
+/// `approval_seq` (the interrupt the client answers); 409 otherwise.
+pub(in crate::store) struct DecideAt {
+    pub session: Uuid,
+    pub approval_seq: u64,
+    pub decision: Decision,
+    pub boot: Uuid,
+}
+
+impl Op for DecideAt {
+    type Output = ThreadTurn;
+
+    fn session(&self) -> Option<Uuid> {
+        Some(self.session)
+    }
+
+    fn apply(&mut self, batch: &mut Batch<'_>) -> Result<ThreadTurn, StoreError> {
+        let row = batch.session(self.session)?;
+        let pending_seq = row.record.pending_approval.as_ref().map(|p| p.event_seq);
+        if pending_seq != Some(self.approval_seq) {
+            return Err(StoreError::Conflict(
+                "that interrupt is not pending: it was already answered, or the turn ended".into(),
+            ));
+        }
+        // The decision event, then the resumed turn's TURN_STARTED.
+        let started_seq = row.next_seq + 1;
+        let ticket = Decide {
+            session: self.session,
+            decision: self.decision.clone(),
+            boot: self.boot,
+        }
+        .apply(batch)?;
+        let session = batch.session(self.session)?.record.clone();
+        Ok(ThreadTurn {
+            session,
+            ticket,
+            started_seq,
+        })
+    }
+}
