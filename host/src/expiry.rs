@@ -37,10 +37,10 @@ async fn sweep(
     boot: uuid::Uuid,
 ) -> Result<(), StoreError> {
     let now = now_rfc3339();
-    let mut before = None;
+    let mut after = None;
     loop {
         let page = store
-            .read(move |s| s.pending_approvals(None, before, PAGE))
+            .read(move |s| s.pending_approvals(None, after, PAGE))
             .await?;
         for item in &page {
             let session = &item.session;
@@ -66,7 +66,7 @@ async fn sweep(
             }
         }
         match page.last() {
-            Some(last) if page.len() == PAGE => before = Some(last.session.id),
+            Some(last) if page.len() == PAGE => after = Some(last.event.id),
             _ => return Ok(()),
         }
     }

@@ -519,3 +519,46 @@ async fn an_approval_deadline_holds_across_a_restart() {
         "The deletion of a was denied by timeout. Records: a."
     );
 }
+
+#[tokio::test]
+async fn pending_approvals_are_listed_oldest_request_first_in_stable_pages() {
+    let (_dir, server) = ops_server().await;
+    // Sessions a, b, c are created in that order...
+    let mut sessions = Vec::new();
+    for name in ["a", "b", "c"] {
+        let session = server
+            .session("ops", "/ops", json!(format!("add {name}")))
+            .await;
+        let mut stream = server.events(&session, None).await;
+        stream.until(&["TURN_ENDED"]).await;
+        sessions.push((session, name, stream));
+    }
+    // ...and ask for approval in the order c, a, b.
+    for index in [2, 0, 1] {
+        let (session, name, stream) = &mut sessions[index];
+        input(&server, session, &format!("delete {name}")).await;
+        stream.until(&["TOOL_APPROVAL_REQUIRED"]).await;
+    }
+    let expected: Vec<&str> = [2, 0, 1].iter().map(|&i| sessions[i].0.as_str()).collect();
+    let (status, page) = server.get("/approvals").await;
+    assert_eq!(status, 200, "{page}");
+    let listed: Vec<&str> = (page["items"].as_array().unwrap().iter())
+        .map(|item| item["session"]["session_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, expected, "{page}");
+    // One per page, following the cursors: the same order, nothing twice.
+    let mut paged = Vec::new();
+    let mut path = "/approvals?limit=1".to_string();
+    loop {
+        let (status, page) = server.get(&path).await;
+        assert_eq!(status, 200, "{page}");
+        for item in page["items"].as_array().unwrap() {
+            paged.push(item["session"]["session_id"].as_str().unwrap().to_string());
+        }
+        match page["next_cursor"].as_str() {
+            Some(cursor) => path = format!("/approvals?limit=1&cursor={cursor}"),
+            None => break,
+        }
+    }
+    assert_eq!(paged, expected);
+}

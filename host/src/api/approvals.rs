@@ -86,15 +86,15 @@ pub async fn list(
     Query(query): Query<ListQuery>,
 ) -> Result<Json<views::ApprovalPage>, ApiError> {
     let page = Page::new(query.cursor.as_deref(), query.limit)?;
-    let (before, limit, app) = (page.before, page.limit, query.app);
+    let (after, limit, app) = (page.cursor, page.limit, query.app);
     let items = state
         .store
         .read(move |s| match app_filter(s, app)? {
             Some(None) => Ok(Vec::new()),
-            filter => s.pending_approvals(filter.flatten(), before, limit + 1),
+            filter => s.pending_approvals(filter.flatten(), after, limit + 1),
         })
         .await?;
-    let (items, next_cursor) = page.finish(items, |item| item.session.id);
+    let (items, next_cursor) = page.finish(items, |item| item.event.id);
     let mut out = Vec::with_capacity(items.len());
     for item in &items {
         let event = serde_json::from_str(&item.event.json).map_err(ApiError::internal)?;

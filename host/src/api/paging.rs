@@ -8,15 +8,16 @@ use crate::store::{Store, StoreError};
 const DEFAULT_PAGE: usize = 50;
 const MAX_PAGE: usize = 500;
 
-/// A page request: items strictly older than `before`, at most `limit`.
+/// A page request: at most `limit` items strictly past `cursor` (the key
+/// of the previous page's last item) in the list's order.
 pub struct Page {
-    pub before: Option<Uuid>,
+    pub cursor: Option<Uuid>,
     pub limit: usize,
 }
 
 impl Page {
     pub fn new(cursor: Option<&str>, limit: Option<usize>) -> Result<Page, ApiError> {
-        let before = match cursor {
+        let after = match cursor {
             None => None,
             Some(c) => Some(Uuid::parse_str(c).map_err(|_| {
                 ApiError::bad_request(
@@ -26,7 +27,7 @@ impl Page {
             })?),
         };
         Ok(Page {
-            before,
+            cursor: after,
             limit: limit.unwrap_or(DEFAULT_PAGE).clamp(1, MAX_PAGE),
         })
     }

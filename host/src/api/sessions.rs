@@ -127,7 +127,7 @@ pub async fn list(
         })?),
     };
     let page = Page::new(query.cursor.as_deref(), query.limit)?;
-    let (before, limit, app) = (page.before, page.limit, query.app);
+    let (before, limit, app) = (page.cursor, page.limit, query.app);
     let records = state
         .store
         .read(move |s| match app_filter(s, app)? {

@@ -88,11 +88,13 @@ pub trait Engine: Send + Sync + 'static {
     /// Deployments still marked `building` (interrupted by a restart).
     fn building_deployments(&self) -> Result<Vec<DeploymentRecord>, StoreError>;
     fn api_keys(&self) -> Result<Vec<ApiKeyRecord>, StoreError>;
-    /// Sessions awaiting a decision, newest session first, optionally of one app.
+    /// Sessions awaiting a decision, oldest request first (by the id of
+    /// their TOOL_APPROVAL_REQUIRED, a time-ordered UUID v7), optionally of
+    /// one app, strictly after the request `after`.
     fn pending_approvals(
         &self,
         app_id: Option<Uuid>,
-        before: Option<Uuid>,
+        after: Option<Uuid>,
         limit: usize,
     ) -> Result<Vec<ApprovalItem>, StoreError>;
     /// Every secret, sealed, by name.

@@ -165,16 +165,16 @@ impl Engine for PgEngine {
     fn pending_approvals(
         &self,
         app_id: Option<Uuid>,
-        before: Option<Uuid>,
+        after: Option<Uuid>,
         limit: usize,
     ) -> Result<Vec<ApprovalItem>, StoreError> {
         let rows = self.rows(
             "SELECT s.record, e.seq, e.record FROM pending_approvals p
              JOIN sessions s ON s.id = p.session_id
              JOIN events e ON e.session_id = p.session_id AND e.seq = p.seq
-             WHERE ($1::uuid IS NULL OR s.app_id = $1) AND ($2::uuid IS NULL OR p.session_id < $2)
-             ORDER BY p.session_id DESC LIMIT $3",
-            &[&app_id, &before, &clamp(limit)],
+             WHERE ($1::uuid IS NULL OR s.app_id = $1) AND ($2::uuid IS NULL OR e.id > $2)
+             ORDER BY e.id LIMIT $3",
+            &[&app_id, &after, &clamp(limit)],
         )?;
         rows.iter()
             .map(|row| {

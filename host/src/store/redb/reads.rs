@@ -180,16 +180,17 @@ impl Engine for RedbEngine {
     fn pending_approvals(
         &self,
         app_id: Option<Uuid>,
-        before: Option<Uuid>,
+        after: Option<Uuid>,
         limit: usize,
     ) -> Result<Vec<ApprovalItem>, StoreError> {
         let txn = self.db.begin_read().map_err(storage)?;
         let index = txn.open_table(tables::PENDING_APPROVALS).map_err(storage)?;
         let sessions = txn.open_table(tables::SESSIONS).map_err(storage)?;
         let events = txn.open_table(tables::EVENTS).map_err(storage)?;
-        let upper = before.map(|id| id.as_u128()).unwrap_or(u128::MAX);
+        // The index is by session: every pending approval is read and
+        // sorted by request (they are few: one per waiting session).
         let mut out = Vec::new();
-        for row in index.range(..upper).map_err(storage)?.rev() {
+        for row in index.iter().map_err(storage)? {
             let (session, seq) = row.map_err(storage)?;
             let (session, seq) = (session.value(), seq.value());
             let record: SessionRecord = match sessions.get(session).map_err(storage)? {
@@ -208,14 +209,16 @@ impl Engine for RedbEngine {
                 .map_err(storage)?
                 .and_then(|v| decode_record(seq, v.value()))
                 .ok_or_else(|| corrupt(format!("approval event {session}/{seq} is missing")))?;
+            if after.is_some_and(|after| event.id <= after) {
+                continue;
+            }
             out.push(ApprovalItem {
                 session: record,
                 event,
             });
-            if out.len() >= limit {
-                break;
-            }
         }
+        out.sort_unstable_by_key(|item| item.event.id);
+        out.truncate(limit);
         Ok(out)
     }
 
