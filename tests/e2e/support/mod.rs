@@ -203,7 +203,7 @@ impl Server {
             child,
             url,
             data_dir: data_dir.to_path_buf(),
-            client: reqwest::Client::new(),
+            client: client(),
         }
     }
 
@@ -461,4 +461,15 @@ pub fn bundle(files: &[(&str, &[u8])]) -> Vec<u8> {
 /// A temp data dir that outlives a server restart.
 pub fn data_dir() -> tempfile::TempDir {
     tempfile::tempdir().expect("temp dir")
+}
+
+/// The tests' HTTP client. The server closes a keep-alive connection that
+/// stays idle for 30 s (its header-read timeout; docs/limits.md); a client
+/// that reuses one just then fails with a broken pipe mid-upload, so the
+/// pool lets connections go well before that.
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .pool_idle_timeout(std::time::Duration::from_secs(10))
+        .build()
+        .expect("an HTTP client")
 }
