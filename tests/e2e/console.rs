@@ -615,3 +615,37 @@ async fn the_console_is_served_with_strict_headers() {
     .await;
     assert_eq!((status, &body["error"]["code"]), (404, &json!("not_found")));
 }
+
+#[tokio::test]
+async fn an_operator_cancels_a_running_turn_and_ends_the_session() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    server.deploy("slow", &support::guest("slow")).await;
+    let session = server
+        .session("slow", "/slow", json!({"sleep_ms": 60_000}))
+        .await;
+    let browser = Browser::start().await;
+    browser.goto(&server.url("/")).await;
+    sign_in(&browser, KEY).await;
+    browser.go(&format!("#/sessions/{session}")).await;
+    status_is(&browser, "running").await;
+    browser
+        .click_labelled(".session-actions", "Cancel turn")
+        .await;
+    status_is(&browser, "errored").await;
+    let error = browser.text(".turn-error[data-kind=cancelled]").await;
+    assert!(error.contains("cancelled by key `bootstrap`"), "{error}");
+    // Ending asks once more, then ends the session for good.
+    browser
+        .click_labelled(".session-actions", "End session")
+        .await;
+    browser
+        .click_labelled(".session-actions", "End for good")
+        .await;
+    status_is(&browser, "ended").await;
+    let ended = browser.text(".transcript .ended").await;
+    assert!(ended.contains("ended from the console"), "{ended}");
+    let (_, view) = server.get(&format!("/sessions/{session}")).await;
+    assert_eq!(view["status"], "ended", "{view}");
+    browser.assert_no_errors("cancelling and ending").await;
+}

@@ -58,8 +58,8 @@ function revoke(key, ctx, note, reload) {
     });
     yes.addEventListener('click', () => act(yes, note, async () => {
       await api('DELETE', `/api-keys/${seg(key.id)}`);
-      note.show(`Revoked ${key.name}. Anything still using it now gets 401, and its open streams ended.`, 'ok');
       await reload();
+      note.show(`Revoked ${key.name}. Anything still using it now gets 401, and its open streams ended.`, 'ok');
     }));
     yes.focus();
   };

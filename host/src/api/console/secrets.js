@@ -49,9 +49,11 @@ export function render(main) {
       const set = await api('PUT', `/secrets/${seg(secret)}`, { value: value.value });
       value.value = '';
       name.value = '';
+      // The list first, then the word: a "Rotated" on screen means the
+      // rows below are the new ones (nothing is redrawn under a click).
+      await load();
       // A rotation keeps created_at (200); a new secret has both times equal (201).
       note.show(set.created_at === set.updated_at ? `Created ${secret}.` : `Rotated ${secret}.`, 'ok');
-      await load();
     });
   });
   load().catch((error) => note.show(describe(error), 'error'));

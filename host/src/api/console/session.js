@@ -1,6 +1,7 @@
 // session.js: one session, live: its details, its journal drawn as a chat
-// as it streams (transcript.js over stream.js), and a box to send the next
-// input (POST /sessions/{id}/input).
+// as it streams (transcript.js over stream.js), a box to send the next
+// input (POST /sessions/{id}/input), and an operator's controls: cancel the
+// running turn (POST /sessions/{id}/cancel), end the session (…/end).
 
 import { api, seg } from './api.js';
 import { badge, describe, field, h, notice, shortId } from './dom.js';
@@ -27,10 +28,13 @@ export function render(main, ctx, id) {
   const [inputField] = field('Message', input, 'Enter sends; Shift+Enter starts a new line.', true);
   const send = h('button', { type: 'submit', disabled: true }, 'Send');
   const composer = h('form', { class: 'composer card', novalidate: true }, inputField, send);
+  const cancel = h('button', { type: 'button', class: 'cancel-turn', hidden: true }, 'Cancel turn');
+  const end = h('button', { type: 'button', class: 'end-session', hidden: true }, 'End session');
+  const actions = h('div', { class: 'session-actions' }, cancel, end);
 
   main.append(
     h('p', { class: 'crumbs' }, h('a', { href: '#/sessions' }, 'Sessions'), ' / ', shortId(id)),
-    h('div', { class: 'view-head' }, h('h1', null, 'Session ', h('code', null, shortId(id))), status),
+    h('div', { class: 'view-head' }, h('h1', null, 'Session ', h('code', null, shortId(id))), status, actions),
     facts,
     connection,
     note.el,
@@ -44,6 +48,8 @@ export function render(main, ctx, id) {
     status.dataset.status = value;
     // The box stays usable (a draft survives a turn); only sending waits.
     send.disabled = !(value === 'idle' || value === 'errored');
+    cancel.hidden = value !== 'running';
+    end.hidden = value === 'ended';
     input.placeholder = {
       running: 'The agent is working…',
       awaiting_approval: 'Waiting for a decision',
@@ -98,6 +104,36 @@ export function render(main, ctx, id) {
   }).catch((error) => {
     connection.textContent = '';
     note.show(error.status === 404 ? 'No session has this id.' : describe(error), 'error');
+  });
+
+  // Both answer once the turn's ending is committed; the stream shows it.
+  const control = async (button, path, body) => {
+    button.disabled = true;
+    note.clear();
+    try {
+      await api('POST', `/sessions/${seg(id)}/${path}`, body);
+    } catch (error) {
+      note.show(describe(error), 'error');
+    }
+    button.disabled = false;
+  };
+  cancel.addEventListener('click', () => control(cancel, 'cancel'));
+  // Ending is for good: the first click asks, the second ends.
+  let confirmTimer = null;
+  end.addEventListener('click', () => {
+    if (!end.dataset.confirm) {
+      end.dataset.confirm = 'yes';
+      end.textContent = 'End for good';
+      confirmTimer = setTimeout(() => {
+        delete end.dataset.confirm;
+        end.textContent = 'End session';
+      }, 5000);
+      return;
+    }
+    clearTimeout(confirmTimer);
+    delete end.dataset.confirm;
+    end.textContent = 'End session';
+    control(end, 'end', { reason: 'ended from the console' });
   });
 
   input.addEventListener('keydown', (event) => {

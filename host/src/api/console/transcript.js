@@ -62,7 +62,9 @@ export class Transcript {
           h('p', null, p.message)));
         break;
       case 'SESSION_ENDED':
-        this.line('ended', 'The agent ended the session.');
+        this.line('ended', p.key_id
+          ? `Ended by key ${p.key_id}${p.reason ? `: ${p.reason}` : ''}.`
+          : 'The agent ended the session.');
         break;
       case 'HTTP_REQUEST':
         this.requests.set(p.request_id,
