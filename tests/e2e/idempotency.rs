@@ -16,7 +16,12 @@ use crate::support::{self, KEY, Server, bundle, status_and_json};
 const MANIFEST: &str = "[app]\nslug = \"ops\"\n[agent]\nentry = \"ops.wasm\"\n";
 
 /// POSTs `body` with `Idempotency-Key: key`; `Err` when no response came.
-async fn post(server: &Server, path: &str, key: &str, body: &Value) -> Result<(u16, Value), String> {
+async fn post(
+    server: &Server,
+    path: &str,
+    key: &str,
+    body: &Value,
+) -> Result<(u16, Value), String> {
     let response = server
         .client
         .post(server.url(path))
@@ -84,7 +89,11 @@ fn count(events: &[Value], kind: &str) -> usize {
 fn assert_reused(status: u16, body: &Value) {
     assert_eq!(status, 422, "{body}");
     assert_eq!(body["error"]["code"], "idempotency_key_reused", "{body}");
-    assert!(body["error"]["message"].as_str().is_some_and(|m| m.contains("Idempotency-Key")));
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("Idempotency-Key"))
+    );
 }
 
 #[tokio::test]
@@ -110,19 +119,29 @@ async fn a_retry_of_each_endpoint_gets_the_first_answer_and_the_work_is_done_onc
 
     // POST /sessions: the first session, its body, a fresh stream token.
     let create = json!({"app": "ops", "route": "/ops", "input": "delete x"});
-    let (status, created) = post(&server, "/sessions", "create-1", &create).await.unwrap();
+    let (status, created) = post(&server, "/sessions", "create-1", &create)
+        .await
+        .unwrap();
     assert_eq!(status, 201, "{created}");
     let session = created["session_id"].as_str().unwrap().to_string();
     // Whitespace and key order are not the request: the same body.
     let reordered = json!({"input": "delete x", "route": "/ops", "app": "ops"});
-    let (status, retried) = post(&server, "/sessions", "create-1", &reordered).await.unwrap();
+    let (status, retried) = post(&server, "/sessions", "create-1", &reordered)
+        .await
+        .unwrap();
     assert_eq!(status, 201, "{retried}");
     assert_eq!(retried["session"], created["session"]);
     assert_eq!(retried["session_id"], created["session_id"]);
-    assert!(retried["stream_token"].as_str().is_some_and(|t| !t.is_empty()));
+    assert!(
+        retried["stream_token"]
+            .as_str()
+            .is_some_and(|t| !t.is_empty())
+    );
     assert_eq!(session_ids(&server).await, vec![session.clone()]);
     let other = json!({"app": "ops", "route": "/ops", "input": "delete y"});
-    let (status, body) = post(&server, "/sessions", "create-1", &other).await.unwrap();
+    let (status, body) = post(&server, "/sessions", "create-1", &other)
+        .await
+        .unwrap();
     assert_reused(status, &body);
     // The same key on another endpoint is another request too.
     let (status, body) = post(
@@ -232,10 +251,15 @@ async fn a_crash_between_the_commit_and_the_response_leaves_the_first_answer_for
     let sent = post(&server, "/sessions", "create-1", &create).await;
     crashed(server, sent).await;
     let server = start(dir.path(), Some("/approval")).await;
-    let (status, created) = post(&server, "/sessions", "create-1", &create).await.unwrap();
+    let (status, created) = post(&server, "/sessions", "create-1", &create)
+        .await
+        .unwrap();
     assert_eq!(status, 201, "{created}");
     let ids = session_ids(&server).await;
-    assert_eq!(ids, vec![created["session_id"].as_str().unwrap().to_string()]);
+    assert_eq!(
+        ids,
+        vec![created["session_id"].as_str().unwrap().to_string()]
+    );
 
     // POST /sessions/{id}/approval (on a session of its own: the crashed
     // one's turn may have been cut short).
