@@ -1,12 +1,13 @@
-//! The retention purge (`--retain-ended-sessions`): every minute (or every
+//! The retention purges. `--retain-ended-sessions`: every minute (or every
 //! retention period, if shorter), sessions
 //! that ended longer ago than the setting are deleted, journal and all.
 //! Off by default. With several hosts each purges; a session deleted by
-//! another host meanwhile is simply gone.
+//! another host meanwhile is simply gone. Always: the first answers of
+//! idempotent requests, once expired (`store::IDEMPOTENCY_TTL`).
 
 use std::time::{Duration, SystemTime};
 
-use crate::store::{SessionFilter, SessionStatus, Store, StoreError, WriterHandle};
+use crate::store::{SessionFilter, SessionStatus, Store, StoreError, WriterHandle, unix_ms};
 
 /// How often the purge runs at most (more often for a retention shorter than this).
 const EVERY: Duration = Duration::from_secs(60);
@@ -61,6 +62,38 @@ pub async fn purge(
         match page.last() {
             Some(last) if page.len() == PAGE => before = Some(last.id),
             _ => return Ok(deleted),
+        }
+    }
+}
+
+/// How often expired idempotency keys are purged (a key is new again at
+/// its expiry whether or not it was purged yet).
+const IDEMPOTENCY_EVERY: Duration = Duration::from_secs(600);
+/// Keys forgotten per writer command (the purge repeats while there are more).
+const IDEMPOTENCY_PAGE: usize = 1000;
+
+/// Starts the purge of expired idempotency keys.
+pub fn start_idempotency_purge(writer: WriterHandle) {
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(IDEMPOTENCY_EVERY).await;
+            match purge_idempotency(&writer, unix_ms(SystemTime::now())).await {
+                Ok(0) => {}
+                Ok(purged) => tracing::info!(purged, "purged expired idempotency keys"),
+                Err(err) => tracing::warn!(error = %err, "cannot purge idempotency keys"),
+            }
+        }
+    });
+}
+
+/// Forgets every idempotency key expired at `now_ms`; returns how many.
+pub async fn purge_idempotency(writer: &WriterHandle, now_ms: u64) -> Result<usize, StoreError> {
+    let mut purged = 0;
+    loop {
+        let page = writer.purge_idempotency(now_ms, IDEMPOTENCY_PAGE).await?;
+        purged += page;
+        if page < IDEMPOTENCY_PAGE {
+            return Ok(purged);
         }
     }
 }

@@ -133,6 +133,7 @@ impl Server {
         )?;
         builder.resume_interrupted().await?;
         crate::expiry::start(store.clone(), writer.clone(), runtime.clone(), boot_id);
+        crate::retention::start_idempotency_purge(writer.clone());
         if let Some(retain) = options.retain_ended_sessions {
             crate::retention::start(store.clone(), writer.clone(), retain);
         }

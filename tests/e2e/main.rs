@@ -17,6 +17,7 @@ mod deploy;
 mod dev;
 mod edges;
 mod http;
+mod idempotency;
 mod keys;
 mod limits;
 mod outbound;

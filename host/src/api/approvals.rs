@@ -1,19 +1,21 @@
 //! `GET /approvals` (pending decisions across apps) and
-//! `POST /sessions/{id}/approval` (decide, exactly once).
+//! `POST /sessions/{id}/approval` (decide, exactly once; takes an
+//! `Idempotency-Key`).
 
 use axum::Extension;
 use axum::extract::State;
-use axum::http::StatusCode;
-use serde::Deserialize;
+use axum::http::{HeaderMap, StatusCode};
+use serde::{Deserialize, Serialize};
 
 use super::extract::{Json, Path, Query, session_id};
+use super::idempotency::{Fingerprint, idempotency, key_of};
 use super::paging::{Page, app_filter};
 use super::views::{self, ApprovalItemView, DecisionAccepted, SessionView};
 use super::{ApiError, AppState};
 use crate::keys::Principal;
-use crate::store::{Decision, SessionStatus, TurnReason};
+use crate::store::{Decision, SessionStatus};
 
-#[derive(Deserialize, utoipa::ToSchema)]
+#[derive(Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DecideBody {
     approved: bool,
@@ -30,10 +32,14 @@ pub async fn decide(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
+    headers: HeaderMap,
     Json(body): Json<DecideBody>,
 ) -> Result<(StatusCode, Json<DecisionAccepted>), ApiError> {
     state.refuse_if_shutting_down()?;
+    let key = key_of(&headers)?;
     let session = session_id(&id)?;
+    let path = format!("/sessions/{session}/approval");
+    let key = idempotency(key, &principal, Fingerprint::json("POST", &path, &body)?);
     let approver = match body.approver.map(|a| a.trim().to_string()) {
         None => principal.name.clone(),
         Some(a) if a.is_empty() || a.len() > MAX_APPROVER => {
@@ -46,28 +52,25 @@ pub async fn decide(
     };
     let decision = Decision {
         approved: body.approved,
-        approver: approver.clone(),
+        approver,
         key_id: principal.key_id.clone(),
     };
-    let ticket = state
+    let done = state
         .writer
-        .decide(session, decision, state.boot_id)
+        .decide_once(session, decision, state.boot_id, key)
         .await?;
-    let turn = ticket.turn;
-    let tool_call_id = match &ticket.reason {
-        TurnReason::ApprovalDecision { pending, .. } => pending.call.tool_call_id.clone(),
-        // A decision always resumes a gated call.
-        TurnReason::Input => String::new(),
-    };
-    state.runtime.schedule(ticket);
+    if let Some(ticket) = done.work {
+        state.runtime.schedule(ticket);
+    }
+    let answer = done.answer;
     Ok((
         StatusCode::ACCEPTED,
         Json(DecisionAccepted {
-            session_id: session,
-            tool_call_id,
-            approved: body.approved,
-            approver,
-            turn,
+            session_id: answer.session_id,
+            tool_call_id: answer.tool_call_id,
+            approved: answer.approved,
+            approver: answer.approver,
+            turn: answer.turn,
             status: SessionStatus::Running,
         }),
     ))

@@ -1,22 +1,27 @@
-//! `POST /deployments` (multipart upload; the build runs off-request) and
-//! `GET /apps/{id}/deployments`.
+//! `POST /deployments` (multipart upload; the build runs off-request; takes
+//! an `Idempotency-Key`) and `GET /apps/{id}/deployments`.
 
+use axum::Extension;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use tokio::io::AsyncWriteExt;
 
 use super::extract::{Json, Multipart, Path};
+use super::idempotency::{Fingerprint, idempotency, key_of};
 use super::views::DeploymentView;
 use super::{ApiError, AppState, BUNDLE_BODY_LIMIT};
 use crate::build::manifest::{MAX_MANIFEST_BYTES, Manifest};
+use crate::keys::Principal;
 use crate::runtime::valid_tool_name;
-use crate::store::{BuildOutcome, DeploymentRecord, NewDeployment};
+use crate::store::{BuildOutcome, DeploymentRecord, Idempotency, NewDeployment};
 
 pub async fn create(
     State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
     headers: HeaderMap,
     Multipart(mut multipart): Multipart,
 ) -> Result<(StatusCode, Json<DeploymentView>), ApiError> {
+    let key = key_of(&headers)?;
     // A body declared over the limit is refused before any of it is read.
     let declared = (headers.get(header::CONTENT_LENGTH))
         .and_then(|v| v.to_str().ok())
@@ -29,7 +34,8 @@ pub async fn create(
         ));
     }
     let upload = state.builder.upload_path().map_err(ApiError::internal)?;
-    let result = receive(&mut multipart, &upload).await;
+    let mut fingerprint = Fingerprint::new("POST", "/deployments");
+    let result = receive(&mut multipart, &upload, &mut fingerprint).await;
     let parts = match result {
         Ok(parts) => parts,
         Err(err) => {
@@ -37,11 +43,14 @@ pub async fn create(
             return Err(err);
         }
     };
-    let accepted = accept(&state, &parts, &upload).await;
-    if accepted.is_err() {
+    let key = idempotency(key, &principal, fingerprint);
+    let accepted = accept(&state, &parts, &upload, key).await;
+    // Refused, or a retry answered with the first attempt's row: this
+    // upload is not built.
+    if !matches!(accepted, Ok((_, true))) {
         let _ = tokio::fs::remove_file(&upload).await;
     }
-    accepted
+    accepted.map(|(row, _)| row)
 }
 
 /// The small parts of an upload (the bundle itself streams to a file).
@@ -51,10 +60,13 @@ struct Parts {
     approval_policy: Option<String>,
 }
 
-/// Reads the parts: the bundle streams to `upload`, the rest is returned.
+/// Reads the parts: the bundle streams to `upload`, the rest is returned;
+/// every part goes into the request's fingerprint (its parts, not its raw
+/// bytes: a retry's multipart boundary may differ).
 async fn receive(
     multipart: &mut axum::extract::Multipart,
     upload: &std::path::Path,
+    fingerprint: &mut Fingerprint,
 ) -> Result<Parts, ApiError> {
     let mut manifest = None;
     let mut approval_policy = None;
@@ -65,7 +77,9 @@ async fn receive(
                 let mut file = tokio::fs::File::create(upload)
                     .await
                     .map_err(ApiError::internal)?;
+                fingerprint.part_start("tarball");
                 while let Some(chunk) = field.chunk().await? {
+                    fingerprint.update(&chunk);
                     file.write_all(&chunk).await.map_err(ApiError::internal)?;
                 }
                 file.sync_all().await.map_err(ApiError::internal)?;
@@ -73,6 +87,7 @@ async fn receive(
             }
             Some("manifest") => {
                 let bytes = field.bytes().await?;
+                fingerprint.part("manifest", &bytes);
                 if bytes.len() > MAX_MANIFEST_BYTES {
                     return Err(ApiError::unprocessable(
                         "invalid_manifest",
@@ -86,6 +101,7 @@ async fn receive(
             }
             Some("approval_policy") => {
                 let bytes = field.bytes().await?;
+                fingerprint.part("approval_policy", &bytes);
                 let text = String::from_utf8(bytes.to_vec()).map_err(|_| {
                     ApiError::unprocessable(
                         "invalid_approval_policy",
@@ -147,28 +163,40 @@ fn parse_policy(text: Option<&str>) -> Result<Vec<String>, ApiError> {
     Ok(names)
 }
 
+/// Registers the deployment and queues its build: `202` with its row, and
+/// whether this upload is the one to build (not when a retry was answered
+/// with its first attempt's row).
 async fn accept(
     state: &AppState,
     parts: &Parts,
     upload: &std::path::Path,
-) -> Result<(StatusCode, Json<DeploymentView>), ApiError> {
+    key: Option<Idempotency>,
+) -> Result<((StatusCode, Json<DeploymentView>), bool), ApiError> {
     let manifest = Manifest::parse(&parts.manifest)
         .map_err(|e| ApiError::unprocessable("invalid_manifest", e.to_string()))?;
     let approval_policy = parse_policy(parts.approval_policy.as_deref())?;
-    let record = state
-        .writer
-        .create_deployment(NewDeployment {
-            app_slug: manifest.app.slug.clone(),
-            version: manifest.app.version,
-            manifest: parts.manifest.clone(),
-            entry: manifest.agent.entry().to_owned(),
-            manifest_gated: manifest.gated_tools(),
-            approval_policy,
-            secrets: manifest.agent.secrets.clone(),
-            limits: (&manifest.limits).into(),
-            outbound: manifest.outbound.allow.clone(),
-        })
-        .await?;
+    let new = NewDeployment {
+        app_slug: manifest.app.slug.clone(),
+        version: manifest.app.version,
+        manifest: parts.manifest.clone(),
+        entry: manifest.agent.entry().to_owned(),
+        manifest_gated: manifest.gated_tools(),
+        approval_policy,
+        secrets: manifest.agent.secrets.clone(),
+        limits: (&manifest.limits).into(),
+        outbound: manifest.outbound.allow.clone(),
+    };
+    let done = state.writer.create_deployment_once(new, key).await?;
+    let answer = done.answer;
+    let row = DeploymentView::new(
+        &answer.deployment,
+        &answer.app,
+        state.runtime.outbound_policy(),
+    );
+    let accepted = (StatusCode::ACCEPTED, Json(row));
+    let Some(record) = done.work else {
+        return Ok((accepted, false));
+    };
     if let Err(err) = state.builder.enqueue(&record, upload).await {
         tracing::error!(deployment = %record.id, error = %err, "cannot queue the build");
         let message = "the host could not store the bundle for its build".to_string();
@@ -179,7 +207,7 @@ async fn accept(
         // 503 when the store could not be reached: the client may retry.
         return Err(err.into());
     }
-    accepted_row(state, &record, "a new deployment's app is missing").await
+    Ok((accepted, true))
 }
 
 pub async fn list(

@@ -101,6 +101,9 @@ impl From<StoreError> for ApiError {
                 ApiError::new(StatusCode::CONFLICT, "conflict", message)
             }
             StoreError::Rejected(message) => ApiError::unprocessable("rejected", message),
+            StoreError::KeyReused(message) => {
+                ApiError::unprocessable("idempotency_key_reused", message)
+            }
             StoreError::Storage(_) | StoreError::Unavailable(_) | StoreError::WriterGone => {
                 ApiError::unavailable(err)
             }

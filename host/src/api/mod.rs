@@ -19,6 +19,7 @@ mod extract;
 #[cfg(test)]
 mod golden_tests;
 mod health;
+mod idempotency;
 mod keys;
 mod openapi;
 mod paging;
@@ -109,6 +110,9 @@ pub fn router(state: AppState) -> Router {
         };
         router = router.route(endpoint.path, handler);
     }
+    if idempotency::exit_after_commit_suffix().is_some() {
+        router = router.layer(middleware::from_fn(idempotency::exit_after_commit));
+    }
     let cors = cors(&state.cors_origins);
     router
         .fallback(not_found)
@@ -120,7 +124,7 @@ pub fn router(state: AppState) -> Router {
 }
 
 /// CORS for browser clients on other origins: preflights allow
-/// `Authorization`, `Content-Type` and `Last-Event-ID`. No origin is allowed
+/// `Authorization`, `Content-Type`, `Last-Event-ID` and `Idempotency-Key`. No origin is allowed
 /// unless configured (`--cors-origin`); `*` allows any.
 fn cors(origins: &[String]) -> CorsLayer {
     let allow_origin = if origins.iter().any(|o| o == "*") {
@@ -139,6 +143,7 @@ fn cors(origins: &[String]) -> CorsLayer {
             header::AUTHORIZATION,
             header::CONTENT_TYPE,
             HeaderName::from_static("last-event-id"),
+            idempotency::HEADER,
         ])
         .max_age(std::time::Duration::from_secs(600))
 }

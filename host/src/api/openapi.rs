@@ -91,6 +91,8 @@ pub struct Doc {
     errors: &'static [u16],
     /// Query parameters: name, description, values.
     query: &'static [(&'static str, &'static str, Query)],
+    /// Takes an `Idempotency-Key` header (docs/api.md).
+    idempotent: bool,
 }
 
 impl Doc {
@@ -104,7 +106,13 @@ impl Doc {
             empty: &[],
             errors: &[],
             query: &[],
+            idempotent: false,
         }
+    }
+
+    pub const fn idempotent(mut self) -> Doc {
+        self.idempotent = true;
+        self
     }
 
     pub const fn body(mut self, body: Body) -> Doc {
@@ -213,6 +221,25 @@ fn operation(endpoint: &Endpoint, doc: &Doc, schemas: &mut Schemas) -> Operation
                 .required(Required::False)
                 .description(Some(*description))
                 .schema(Some(schema)),
+        );
+    }
+    if doc.idempotent {
+        op = op.parameter(
+            Parameter::builder()
+                .name("Idempotency-Key")
+                .parameter_in(ParameterIn::Header)
+                .required(Required::False)
+                .description(Some(
+                    "Makes a retry safe: the same key with the same request gets the first answer \
+                     without the work being done again (24 h); with another request, 422 \
+                     `idempotency_key_reused` (docs/api.md)",
+                ))
+                .schema(Some(
+                    text()
+                        .min_length(Some(1))
+                        .max_length(Some(crate::store::MAX_KEY_LEN))
+                        .pattern(Some("^[!-~]{1,255}$")),
+                )),
         );
     }
     match doc.body {

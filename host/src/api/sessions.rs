@@ -1,19 +1,21 @@
-//! `POST /sessions`, `GET /sessions`, `GET /sessions/{id}`, `POST /sessions/{id}/input`.
+//! `POST /sessions`, `GET /sessions`, `GET /sessions/{id}`, `POST /sessions/{id}/input`
+//! (the two POSTs take an `Idempotency-Key`, `idempotency.rs`).
 
 use axum::Extension;
 use axum::extract::State;
-use axum::http::StatusCode;
-use serde::Deserialize;
+use axum::http::{HeaderMap, StatusCode};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::extract::{Json, Path, Query, session_id};
+use super::idempotency::{Fingerprint, idempotency, key_of};
 use super::paging::{Page, app_filter};
 use super::views::{self, CreatedSession, SessionView, StreamToken, TurnAccepted};
 use super::{ApiError, AppState};
 use crate::keys::Principal;
 use crate::store::{SessionFilter, SessionRecord, SessionStatus};
 
-#[derive(Deserialize, utoipa::ToSchema)]
+#[derive(Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateSession {
     app: String,
@@ -25,9 +27,16 @@ pub struct CreateSession {
 pub async fn create(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
+    headers: HeaderMap,
     Json(body): Json<CreateSession>,
 ) -> Result<(StatusCode, Json<CreatedSession>), ApiError> {
     state.refuse_if_shutting_down()?;
+    let key = key_of(&headers)?;
+    let key = idempotency(
+        key,
+        &principal,
+        Fingerprint::json("POST", "/sessions", &body)?,
+    );
     if !principal.is_platform() {
         // An invocation key reaches only its own app; others do not exist for it.
         let key = body.app.clone();
@@ -39,11 +48,16 @@ pub async fn create(
             ));
         }
     }
-    let (record, ticket) = state
+    let done = state
         .writer
-        .create_session(body.app, body.route, body.input, state.boot_id)
+        .create_session_once(body.app, body.route, body.input, state.boot_id, key)
         .await?;
-    state.runtime.schedule(ticket);
+    if let Some((_, ticket)) = done.work {
+        state.runtime.schedule(ticket);
+    }
+    // A retry gets the first session as it was created, and a fresh token
+    // (credentials are never stored).
+    let record = done.answer;
     let (stream_token, stream_token_expires_at) = state.tokens.mint(record.id, &principal.key_id);
     let out = CreatedSession {
         session: SessionView::from(&record),
@@ -146,7 +160,7 @@ pub async fn list(
     Ok(Json(views::SessionPage { items, next_cursor }))
 }
 
-#[derive(Deserialize, utoipa::ToSchema)]
+#[derive(Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PostInput {
     #[serde(default)]
@@ -157,25 +171,30 @@ pub async fn input(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
+    headers: HeaderMap,
     Json(body): Json<PostInput>,
 ) -> Result<(StatusCode, Json<TurnAccepted>), ApiError> {
     state.refuse_if_shutting_down()?;
+    let key = key_of(&headers)?;
     let id = if principal.is_platform() {
         session_id(&id)?
     } else {
         visible_session(&state, &principal, &id).await?.id
     };
-    let ticket = state
+    let path = format!("/sessions/{id}/input");
+    let key = idempotency(key, &principal, Fingerprint::json("POST", &path, &body)?);
+    let done = state
         .writer
-        .post_input(id, body.input, state.boot_id)
+        .post_input_once(id, body.input, state.boot_id, key)
         .await?;
-    let turn = ticket.turn;
-    state.runtime.schedule(ticket);
+    if let Some(ticket) = done.work {
+        state.runtime.schedule(ticket);
+    }
     Ok((
         StatusCode::ACCEPTED,
         Json(TurnAccepted {
-            session_id: id,
-            turn,
+            session_id: done.answer.session_id,
+            turn: done.answer.turn,
             status: SessionStatus::Running,
         }),
     ))

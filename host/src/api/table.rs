@@ -129,7 +129,8 @@ pub(super) fn table() -> Vec<(Endpoint, Doc, MethodRouter<AppState>)> {
                 Reply::Json(schema::<views::CreatedSession>),
             )
             .body(Body::Json(schema::<sessions::CreateSession>))
-            .errors(&[404, 409]),
+            .errors(&[404, 409])
+            .idempotent(),
             post(sessions::create),
         ),
         row(
@@ -161,7 +162,8 @@ pub(super) fn table() -> Vec<(Endpoint, Doc, MethodRouter<AppState>)> {
                 Reply::Json(schema::<views::TurnAccepted>),
             )
             .body(Body::Json(schema::<sessions::PostInput>))
-            .errors(&[404, 409]),
+            .errors(&[404, 409])
+            .idempotent(),
             post(sessions::input),
         ),
         row(
@@ -235,7 +237,8 @@ pub(super) fn table() -> Vec<(Endpoint, Doc, MethodRouter<AppState>)> {
                 Reply::Json(schema::<views::DecisionAccepted>),
             )
             .body(Body::Json(schema::<approvals::DecideBody>))
-            .errors(&[404, 409]),
+            .errors(&[404, 409])
+            .idempotent(),
             post(approvals::decide),
         ),
         row(
@@ -285,7 +288,9 @@ pub(super) fn table() -> Vec<(Endpoint, Doc, MethodRouter<AppState>)> {
             "POST",
             "/deployments",
             Platform,
-            Doc::new("Upload a bundle; it builds off-request", 202, deployment).body(Body::Bundle),
+            Doc::new("Upload a bundle; it builds off-request", 202, deployment)
+                .body(Body::Bundle)
+                .idempotent(),
             post(deployments::create).layer(DefaultBodyLimit::max(BUNDLE_BODY_LIMIT)),
         ),
         row(

@@ -14,10 +14,11 @@ use uuid::Uuid;
 use super::StoreError;
 use super::batch::Batch;
 use super::domain::{
-    Activate, Append, BuildOutcome, CloseTurn, CreateDeployment, CreateSession, Decide, DecideAt,
-    Decision, DeleteApiKey, DeleteSecret, DeleteSession, EndSession, FinishBuild, FinishTurn,
-    NewDeployment, OpenThread, PostInput, PutApiKey, PutSecret, Recover, Recovery, SetArtifact,
-    ThreadTurn, TouchApiKey, TurnOutcome, TurnTicket,
+    Activate, Answered, Append, BuildOutcome, CloseTurn, CreateDeployment, CreateSession, Decide,
+    DecideAt, Decision, DecisionAnswer, DeleteApiKey, DeleteSecret, DeleteSession,
+    DeploymentAnswer, EndSession, FinishBuild, FinishTurn, Idempotency, NewDeployment, Once,
+    OpenThread, PostInput, PurgeIdempotency, PutApiKey, PutSecret, Recover, Recovery, SetArtifact,
+    ThreadTurn, TouchApiKey, TurnAnswer, TurnOutcome, TurnTicket,
 };
 use super::outbox::{AppendAck, Outbox};
 use super::records::{ApiKeyRecord, Artifact, DeploymentRecord, SecretRecord, SessionRecord};
@@ -352,6 +353,73 @@ impl WriterHandle {
             ended_before,
         })
         .await
+    }
+
+    /// `create_session` done once per idempotency key (`key`; every time
+    /// without one): a retry answers the first session (`work: None`).
+    pub async fn create_session_once(
+        &self,
+        app: String,
+        route: String,
+        input: Value,
+        boot: Uuid,
+        key: Option<Idempotency>,
+    ) -> Result<Answered<(SessionRecord, TurnTicket), SessionRecord>, StoreError> {
+        let op = CreateSession {
+            app,
+            route,
+            input,
+            boot,
+        };
+        self.call(Once { op, key }).await
+    }
+
+    /// `post_input` done once per idempotency key.
+    pub async fn post_input_once(
+        &self,
+        session: Uuid,
+        input: Value,
+        boot: Uuid,
+        key: Option<Idempotency>,
+    ) -> Result<Answered<TurnTicket, TurnAnswer>, StoreError> {
+        let op = PostInput {
+            session,
+            input,
+            boot,
+        };
+        self.call(Once { op, key }).await
+    }
+
+    /// `decide` done once per idempotency key.
+    pub async fn decide_once(
+        &self,
+        session: Uuid,
+        decision: Decision,
+        boot: Uuid,
+        key: Option<Idempotency>,
+    ) -> Result<Answered<TurnTicket, DecisionAnswer>, StoreError> {
+        let op = Decide {
+            session,
+            decision,
+            boot,
+        };
+        self.call(Once { op, key }).await
+    }
+
+    /// `create_deployment` done once per idempotency key; the answer holds
+    /// the row and its app as committed.
+    pub async fn create_deployment_once(
+        &self,
+        new: NewDeployment,
+        key: Option<Idempotency>,
+    ) -> Result<Answered<DeploymentRecord, DeploymentAnswer>, StoreError> {
+        let op = CreateDeployment(new);
+        self.call(Once { op, key }).await
+    }
+
+    /// Forgets up to `limit` idempotency answers expired at `now_ms`.
+    pub async fn purge_idempotency(&self, now_ms: u64, limit: usize) -> Result<usize, StoreError> {
+        self.call(PurgeIdempotency { now_ms, limit }).await
     }
 
     /// Settles every turn no live host owns (see `Recovery`).

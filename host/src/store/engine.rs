@@ -14,7 +14,8 @@ use uuid::Uuid;
 
 use super::StoreError;
 use super::records::{
-    ApiKeyRecord, AppRecord, DeploymentRecord, SecretRecord, SessionRecord, SessionStatus,
+    ApiKeyRecord, AppRecord, DeploymentRecord, IdempotencyRecord, SecretRecord, SessionRecord,
+    SessionStatus,
 };
 use crate::journal::StoredEvent;
 
@@ -254,4 +255,24 @@ pub trait WriteTx {
     fn put_secret(&mut self, record: &SecretRecord) -> Result<(), StoreError>;
     /// Whether there was one to remove.
     fn remove_secret(&mut self, name: &str) -> Result<bool, StoreError>;
+
+    /// The first answer remembered for an API key's `Idempotency-Key`,
+    /// expired or not. An engine shared by several hosts makes another
+    /// transaction asking for the same key wait until this one ends, so two
+    /// hosts never both do the work of one key.
+    fn idempotency(
+        &mut self,
+        key_id: &str,
+        key: &str,
+    ) -> Result<Option<IdempotencyRecord>, StoreError>;
+    /// Remembers (or replaces an expired) first answer for a key.
+    fn put_idempotency(
+        &mut self,
+        key_id: &str,
+        key: &str,
+        record: &IdempotencyRecord,
+    ) -> Result<(), StoreError>;
+    /// Forgets up to `limit` answers expired at `now_ms` (Unix milliseconds);
+    /// returns how many.
+    fn purge_idempotency(&mut self, now_ms: u64, limit: usize) -> Result<usize, StoreError>;
 }

@@ -12,6 +12,9 @@ pub enum StoreError {
     /// The request is well-formed but refused (HTTP 422).
     #[error("{0}")]
     Rejected(String),
+    /// An `Idempotency-Key` first used on another request (HTTP 422).
+    #[error("{0}")]
+    KeyReused(String),
     /// The engine failed (I/O, disk full, ...). Nothing of the failed batch
     /// was committed; on redb, writes stop until a restart.
     #[error("storage failure: {0}")]

@@ -27,8 +27,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use commands::WriterHandle;
 pub use domain::{
-    BuildOutcome, Decision, NewDeployment, Recovery, ThreadTurn, TurnOutcome, TurnReason,
-    TurnTicket, input_text,
+    Answered, BuildOutcome, Decision, DecisionAnswer, DeploymentAnswer, IDEMPOTENCY_TTL,
+    Idempotency, MAX_KEY_LEN, NewDeployment, Recovery, ThreadTurn, TurnAnswer, TurnOutcome,
+    TurnReason, TurnTicket, input_text, unix_ms,
 };
 pub use engine::{ApprovalItem, Engine, EventPosition, SessionFilter};
 pub use error::StoreError;
@@ -114,6 +115,8 @@ pub fn now_rfc3339() -> String {
     humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
 }
 
+#[cfg(test)]
+mod idempotency_tests;
 #[cfg(test)]
 mod model_tests;
 #[cfg(test)]

@@ -1,4 +1,5 @@
-//! The records kept in redb besides events: apps, deployments, sessions, API keys.
+//! The records kept besides events: apps, deployments, sessions, API keys,
+//! secrets, and the first answers of idempotent requests.
 //!
 //! Stored as JSON; fields are only ever added (with `#[serde(default)]`), never
 //! renamed or removed, so old data dirs stay readable.
@@ -238,4 +239,19 @@ pub struct ApiKeyRecord {
     /// Written at most about once a minute.
     #[serde(default)]
     pub last_used_at: Option<String>,
+}
+
+/// The first answer to a request that carried an `Idempotency-Key`
+/// (`store::domain::idempotency`), kept with the work it answers.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IdempotencyRecord {
+    /// The command that answered (a key reused on another endpoint is refused).
+    pub command: String,
+    /// SHA-256 (hex) of the request's method, path and body, as the API computed it.
+    pub fingerprint: String,
+    pub created_at: String,
+    /// Unix milliseconds after which the key is new again (and purged).
+    pub expires_at_ms: u64,
+    /// The command's answer (its own JSON shape).
+    pub answer: Value,
 }

@@ -1,5 +1,5 @@
-//! The domain: the rules of sessions, turns, approvals, deployments, keys
-//! and secrets, written once over the storage boundary (`store::engine`).
+//! The domain: the rules of sessions, turns, approvals, deployments, keys,
+//! secrets and idempotency keys, written once over the storage boundary (`store::engine`).
 //!
 //! Each command is a struct with an `Op` impl (`store::commands`) beside
 //! its rule; the writer applies it inside a batch (`store::batch`), which
@@ -8,6 +8,7 @@
 
 mod deletion;
 mod deployments;
+mod idempotency;
 mod keys;
 mod recovery;
 mod secrets;
@@ -21,6 +22,11 @@ use super::records::{AgentDescription, Artifact, LimitsRecord, PendingApproval};
 
 pub(super) use deletion::DeleteSession;
 pub(super) use deployments::{Activate, CreateDeployment, FinishBuild, SetArtifact};
+pub use idempotency::{
+    Answered, DecisionAnswer, DeploymentAnswer, Idempotency, MAX_KEY_LEN, TTL as IDEMPOTENCY_TTL,
+    TurnAnswer, unix_ms,
+};
+pub(super) use idempotency::{Once, PurgeIdempotency};
 pub(super) use keys::{DeleteApiKey, PutApiKey, TouchApiKey};
 pub use recovery::Recovery;
 pub(super) use recovery::{CloseTurn, Recover};

@@ -72,6 +72,15 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (app_id, route, thread_id)
     );
     CREATE INDEX threads_session ON threads (session_id);",
+    // 4: the first answers of idempotent requests (`store::domain::idempotency`).
+    "CREATE TABLE idempotency (
+        key_id text NOT NULL,
+        key text NOT NULL,
+        expires_at_ms bigint NOT NULL,
+        record jsonb NOT NULL,
+        PRIMARY KEY (key_id, key)
+    );
+    CREATE INDEX idempotency_expiry ON idempotency (expires_at_ms);",
 ];
 
 /// The schema version this binary writes.

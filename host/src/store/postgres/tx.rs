@@ -20,7 +20,8 @@ use crate::store::StoreError;
 use crate::store::engine::{EventRow, SessionRow, WriteTx};
 use crate::store::error::corrupt;
 use crate::store::records::{
-    ApiKeyRecord, AppRecord, DeploymentRecord, SecretRecord, SessionRecord, SessionStatus,
+    ApiKeyRecord, AppRecord, DeploymentRecord, IdempotencyRecord, SecretRecord, SessionRecord,
+    SessionStatus,
 };
 
 pub(super) struct PgTx<'c> {
@@ -457,5 +458,48 @@ impl WriteTx for PgTx<'_> {
         let removed = self.execute("DELETE FROM secrets WHERE name = $1", &[&name])?;
         self.notes.push(format!("s:{name}"));
         Ok(removed > 0)
+    }
+
+    fn idempotency(
+        &mut self,
+        key_id: &str,
+        key: &str,
+    ) -> Result<Option<IdempotencyRecord>, StoreError> {
+        // A row lock cannot hold a key that has no row yet: a transaction
+        // lock on the key's hash makes another host's transaction for the
+        // same key wait until this one ends, then find its answer.
+        self.execute(
+            "SELECT pg_advisory_xact_lock(hashtext('agenthost idempotency'), hashtext($1 || ' ' || $2))",
+            &[&key_id, &key],
+        )?;
+        self.one(
+            "SELECT record FROM idempotency WHERE key_id = $1 AND key = $2",
+            &[&key_id, &key],
+        )
+    }
+
+    fn put_idempotency(
+        &mut self,
+        key_id: &str,
+        key: &str,
+        record: &IdempotencyRecord,
+    ) -> Result<(), StoreError> {
+        self.execute(
+            "INSERT INTO idempotency (key_id, key, expires_at_ms, record) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (key_id, key) DO UPDATE
+             SET expires_at_ms = excluded.expires_at_ms, record = excluded.record",
+            &[&key_id, &key, &(record.expires_at_ms as i64), &Json(record)],
+        )?;
+        Ok(())
+    }
+
+    fn purge_idempotency(&mut self, now_ms: u64, limit: usize) -> Result<usize, StoreError> {
+        let purged = self.execute(
+            "DELETE FROM idempotency WHERE (key_id, key) IN (
+                 SELECT key_id, key FROM idempotency WHERE expires_at_ms <= $1
+                 ORDER BY expires_at_ms LIMIT $2 FOR UPDATE SKIP LOCKED)",
+            &[&(now_ms as i64), &(limit as i64)],
+        )?;
+        Ok(purged as usize)
     }
 }

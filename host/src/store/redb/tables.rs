@@ -34,6 +34,13 @@ pub const API_KEYS: TableDefinition<&str, &[u8]> = TableDefinition::new("api_key
 /// (app id, route, AG-UI thread id) → session id (`store::domain::threads`).
 pub const THREADS: TableDefinition<(u128, &str, &str), u128> = TableDefinition::new("threads_v1");
 
+/// (API key id, Idempotency-Key) → IdempotencyRecord (JSON) (`store::domain::idempotency`).
+pub const IDEMPOTENCY: TableDefinition<(&str, &str), &[u8]> =
+    TableDefinition::new("idempotency_v1");
+/// (expires at, Unix ms; API key id, Idempotency-Key) → (): the purge's order.
+pub const IDEMPOTENCY_EXPIRY: TableDefinition<(u64, &str, &str), ()> =
+    TableDefinition::new("idempotency_expiry_v1");
+
 /// Makes sure every table exists.
 pub(super) fn create_all(db: &Database) -> Result<(), StoreError> {
     let txn = db.begin_write().map_err(storage)?;
@@ -49,6 +56,8 @@ pub(super) fn create_all(db: &Database) -> Result<(), StoreError> {
         txn.open_table(PENDING_APPROVALS).map_err(storage)?;
         txn.open_table(SECRETS).map_err(storage)?;
         txn.open_table(THREADS).map_err(storage)?;
+        txn.open_table(IDEMPOTENCY).map_err(storage)?;
+        txn.open_table(IDEMPOTENCY_EXPIRY).map_err(storage)?;
     }
     txn.commit().map_err(storage)
 }

@@ -14,7 +14,8 @@ use crate::store::StoreError;
 use crate::store::engine::{EventRow, SessionRow, WriteTx};
 use crate::store::error::corrupt;
 use crate::store::records::{
-    ApiKeyRecord, AppRecord, DeploymentRecord, SecretRecord, SessionRecord, SessionStatus,
+    ApiKeyRecord, AppRecord, DeploymentRecord, IdempotencyRecord, SecretRecord, SessionRecord,
+    SessionStatus,
 };
 
 pub(super) struct RedbTx<'t> {
@@ -373,5 +374,67 @@ impl WriteTx for RedbTx<'_> {
 
     fn remove_secret(&mut self, name: &str) -> Result<bool, StoreError> {
         self.remove_named(tables::SECRETS, name)
+    }
+
+    fn idempotency(
+        &mut self,
+        key_id: &str,
+        key: &str,
+    ) -> Result<Option<IdempotencyRecord>, StoreError> {
+        let table = self.txn.open_table(tables::IDEMPOTENCY).map_err(storage)?;
+        let value = table.get((key_id, key)).map_err(storage)?;
+        match value {
+            Some(v) => serde_json::from_slice(v.value()).map(Some).map_err(corrupt),
+            None => Ok(None),
+        }
+    }
+
+    fn put_idempotency(
+        &mut self,
+        key_id: &str,
+        key: &str,
+        record: &IdempotencyRecord,
+    ) -> Result<(), StoreError> {
+        let bytes = serde_json::to_vec(record).map_err(corrupt)?;
+        let mut table = self.txn.open_table(tables::IDEMPOTENCY).map_err(storage)?;
+        let mut expiry = (self.txn.open_table(tables::IDEMPOTENCY_EXPIRY)).map_err(storage)?;
+        let replaced = table
+            .insert((key_id, key), bytes.as_slice())
+            .map_err(storage)?
+            .map(|old| serde_json::from_slice::<IdempotencyRecord>(old.value()));
+        if let Some(old) = replaced {
+            let old = old.map_err(corrupt)?;
+            expiry
+                .remove((old.expires_at_ms, key_id, key))
+                .map_err(storage)?;
+        }
+        expiry
+            .insert((record.expires_at_ms, key_id, key), ())
+            .map_err(storage)?;
+        Ok(())
+    }
+
+    fn purge_idempotency(&mut self, now_ms: u64, limit: usize) -> Result<usize, StoreError> {
+        let mut table = self.txn.open_table(tables::IDEMPOTENCY).map_err(storage)?;
+        let mut expiry = (self.txn.open_table(tables::IDEMPOTENCY_EXPIRY)).map_err(storage)?;
+        let mut expired = Vec::new();
+        let end = (now_ms.saturating_add(1), "", "");
+        for entry in expiry.range(..end).map_err(storage)? {
+            if expired.len() == limit {
+                break;
+            }
+            let (entry, _) = entry.map_err(storage)?;
+            let (at, key_id, key) = entry.value();
+            expired.push((at, key_id.to_owned(), key.to_owned()));
+        }
+        for (at, key_id, key) in &expired {
+            expiry
+                .remove((*at, key_id.as_str(), key.as_str()))
+                .map_err(storage)?;
+            table
+                .remove((key_id.as_str(), key.as_str()))
+                .map_err(storage)?;
+        }
+        Ok(expired.len())
     }
 }
