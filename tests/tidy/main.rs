@@ -50,6 +50,20 @@ fn every_path_the_maps_name_exists() {
     fail_if_any("paths named in the maps that do not exist", problems);
 }
 
+/// ARCHITECTURE.md stays a map one reads in a sitting, not an inventory.
+#[test]
+fn the_map_stays_short() {
+    const MAX_LINES: usize = 300;
+    let lines = read(&root().join("ARCHITECTURE.md")).lines().count();
+    let problems = (lines > MAX_LINES)
+        .then(|| format!(
+            "ARCHITECTURE.md has {lines} lines, more than {MAX_LINES}. Fix: say less per module (one sentence each), and move numbers to docs/ and test lists to tests/README.md."
+        ))
+        .into_iter()
+        .collect();
+    fail_if_any("the map", problems);
+}
+
 /// tests/README.md names every test file, fixture and host test module.
 #[test]
 fn the_test_catalogue_names_every_test_file() {
