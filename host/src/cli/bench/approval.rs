@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use super::client::Api;
 use super::metrics::{Probe, Resources};
 use super::stats::Latency;
+use crate::api::views::DecisionAccepted;
 
 #[derive(Serialize)]
 pub struct Approval {
@@ -84,7 +85,7 @@ async fn one(api: &Api, app: &str, samples: &mut Samples) -> anyhow::Result<()> 
     }
     let posted = Instant::now();
     let path = format!("/sessions/{session}/approval");
-    api.post_json(&path, &json!({"approved": true})).await?;
+    let _: DecisionAccepted = api.post(&path, &json!({"approved": true})).await?;
     let mut started = None;
     let mut result = None;
     loop {

@@ -1,10 +1,16 @@
 //! The bench's HTTP client: the few API calls it makes, each refusing a
-//! non-2xx answer with the server's own error message.
+//! non-2xx answer with the server's own error message. Answers are read
+//! into the API's own typed views (`api::views`), as the server writes them.
 
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
+
+use crate::api::views::{CreatedSession, ErrorBody, SessionView};
+use crate::store::SessionStatus;
 
 use super::metrics::Snapshot;
 use super::sse::EventStream;
@@ -39,14 +45,18 @@ impl Api {
         &self.base
     }
 
-    /// `GET path`, a JSON answer.
-    pub async fn get_json(&self, path: &str) -> anyhow::Result<Value> {
+    /// `GET path`, its answer read as `T`.
+    pub async fn get<T: DeserializeOwned>(&self, path: &str) -> anyhow::Result<T> {
         let request = self.http.get(self.url(path)).timeout(REQUEST_TIMEOUT);
         self.send("GET", path, request).await
     }
 
-    /// `POST path` with a JSON body, a JSON answer.
-    pub async fn post_json(&self, path: &str, body: &Value) -> anyhow::Result<Value> {
+    /// `POST path` with a JSON body, its answer read as `T`.
+    pub async fn post<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &impl Serialize,
+    ) -> anyhow::Result<T> {
         let request = (self.http.post(self.url(path)))
             .timeout(REQUEST_TIMEOUT)
             .json(body);
@@ -61,14 +71,14 @@ impl Api {
         input: Value,
     ) -> anyhow::Result<String> {
         let body = json!({"app": app, "route": route, "input": input});
-        let session = self.post_json("/sessions", &body).await?;
-        string_field(&session, "session_id")
+        let created: CreatedSession = self.post("/sessions", &body).await?;
+        Ok(created.session.session_id.to_string())
     }
 
-    /// The session's status (`running`, `idle`, …).
-    pub async fn session_status(&self, session: &str) -> anyhow::Result<String> {
-        let body = self.get_json(&format!("/sessions/{session}")).await?;
-        string_field(&body, "status")
+    /// The session's status.
+    pub async fn session_status(&self, session: &str) -> anyhow::Result<SessionStatus> {
+        let view: SessionView = self.get(&format!("/sessions/{session}")).await?;
+        Ok(view.status)
     }
 
     /// Opens the session's event stream, after `last_event_id` if given.
@@ -121,12 +131,12 @@ impl Api {
         format!("{}{path}", self.base)
     }
 
-    async fn send(
+    async fn send<T: DeserializeOwned>(
         &self,
         method: &str,
         path: &str,
         request: reqwest::RequestBuilder,
-    ) -> anyhow::Result<Value> {
+    ) -> anyhow::Result<T> {
         let response = (request.bearer_auth(&self.key).send().await)
             .with_context(|| format!("{method} {path}: cannot reach {}", self.base))?;
         let status = response.status();
@@ -138,29 +148,21 @@ impl Api {
                 error_message(&text)
             );
         }
-        serde_json::from_str(&text)
-            .with_context(|| format!("{method} {path}: the answer is not JSON: {}", short(&text)))
-    }
-}
-
-/// A string field of a server answer, or an error naming it.
-pub fn string_field(body: &Value, name: &str) -> anyhow::Result<String> {
-    match body[name].as_str() {
-        Some(value) => Ok(value.to_string()),
-        None => bail!(
-            "the server's answer has no `{name}`: {}",
-            short(&body.to_string())
-        ),
+        serde_json::from_str(&text).with_context(|| {
+            format!(
+                "{method} {path}: the answer is not what the API documents: {}",
+                short(&text)
+            )
+        })
     }
 }
 
 /// The `error.message` of an error body, else the body itself.
 fn error_message(body: &str) -> String {
-    let parsed: Option<Value> = serde_json::from_str(body).ok();
-    match parsed.as_ref().and_then(|v| v["error"]["message"].as_str()) {
-        Some(message) => message.to_string(),
-        None if body.is_empty() => "(no body)".to_string(),
-        None => short(body),
+    match serde_json::from_str::<ErrorBody>(body) {
+        Ok(error) => error.error.message,
+        Err(_) if body.is_empty() => "(no body)".to_string(),
+        Err(_) => short(body),
     }
 }
 

@@ -66,6 +66,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 
 use super::Remote;
+use crate::api::views::AppView;
 use client::Api;
 use report::{Config, Report};
 
@@ -197,12 +198,10 @@ async fn run(args: BenchArgs) -> anyhow::Result<()> {
 
 /// The app must exist and serve the bench agent's routes.
 async fn check_app(api: &Api, app: &str) -> anyhow::Result<()> {
-    let body = api.get_json(&format!("/apps/{app}")).await.map_err(|e| {
+    let view: AppView = api.get(&format!("/apps/{app}")).await.map_err(|e| {
         anyhow::anyhow!("{e:#}\n(deploy the bench agent first: agenthost deploy examples/bench)")
     })?;
-    let routes: Vec<&str> = (body["routes"].as_array().into_iter().flatten())
-        .filter_map(|r| r.as_str())
-        .collect();
+    let routes: Vec<&str> = view.routes.iter().map(String::as_str).collect();
     for route in ["/stream", "/approve"] {
         if !routes.contains(&route) {
             bail!(

@@ -7,6 +7,8 @@ use anyhow::{Context, bail};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use crate::journal::payloads::TurnError;
+
 /// A stream silent this long is dead (the server sends a keep-alive every 15 s).
 const SILENCE: Duration = Duration::from_secs(120);
 
@@ -23,13 +25,10 @@ pub struct Event {
 impl Event {
     /// `kind: message` of a `TURN_ERROR`, for error messages.
     pub fn failure(&self) -> String {
-        let payload: serde_json::Value =
-            serde_json::from_str(self.payload.get()).unwrap_or_default();
-        format!(
-            "{}: {}",
-            payload["kind"].as_str().unwrap_or("?"),
-            payload["message"].as_str().unwrap_or("?")
-        )
+        match serde_json::from_str::<TurnError>(self.payload.get()) {
+            Ok(error) => format!("{}: {}", error.kind.as_str(), error.message),
+            Err(_) => format!("(an unreadable {} payload)", self.kind),
+        }
     }
 }
 
