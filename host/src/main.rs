@@ -107,6 +107,8 @@ async fn start(args: &ServeArgs, bootstrap_key: Option<String>) -> anyhow::Resul
         store: args.store_engine()?,
         compile_cache_dir: args.compile_cache_dir.clone(),
         retain_ended_sessions: args.retain_ended_sessions.map(Into::into),
+        rate_limit: args.rate_limit()?,
+        quotas: args.quotas()?,
     })
     .await?;
     println!("agenthost listening on http://{}", server.local_addr);

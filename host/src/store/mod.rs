@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use commands::WriterHandle;
 pub use domain::{
-    BuildOutcome, Decision, NewDeployment, Recovery, ThreadTurn, TurnOutcome, TurnReason,
+    BuildOutcome, Decision, NewDeployment, Quotas, Recovery, ThreadTurn, TurnOutcome, TurnReason,
     TurnTicket, input_text,
 };
 pub use engine::{ApprovalItem, Engine, EventPosition, SessionFilter};

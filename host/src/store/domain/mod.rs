@@ -9,6 +9,7 @@
 mod deletion;
 mod deployments;
 mod keys;
+mod quotas;
 mod recovery;
 mod secrets;
 mod sessions;
@@ -22,6 +23,7 @@ use super::records::{AgentDescription, Artifact, LimitsRecord, PendingApproval};
 pub(super) use deletion::DeleteSession;
 pub(super) use deployments::{Activate, CreateDeployment, FinishBuild, SetArtifact};
 pub(super) use keys::{DeleteApiKey, PutApiKey, TouchApiKey};
+pub use quotas::Quotas;
 pub use recovery::Recovery;
 pub(super) use recovery::{CloseTurn, Recover};
 pub(super) use secrets::{DeleteSecret, PutSecret};

@@ -72,6 +72,9 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (app_id, route, thread_id)
     );
     CREATE INDEX threads_session ON threads (session_id);",
+    // 4 (5 once the idempotency keys' migration lands before it): an app's
+    // open sessions, counted against its caps (`store::domain::quotas`).
+    "CREATE INDEX sessions_open ON sessions (app_id, status) WHERE status <> 'ended';",
 ];
 
 /// The schema version this binary writes.
