@@ -16,7 +16,7 @@ use clap::{Parser, Subcommand};
 
 pub use bench::{BenchArgs, bench};
 pub use build::build;
-pub use deploy::{DeployOptions, deploy};
+pub use deploy::{DeployError, DeployOptions, Failure, deploy};
 pub use keys::{KeysAction, keys};
 
 #[derive(Parser)]
@@ -35,6 +35,14 @@ pub enum Command {
     /// Run the server.
     Serve(ServeArgs),
     /// Build an agent project (Rust, Python or TypeScript), upload it, and wait for its build.
+    ///
+    /// Exit status: 0 deployed (`active`, or `retired` when a higher version
+    /// is current); 1 anything else (the project, the manifest, an
+    /// unexpected answer); 3 the build failed (local or on the server); 4
+    /// timed out (--timeout-secs, upload included; the build may still
+    /// finish); 5 refused by the server (4xx, e.g. a bad key); 6 could not
+    /// reach the server, or it failed (5xx), until the timeout. Transient
+    /// failures (no connection, 5xx, 429) are retried with backoff.
     Deploy(DeployArgs),
     /// Run the server, deploy DIR to it, and print a key and curl commands to try it.
     Dev {
@@ -255,7 +263,8 @@ pub struct DeployArgs {
     pub dir: PathBuf,
     #[command(flatten)]
     pub remote: Remote,
-    /// Seconds to wait for the build before giving up.
+    /// Seconds the upload and the build may take together before giving up
+    /// (the local build before the upload is not counted).
     #[arg(long, default_value_t = 600)]
     pub timeout_secs: u64,
     /// Do not build (cargo, componentize-py, esbuild and componentize-js): package the directory as it is
