@@ -84,3 +84,64 @@ pub(super) fn open_entry(status: SessionStatus) -> Option<u8> {
         _ => Some(0),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use redb::{Database, ReadableDatabase, ReadableTableMetadata, backends::InMemoryBackend};
+    use uuid::Uuid;
+
+    use super::*;
+
+    /// A file from before OPEN_SESSIONS gets the table filled from its sessions.
+    #[test]
+    fn open_sessions_is_filled_from_the_sessions_of_an_older_file() {
+        let db = Database::builder()
+            .create_with_backend(InMemoryBackend::new())
+            .unwrap();
+        create_all(&db).unwrap();
+        let (app, other) = (Uuid::now_v7(), Uuid::now_v7());
+        let statuses = [
+            (app, SessionStatus::Running),
+            (app, SessionStatus::Idle),
+            (app, SessionStatus::Ended),
+            (other, SessionStatus::AwaitingApproval),
+        ];
+        let txn = db.begin_write().unwrap();
+        {
+            let mut sessions = txn.open_table(SESSIONS).unwrap();
+            for (app_id, status) in statuses {
+                let id = Uuid::now_v7();
+                let record = serde_json::json!({
+                    "id": id, "app_id": app_id, "app_slug": "a", "route": "/r",
+                    "deployment_id": Uuid::nil(), "deployment_version": 1,
+                    "status": status, "turn": 1,
+                    "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
+                });
+                let bytes = serde_json::to_vec(&record).unwrap();
+                sessions.insert(id.as_u128(), bytes.as_slice()).unwrap();
+            }
+        }
+        // As an older file has it: no index.
+        txn.delete_table(OPEN_SESSIONS).unwrap();
+        txn.commit().unwrap();
+
+        create_all(&db).unwrap();
+        let read = db.begin_read().unwrap();
+        let open = read.open_table(OPEN_SESSIONS).unwrap();
+        let of = |app: Uuid| -> Vec<u8> {
+            let key = app.as_u128();
+            (open.range((key, 0)..=(key, u128::MAX)).unwrap())
+                .map(|row| row.unwrap().1.value())
+                .collect()
+        };
+        let mut of_app = of(app);
+        of_app.sort_unstable();
+        assert_eq!(of_app, [0, 1], "idle and running, not ended");
+        assert_eq!(of(other), [0]);
+        // Once there, it is not filled again.
+        drop((open, read));
+        create_all(&db).unwrap();
+        let read = db.begin_read().unwrap();
+        assert_eq!(read.open_table(OPEN_SESSIONS).unwrap().len().unwrap(), 3);
+    }
+}
