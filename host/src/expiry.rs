@@ -62,6 +62,8 @@ async fn sweep(
                 }
                 // Decided meanwhile (by a human or another host).
                 Err(StoreError::Conflict(_) | StoreError::NotFound { .. }) => {}
+                // The app is at its running-turns cap: the next sweep tries again.
+                Err(StoreError::Quota { .. }) => {}
                 Err(err) => return Err(err),
             }
         }

@@ -6,7 +6,9 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 
-use agenthost::cli::{Cli, Command, DeployOptions, ServeArgs, bench, build, deploy, keys};
+use agenthost::cli::{
+    Cli, Command, DeployError, DeployOptions, ServeArgs, bench, build, deploy, keys,
+};
 use agenthost::server::{ServeOptions, Server};
 use agenthost::util::write_secret_file;
 
@@ -37,7 +39,9 @@ fn main() {
     };
     if let Err(err) = runtime.block_on(run(cli)) {
         eprintln!("error: {err:#}");
-        std::process::exit(1);
+        // `deploy` says how it failed (docs/manifest.md); the rest exit 1.
+        let code = (err.downcast_ref::<DeployError>()).map_or(1, DeployError::exit_code);
+        std::process::exit(code);
     }
 }
 
@@ -68,6 +72,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     .unwrap_or_default(),
                 serde_json::to_value(&deployed.row.routes).unwrap_or_default(),
             );
+            if deployed.row.status == agenthost::store::DeploymentStatus::Retired {
+                let current = deployed
+                    .current
+                    .map_or("a higher version".into(), |v| format!("v{v}"));
+                println!(
+                    "note: v{} built but is retired, not current: {} of {} is current, and new sessions go there. Make this one current with POST /deployments/{}/activate.",
+                    deployed.row.version, current, deployed.app, deployed.row.id
+                );
+            }
             Ok(())
         }
         Command::Dev { serve, dir } => dev(serve, dir).await,
@@ -107,6 +120,8 @@ async fn start(args: &ServeArgs, bootstrap_key: Option<String>) -> anyhow::Resul
         store: args.store_engine()?,
         compile_cache_dir: args.compile_cache_dir.clone(),
         retain_ended_sessions: args.retain_ended_sessions.map(Into::into),
+        rate_limit: args.rate_limit()?,
+        quotas: args.quotas()?,
     })
     .await?;
     println!("agenthost listening on http://{}", server.local_addr);

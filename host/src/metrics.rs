@@ -1,8 +1,8 @@
 //! The host-side figures a client cannot see, for `GET /metrics` (OpenMetrics
 //! text): instantiate time, turn time, journal commit latency and batch size,
 //! events committed, running turns, open streams and their catch-ups from
-//! redb, and the process's own CPU
-//! time and resident memory. One process-wide set, recorded without locks.
+//! redb, requests refused by the per-key rate limit and the per-app caps,
+//! and the process's own CPU time and resident memory. One process-wide set, recorded without locks.
 //! Names and meanings are documented in docs/metrics.md.
 
 use std::sync::OnceLock;
@@ -10,6 +10,7 @@ use std::sync::OnceLock;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
@@ -23,6 +24,10 @@ pub struct Metrics {
     pub turns_running: Gauge,
     pub streams_open: Gauge,
     pub stream_catch_ups: Counter,
+    /// Requests refused by the per-key rate limit (429 `rate_limited`).
+    pub rate_limited: Counter,
+    /// Requests refused by a per-app cap (429 `quota_exceeded`), by cap.
+    pub quota_refused: Family<[(&'static str, &'static str); 1], Counter>,
     registry: Registry,
 }
 
@@ -59,6 +64,8 @@ pub fn get() -> &'static Metrics {
             turns_running: Gauge::default(),
             streams_open: Gauge::default(),
             stream_catch_ups: Counter::default(),
+            rate_limited: Counter::default(),
+            quota_refused: Family::default(),
             registry: Registry::default(),
         };
         let mut registry = Registry::default();
@@ -102,6 +109,16 @@ pub fn get() -> &'static Metrics {
             "Times an event stream fell behind the live feed and re-read the journal",
             metrics.stream_catch_ups.clone(),
         );
+        registry.register(
+            "agenthost_rate_limited",
+            "Requests refused by the per-key rate limit (429 rate_limited)",
+            metrics.rate_limited.clone(),
+        );
+        registry.register(
+            "agenthost_quota_refusals",
+            "Requests refused by a per-app cap (429 quota_exceeded), by cap",
+            metrics.quota_refused.clone(),
+        );
         registry.register_collector(Box::new(ProcessCollector));
         Metrics {
             registry,
@@ -111,6 +128,11 @@ pub fn get() -> &'static Metrics {
 }
 
 impl Metrics {
+    /// Counts a refusal by the per-app cap `cap` (`open_sessions`, `running_turns`).
+    pub fn quota_refusal(&self, cap: &'static str) {
+        self.quota_refused.get_or_create(&[("cap", cap)]).inc();
+    }
+
     /// The OpenMetrics text of every metric.
     pub fn encode(&self) -> String {
         let mut out = String::with_capacity(16 << 10);
@@ -198,6 +220,7 @@ mod tests {
         let m = super::get();
         m.instantiate.observe(12e-6);
         m.commit_batch.observe(3.0);
+        m.quota_refusal("running_turns");
         let text = m.encode();
         for name in [
             "agenthost_turn_instantiate_seconds_bucket",
@@ -205,6 +228,8 @@ mod tests {
             "agenthost_journal_commit_batch_size_sum",
             "agenthost_journal_events_total",
             "agenthost_sse_streams_open",
+            "agenthost_rate_limited_total",
+            "agenthost_quota_refusals_total{cap=\"running_turns\"}",
             "process_cpu_seconds_total",
             "process_resident_memory_bytes",
         ] {

@@ -17,7 +17,7 @@ use crate::keys::{self, Keys};
 use crate::runtime::{Redactor, Runtime};
 use crate::secrets::{MasterKey, Vault};
 use crate::store::postgres::{LeaseOptions, PgEngine};
-use crate::store::{KeyClass, Redact, Store, Writer};
+use crate::store::{KeyClass, Quotas, Redact, Store, Writer};
 use crate::tokens::StreamTokens;
 
 pub struct ServeOptions {
@@ -43,6 +43,10 @@ pub struct ServeOptions {
     pub store: StoreChoice,
     /// Ended sessions older than this are deleted; kept forever when `None`.
     pub retain_ended_sessions: Option<Duration>,
+    /// The per-key rate limit; off when `None`.
+    pub rate_limit: Option<api::rate_limit::RateLimit>,
+    /// The per-app caps on open sessions and running turns.
+    pub quotas: Quotas,
 }
 
 /// Where durable state lives (`--store`).
@@ -103,7 +107,7 @@ impl Server {
         let secrets = vault.clone();
         let redact: Redact =
             Arc::new(move |text: &str| Redactor::new(secrets.all()).redact(text).into_owned());
-        let writer = Writer::spawn_for_host(store.clone(), boot_id, redact)?;
+        let writer = Writer::spawn_for_host(store.clone(), boot_id, redact, options.quotas)?;
         let recovery = writer.recover(boot_id).await?;
         if !recovery.closed.is_empty() {
             tracing::warn!(
@@ -174,6 +178,7 @@ impl Server {
             boot_id,
             shutdown,
             cors_origins: options.cors_origins,
+            rate_limit: api::rate_limit::KeyLimiter::new(options.rate_limit),
         });
         Ok(Server {
             listener,

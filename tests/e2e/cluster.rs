@@ -2,7 +2,8 @@
 //! any request and streams what another committed; keys revoked on one host
 //! are refused by all; one decision wins a race across hosts; the turn of a
 //! killed host is settled by another within the lease; a PostgreSQL
-//! restart is survived without restarting the hosts.
+//! restart is survived without restarting the hosts; an app's cap holds
+//! exactly across hosts.
 //!
 //! These always run on PostgreSQL, whatever `AGENTHOST_TEST_STORE` says
 //! (`scripts/test` skips them in its PostgreSQL pass: they ran already).
@@ -190,6 +191,29 @@ async fn of_two_hosts_deciding_one_approval_exactly_one_wins() {
         .count();
     assert_eq!(decisions, 1, "{resumed:?}");
     assert_eq!(resumed.last().unwrap()["type"], "TURN_ENDED", "{resumed:?}");
+}
+
+#[tokio::test]
+async fn an_apps_running_turns_cap_holds_exactly_across_hosts() {
+    let (dir_a, dir_b) = (support::data_dir(), support::data_dir());
+    let db = database(&dir_a);
+    let cap = ["--max-running-turns-per-app", "2"];
+    let a = Server::start_host_with(dir_a.path(), &db, &cap).await;
+    let b = Server::start_host_with(dir_b.path(), &db, &cap).await;
+    a.deploy("slow", &support::guest("slow")).await;
+    let body = json!({"app": "slow", "route": "/slow", "input": {"sleep_ms": 60_000}});
+    // Six creates at once, three on each host: exactly two get in.
+    let creates = (0..6).map(|i| {
+        let host = if i % 2 == 0 { &a } else { &b };
+        host.post("/sessions", body.clone())
+    });
+    let answers = futures::future::join_all(creates).await;
+    let mut statuses: Vec<u16> = answers.iter().map(|(status, _)| *status).collect();
+    statuses.sort();
+    assert_eq!(statuses, [201, 201, 429, 429, 429, 429], "{answers:?}");
+    for (_, body) in answers.iter().filter(|(status, _)| *status == 429) {
+        assert_eq!(body["error"]["code"], "quota_exceeded", "{body}");
+    }
 }
 
 #[tokio::test]

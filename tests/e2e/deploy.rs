@@ -59,11 +59,108 @@ async fn deploy_command_exits_non_zero_with_the_build_error() {
         .output()
         .expect("run agenthost deploy");
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success());
+    assert_eq!(output.status.code(), Some(3), "a failed build: {stderr}");
     assert!(
         stderr.contains("failed") && stderr.contains("not a component"),
         "{stderr}"
     );
+}
+
+/// A project of `component` under the manifest `MANIFEST` names (slug `broken`).
+fn project(component: &[u8]) -> tempfile::TempDir {
+    let project = tempfile::tempdir().unwrap();
+    std::fs::write(project.path().join("agenthost.toml"), MANIFEST).unwrap();
+    std::fs::write(project.path().join("agent.wasm"), component).unwrap();
+    project
+}
+
+/// Runs `agenthost deploy --no-build` of `project` against `url` with `key`.
+async fn deploy_to(
+    project: &std::path::Path,
+    url: &str,
+    key: &str,
+    extra: &[&str],
+) -> (Option<i32>, String) {
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_agenthost"))
+        .args(["deploy", "--no-build"])
+        .args(extra)
+        .arg(project)
+        .env("AGENTHOST_URL", url)
+        .env("AGENTHOST_API_KEY", key)
+        .output()
+        .await
+        .expect("run agenthost deploy");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.code(), text)
+}
+
+#[tokio::test]
+async fn deploy_exits_5_when_the_server_refuses_the_upload() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    let project = project(b"\0asm\x01\0\0\0");
+    let (code, output) = deploy_to(project.path(), &server.url, "not-a-key", &[]).await;
+    assert_eq!(code, Some(5), "{output}");
+    assert!(
+        output.contains("401") && output.contains("invalid API key"),
+        "{output}"
+    );
+}
+
+#[tokio::test]
+async fn deploy_exits_6_when_the_server_cannot_be_reached() {
+    // A port nobody listens on (bound, then closed).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let project = project(b"\0asm\x01\0\0\0");
+    let url = format!("http://127.0.0.1:{port}");
+    let (code, output) = deploy_to(project.path(), &url, KEY, &["--timeout-secs", "2"]).await;
+    assert_eq!(code, Some(6), "{output}");
+    assert!(output.contains("cannot reach the server"), "{output}");
+    assert!(
+        output.contains("retrying"),
+        "retried until the timeout: {output}"
+    );
+}
+
+#[tokio::test]
+async fn deploy_exits_4_when_the_upload_gets_no_answer_within_the_timeout() {
+    // Accepts connections and never answers: only the timeout ends the upload.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    let project = project(b"\0asm\x01\0\0\0");
+    let (code, output) = deploy_to(project.path(), &url, KEY, &["--timeout-secs", "1"]).await;
+    assert_eq!(code, Some(4), "{output}");
+    assert!(output.contains("no answer before the deadline"), "{output}");
+}
+
+#[tokio::test]
+async fn deploy_retries_a_refused_poll_and_still_waits_for_the_build() {
+    // One request a second: the first poll right after the upload gets 429.
+    let dir = support::data_dir();
+    let flags = ["--rate-limit", "1", "--rate-limit-burst", "1"];
+    let server = Server::start_with(dir.path(), &flags).await;
+    let project = project(&support::guest("hello"));
+    let (code, output) = deploy_to(project.path(), &server.url, KEY, &[]).await;
+    assert_eq!(code, Some(0), "{output}");
+    assert!(
+        output.contains("429") && output.contains("retrying"),
+        "{output}"
+    );
+    assert!(output.contains("deployed broken v1"), "{output}");
 }
 
 /// Uploads `files` and returns the resolved row's status and error.

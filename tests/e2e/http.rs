@@ -1,5 +1,5 @@
 //! The HTTP layer itself (api/serve.rs): what a client gets for a request
-//! head hyper will not buffer, and that the server goes on serving after it;
+//! head hyper will not buffer or that has too many fields, and that the server goes on serving after it;
 //! serve flags that only tune the process (`--journal-cache-mb`).
 
 use std::time::Duration;
@@ -41,6 +41,14 @@ async fn an_oversized_request_head_gets_431_and_the_server_goes_on() {
     let big = "a".repeat(80 * 1024);
     let request = format!("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: {big}\r\n\r\n");
     let status = raw_status(&server, request.as_bytes()).await;
+    assert!(status.starts_with("HTTP/1.1 431"), "got `{status}`");
+
+    // hyper's limit of 100 header fields (docs/limits.md): 100 pass, 101 do not.
+    let fields = |n: usize| -> String { (0..n).map(|i| format!("X-F{i}: v\r\n")).collect() };
+    let head = |n| format!("GET /healthz HTTP/1.1\r\nHost: x\r\n{}\r\n", fields(n));
+    let status = raw_status(&server, head(99).as_bytes()).await;
+    assert!(status.starts_with("HTTP/1.1 200"), "got `{status}`");
+    let status = raw_status(&server, head(100).as_bytes()).await;
     assert!(status.starts_with("HTTP/1.1 431"), "got `{status}`");
 
     // A normal head on a raw connection, and the API as a client uses it.

@@ -22,6 +22,7 @@ mod keys;
 mod limits;
 mod outbound;
 mod python;
+mod quotas;
 mod rollback;
 mod secrets;
 mod sessions;

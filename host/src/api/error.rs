@@ -100,6 +100,11 @@ impl From<StoreError> for ApiError {
             StoreError::Conflict(message) => {
                 ApiError::new(StatusCode::CONFLICT, "conflict", message)
             }
+            StoreError::Quota { cap, message } => {
+                // Every refusal a client sees passes here, once.
+                crate::metrics::get().quota_refusal(cap);
+                ApiError::new(StatusCode::TOO_MANY_REQUESTS, "quota_exceeded", message)
+            }
             StoreError::Rejected(message) => ApiError::unprocessable("rejected", message),
             StoreError::KeyReused(message) => {
                 ApiError::unprocessable("idempotency_key_reused", message)

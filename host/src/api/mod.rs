@@ -23,6 +23,7 @@ mod idempotency;
 mod keys;
 mod openapi;
 mod paging;
+pub mod rate_limit;
 mod secrets;
 mod serve;
 mod sessions;
@@ -72,6 +73,8 @@ pub struct Services {
     pub shutdown: watch::Receiver<bool>,
     /// Origins allowed to call the API from a browser.
     pub cors_origins: Vec<String>,
+    /// The per-key rate limit's buckets.
+    pub rate_limit: rate_limit::KeyLimiter,
 }
 
 pub type AppState = Arc<Services>;
@@ -97,10 +100,20 @@ pub struct Endpoint {
     pub access: Access,
 }
 
-/// The router: every endpoint of `table`, each behind its access check.
+/// The router: every endpoint of `table`, each behind its access check
+/// and, where it applies, the per-key rate limit.
 pub fn router(state: AppState) -> Router {
     let mut router = Router::new();
     for (endpoint, _, handler) in table() {
+        let handler = if rate_limit::applies(&endpoint) {
+            handler.route_layer(middleware::from_fn_with_state(
+                state.clone(),
+                rate_limit::limit,
+            ))
+        } else {
+            handler
+        };
+        // The layer added last runs first: auth, then the rate limit.
         let handler = match endpoint.access {
             Access::Public => handler,
             access => handler.route_layer(middleware::from_fn_with_state(

@@ -321,7 +321,7 @@ fn operation(endpoint: &Endpoint, doc: &Doc, schemas: &mut Schemas) -> Operation
         op = op.response(status.to_string(), response.build());
     }
     let error = schema::<ErrorBody>(schemas);
-    for status in error_statuses(endpoint.access, doc) {
+    for status in error_statuses(endpoint, doc) {
         let response = ResponseBuilder::new()
             .description(error_description(status))
             .content(
@@ -337,8 +337,12 @@ fn operation(endpoint: &Endpoint, doc: &Doc, schemas: &mut Schemas) -> Operation
 }
 
 /// The endpoint's error statuses: its own, and those its access implies.
-fn error_statuses(access: Access, doc: &Doc) -> Vec<u16> {
+fn error_statuses(endpoint: &Endpoint, doc: &Doc) -> Vec<u16> {
+    let access = endpoint.access;
     let mut statuses = doc.errors.to_vec();
+    if super::rate_limit::applies(endpoint) {
+        statuses.push(429);
+    }
     if access != Access::Public {
         statuses.extend([401, 500, 503]);
     }
@@ -369,6 +373,9 @@ fn error_description(status: u16) -> &'static str {
         413 => "The body is over its limit",
         415 => "Not `Content-Type: application/json`",
         422 => "Well-formed but refused",
+        429 => {
+            "Too many requests: over the key's rate limit (`rate_limited`, with Retry-After), or an app's cap (`quota_exceeded`)"
+        }
         500 => "Server-side failure (details are logged)",
         503 => "Storage unavailable, or shutting down",
         _ => "Error",

@@ -16,7 +16,7 @@ use clap::{Parser, Subcommand};
 
 pub use bench::{BenchArgs, bench};
 pub use build::build;
-pub use deploy::{DeployOptions, deploy};
+pub use deploy::{DeployError, DeployOptions, Failure, deploy};
 pub use keys::{KeysAction, keys};
 
 #[derive(Parser)]
@@ -35,6 +35,14 @@ pub enum Command {
     /// Run the server.
     Serve(ServeArgs),
     /// Build an agent project (Rust, Python or TypeScript), upload it, and wait for its build.
+    ///
+    /// Exit status: 0 deployed (`active`, or `retired` when a higher version
+    /// is current); 1 anything else (the project, the manifest, an
+    /// unexpected answer); 3 the build failed (local or on the server); 4
+    /// timed out (--timeout-secs, upload included; the build may still
+    /// finish); 5 refused by the server (4xx, e.g. a bad key); 6 could not
+    /// reach the server, or it failed (5xx), until the timeout. Transient
+    /// failures (no connection, 5xx, 429) are retried with backoff.
     Deploy(DeployArgs),
     /// Run the server, deploy DIR to it, and print a key and curl commands to try it.
     Dev {
@@ -135,6 +143,24 @@ pub struct ServeArgs {
     /// e.g. `30d` or `12h`; checked every minute. Off by default: kept forever.
     #[arg(long, env = "AGENTHOST_RETAIN_ENDED_SESSIONS", value_name = "DURATION")]
     pub retain_ended_sessions: Option<humantime::Duration>,
+    /// Requests per second each API key may send to this host on average
+    /// (event streams and /metrics excepted); over it, 429 `rate_limited`
+    /// with Retry-After. 0 turns the limit off. Per host: N hosts let a key
+    /// through up to N times this.
+    #[arg(long, default_value_t = crate::api::rate_limit::DEFAULT_RATE, env = "AGENTHOST_RATE_LIMIT", value_name = "PER_SECOND")]
+    pub rate_limit: u32,
+    /// Requests a key may send at once after a quiet spell (default: twice --rate-limit).
+    #[arg(long, env = "AGENTHOST_RATE_LIMIT_BURST", value_name = "N")]
+    pub rate_limit_burst: Option<u32>,
+    /// Sessions not ended that one app may have, across every host; a new
+    /// session over it gets 429 `quota_exceeded`. Off by default.
+    #[arg(long, env = "AGENTHOST_MAX_OPEN_SESSIONS_PER_APP", value_name = "N")]
+    pub max_open_sessions_per_app: Option<u64>,
+    /// Turns one app may have running (or waiting for a slot) at once,
+    /// across every host; a turn over it (new session, input, approval
+    /// decision) gets 429 `quota_exceeded`. Off by default.
+    #[arg(long, env = "AGENTHOST_MAX_RUNNING_TURNS_PER_APP", value_name = "N")]
+    pub max_running_turns_per_app: Option<u64>,
 }
 
 impl ServeArgs {
@@ -155,6 +181,46 @@ impl ServeArgs {
             });
         }
         anyhow::bail!("--store: expected `redb` or a postgres:// URL, got `{store}`")
+    }
+
+    /// The per-key rate limit these flags describe (`None`: off).
+    pub fn rate_limit(&self) -> anyhow::Result<Option<crate::api::rate_limit::RateLimit>> {
+        use std::num::NonZeroU32;
+        let Some(per_second) = NonZeroU32::new(self.rate_limit) else {
+            return Ok(None);
+        };
+        let burst = match self.rate_limit_burst {
+            None => per_second.saturating_mul(NonZeroU32::MIN.saturating_add(1)),
+            Some(burst) => NonZeroU32::new(burst)
+                .ok_or_else(|| anyhow::anyhow!("--rate-limit-burst: must be 1 or more"))?,
+        };
+        Ok(Some(crate::api::rate_limit::RateLimit {
+            per_second,
+            burst,
+        }))
+    }
+
+    /// The per-app caps these flags describe.
+    pub fn quotas(&self) -> anyhow::Result<crate::store::Quotas> {
+        for (flag, value) in [
+            (
+                "--max-open-sessions-per-app",
+                self.max_open_sessions_per_app,
+            ),
+            (
+                "--max-running-turns-per-app",
+                self.max_running_turns_per_app,
+            ),
+        ] {
+            anyhow::ensure!(
+                value != Some(0),
+                "{flag}: must be 1 or more (leave it out for no cap)"
+            );
+        }
+        Ok(crate::store::Quotas {
+            open_sessions: self.max_open_sessions_per_app,
+            running_turns: self.max_running_turns_per_app,
+        })
     }
 
     /// The outbound policy these flags describe.
@@ -197,7 +263,8 @@ pub struct DeployArgs {
     pub dir: PathBuf,
     #[command(flatten)]
     pub remote: Remote,
-    /// Seconds to wait for the build before giving up.
+    /// Seconds the upload and the build may take together before giving up
+    /// (the local build before the upload is not counted).
     #[arg(long, default_value_t = 600)]
     pub timeout_secs: u64,
     /// Do not build (cargo, componentize-py, esbuild and componentize-js): package the directory as it is

@@ -7,6 +7,7 @@ use std::collections::{HashMap, HashSet};
 
 use uuid::Uuid;
 
+use super::domain::Quotas;
 use super::engine::{EventRow, SessionRow, WriteTx};
 use super::records::SessionStatus;
 use super::{Redact, StoreError, now_rfc3339};
@@ -24,6 +25,8 @@ pub(super) struct WriterState {
     pub(super) redact: Option<Redact>,
     /// Sessions whose running turn lost a write: its next write becomes TURN_ERROR.
     pub(super) broken: HashSet<Uuid>,
+    /// The per-app caps the session commands check (`domain::quotas`).
+    pub(super) quotas: Quotas,
 }
 
 pub(super) struct Batch<'a> {
@@ -46,6 +49,8 @@ pub(super) struct Changes {
     pub(super) published: Vec<(Uuid, StoredEvent)>,
     /// Sessions whose committed state, when the batch first touched them, was a running turn.
     pub(super) running_before: HashSet<Uuid>,
+    /// The committed status of every session the batch loaded (not of those it created).
+    pub(super) loaded: HashMap<Uuid, SessionStatus>,
     /// Broken turns the batch closed: no longer broken, whatever the commit does.
     pub(super) unbroken: HashSet<Uuid>,
     /// Sessions the batch deleted: their streams end once it committed.
@@ -79,6 +84,7 @@ impl<'a> Batch<'a> {
             if row.record.status == SessionStatus::Running {
                 self.changes.running_before.insert(id);
             }
+            self.changes.loaded.insert(id, row.record.status);
             self.changes.sessions.insert(id, row);
         }
         (self.changes.sessions)
@@ -103,6 +109,7 @@ impl<'a> Batch<'a> {
         self.tx.delete_session(id)?;
         self.changes.sessions.remove(&id);
         self.changes.dirty.remove(&id);
+        self.changes.loaded.remove(&id);
         self.changes.published.retain(|(session, _)| *session != id);
         self.changes.deleted.push(id);
         Ok(())

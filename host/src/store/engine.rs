@@ -56,6 +56,15 @@ pub struct SessionFilter {
     pub limit: usize,
 }
 
+/// An app's sessions that count against its caps (`store::domain::quotas`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AppLoad {
+    /// Sessions not ended.
+    pub open: u64,
+    /// Of those, sessions running a turn.
+    pub running: u64,
+}
+
 /// A pending approval as `GET /approvals` lists it.
 #[derive(Debug, Clone)]
 pub struct ApprovalItem {
@@ -215,6 +224,13 @@ pub trait WriteTx {
     /// running session of an earlier process (`boot`); on PostgreSQL the
     /// running sessions whose lease has expired.
     fn orphaned_turns(&mut self, boot: Uuid) -> Result<Vec<SessionRecord>, StoreError>;
+    /// The app's open (not ended) and running sessions as committed, less
+    /// those this transaction deleted (the sessions it loaded or created
+    /// are the caller's to count: their records are saved at the end). An
+    /// engine shared by several hosts first locks the app until the commit,
+    /// so two hosts never both take its last place; read only when a cap is
+    /// set, in time proportional to the app's open sessions.
+    fn app_load(&mut self, app: Uuid) -> Result<AppLoad, StoreError>;
     /// Removes a session: its record, its journal, its event ids and its
     /// pending approval.
     fn delete_session(&mut self, id: Uuid) -> Result<(), StoreError>;

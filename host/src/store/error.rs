@@ -9,6 +9,10 @@ pub enum StoreError {
     /// The request conflicts with the current state (HTTP 409).
     #[error("{0}")]
     Conflict(String),
+    /// A per-app cap refuses what would exceed it (HTTP 429
+    /// `quota_exceeded`); `cap` names it (`open_sessions`, `running_turns`).
+    #[error("{message}")]
+    Quota { cap: &'static str, message: String },
     /// The request is well-formed but refused (HTTP 422).
     #[error("{0}")]
     Rejected(String),

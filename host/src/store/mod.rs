@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub use commands::WriterHandle;
 pub use domain::{
     Answered, BuildOutcome, Decision, DecisionAnswer, DeploymentAnswer, IDEMPOTENCY_TTL,
-    Idempotency, MAX_KEY_LEN, NewDeployment, Recovery, ThreadTurn, TurnAnswer, TurnOutcome,
+    Idempotency, MAX_KEY_LEN, NewDeployment, Quotas, Recovery, ThreadTurn, TurnAnswer, TurnOutcome,
     TurnReason, TurnTicket, input_text, unix_ms,
 };
 pub use engine::{ApprovalItem, Engine, EventPosition, SessionFilter};

@@ -339,7 +339,8 @@ async fn a_rebuilt_message_end_has_secrets_split_across_deltas_redacted() {
     let store = Store::open(&dir.path().join("db.redb")).unwrap();
     let redact: Redact = Arc::new(|text: &str| text.replace("sk-12345", "[REDACTED:TOKEN]"));
     let host = Uuid::now_v7();
-    let writer = Writer::spawn_for_host(store.clone(), host, redact.clone()).unwrap();
+    let writer =
+        Writer::spawn_for_host(store.clone(), host, redact.clone(), Quotas::default()).unwrap();
     let d = writer
         .create_deployment(new_deployment(None))
         .await
@@ -365,7 +366,7 @@ async fn a_rebuilt_message_end_has_secrets_split_across_deltas_redacted() {
     // The process "dies" here; the next one closes the turn.
     drop(writer);
     let next = Uuid::now_v7();
-    let writer = Writer::spawn_for_host(store.clone(), next, redact).unwrap();
+    let writer = Writer::spawn_for_host(store.clone(), next, redact, Quotas::default()).unwrap();
     let recovery = writer.recover(next).await.unwrap();
     assert_eq!(recovery.closed, vec![session.id]);
     let events = store.events(session.id, 0, 100).unwrap();

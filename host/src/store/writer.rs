@@ -15,6 +15,7 @@ use uuid::Uuid;
 
 use super::batch::{Batch, Changes, WriterState};
 use super::commands::{Command, QUEUE, WriterHandle};
+use super::domain::Quotas;
 use super::engine::WriteEngine;
 use super::{Redact, Store, StoreError};
 
@@ -38,14 +39,17 @@ impl Writer {
     /// events are refused unless the turn is this host's. `redact` takes
     /// the server's secret values out of the texts the writer rebuilds when
     /// it closes a turn itself (after a crash, or a turn's failed write).
+    /// `quotas` are the per-app caps its session commands check.
     pub fn spawn_for_host(
         store: Store,
         host: uuid::Uuid,
         redact: Redact,
+        quotas: Quotas,
     ) -> Result<WriterHandle, StoreError> {
         let state = WriterState {
             host: Some(host),
             redact: Some(redact),
+            quotas,
             ..WriterState::default()
         };
         Writer::start(store, state)

@@ -145,11 +145,16 @@ impl Server {
     /// Starts one host of several sharing the PostgreSQL database `database`
     /// (made on first use), each with its own data dir.
     pub async fn start_host(data_dir: &Path, database: &str) -> Server {
+        Server::start_host_with(data_dir, database, &[]).await
+    }
+
+    /// `start_host` with extra `serve` flags.
+    pub async fn start_host_with(data_dir: &Path, database: &str, flags: &[&str]) -> Server {
         let name = database.to_string();
         let url = std::thread::spawn(move || pg_cluster::database(&name))
             .join()
             .expect("make the database");
-        Server::start_on(data_dir, &url).await
+        Server::launch(data_dir, "127.0.0.1:0", Some(url), flags, &[]).await
     }
 
     /// Starts a host on the PostgreSQL database at `url`.

@@ -10,6 +10,7 @@ mod deletion;
 mod deployments;
 mod idempotency;
 mod keys;
+mod quotas;
 mod recovery;
 mod secrets;
 mod sessions;
@@ -28,6 +29,7 @@ pub use idempotency::{
 };
 pub(super) use idempotency::{Once, PurgeIdempotency};
 pub(super) use keys::{DeleteApiKey, PutApiKey, TouchApiKey};
+pub use quotas::Quotas;
 pub use recovery::Recovery;
 pub(super) use recovery::{CloseTurn, Recover};
 pub(super) use secrets::{DeleteSecret, PutSecret};

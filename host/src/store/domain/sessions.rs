@@ -7,6 +7,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use uuid::Uuid;
 
+use super::quotas::{self, Starting};
 use super::recovery::closing_events;
 use super::{Decision, TurnOutcome, TurnReason, TurnTicket};
 use crate::journal::payloads::{self, Delta, Role, StartReason};
@@ -57,6 +58,7 @@ impl Op for CreateSession {
                 ),
             });
         }
+        quotas::check(batch, app.id, &app.slug, Starting::Session)?;
         let now = now_rfc3339();
         let id = Uuid::now_v7();
         let record = SessionRecord {
@@ -101,7 +103,8 @@ impl Op for CreateSession {
     }
 }
 
-/// A follow-up input: starts the session's next turn, or refuses (409).
+/// A follow-up input: starts the session's next turn, or refuses (409; 429
+/// at the app's running-turns cap).
 pub(in crate::store) struct PostInput {
     pub session: Uuid,
     pub input: Value,
@@ -133,7 +136,9 @@ impl Op for PostInput {
                 ));
             }
         }
-        let turn = session.record.turn + 1;
+        let (turn, app) = (session.record.turn + 1, session.record.app_id);
+        let slug = session.record.app_slug.clone();
+        quotas::check(batch, app, &slug, Starting::Turn)?;
         batch.write_events(id, &turn_start_events(turn, &self.input))?;
         let session = batch.session(id)?;
         session.record.turn = turn;
@@ -292,7 +297,8 @@ pub(super) fn finish_turn(
 }
 
 /// A human's decision on the session's pending approval, and the resumed
-/// turn's start; 409 when nothing is pending. Of two racing decisions
+/// turn's start; 409 when nothing is pending, 429 at the app's
+/// running-turns cap (the decision is not recorded: retry it). Of two racing decisions
 /// exactly one wins: both are commands of the one writer (and, on
 /// PostgreSQL, the session's row is locked for the transaction).
 pub(in crate::store) struct Decide {
@@ -315,7 +321,9 @@ impl Op for Decide {
                 ));
             }
         };
-        let turn = session.record.turn + 1;
+        let (turn, app) = (session.record.turn + 1, session.record.app_id);
+        let slug = session.record.app_slug.clone();
+        quotas::check(batch, app, &slug, Starting::Turn)?;
         let call = &pending.call;
         let (tool_call_id, name) = (call.tool_call_id.clone(), call.name.clone());
         let (approver, key_id) = (decision.approver.clone(), decision.key_id.clone());

@@ -81,6 +81,9 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (key_id, key)
     );
     CREATE INDEX idempotency_expiry ON idempotency (expires_at_ms);",
+    // 5: an app's open sessions, counted against its caps
+    // (`store::domain::quotas`).
+    "CREATE INDEX sessions_open ON sessions (app_id, status) WHERE status <> 'ended';",
 ];
 
 /// The schema version this binary writes.

@@ -17,7 +17,7 @@ use uuid::Uuid;
 use super::{Attempt, CHANNEL, Change, Held, LeaseOptions, lost_race, pg};
 use crate::journal::{StoredEvent, decode_record};
 use crate::store::StoreError;
-use crate::store::engine::{EventRow, SessionRow, WriteTx};
+use crate::store::engine::{AppLoad, EventRow, SessionRow, WriteTx};
 use crate::store::error::corrupt;
 use crate::store::records::{
     ApiKeyRecord, AppRecord, DeploymentRecord, IdempotencyRecord, SecretRecord, SessionRecord,
@@ -312,6 +312,29 @@ impl WriteTx for PgTx<'_> {
         }
         self.notes.push(Change::deleted_note(id));
         Ok(())
+    }
+
+    fn app_load(&mut self, app: Uuid) -> Result<AppLoad, StoreError> {
+        // The app's row is the lock: a host checking a cap waits for
+        // another's commit, then counts what it committed (each statement
+        // of a READ COMMITTED transaction sees the commits before it).
+        self.execute("SELECT 1 FROM apps WHERE id = $1 FOR UPDATE", &[&app])?;
+        let rows = self.query(
+            "SELECT count(*), count(*) FILTER (WHERE status = 'running')
+             FROM sessions WHERE app_id = $1 AND status <> 'ended'",
+            &[&app],
+        )?;
+        let count = |column| -> Result<u64, StoreError> {
+            let n: i64 = match rows.first() {
+                Some(row) => row.try_get(column).map_err(corrupt)?,
+                None => 0,
+            };
+            Ok(n.max(0) as u64)
+        };
+        Ok(AppLoad {
+            open: count(0)?,
+            running: count(1)?,
+        })
     }
 
     fn set_pending_approval(&mut self, session: Uuid, seq: Option<u64>) -> Result<(), StoreError> {

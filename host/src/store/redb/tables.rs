@@ -3,10 +3,12 @@
 //! Uuids are stored as `u128` (big-endian value of the 16 bytes), so keys of
 //! UUIDv7 ids sort by creation time.
 
-use redb::{Database, TableDefinition};
+use redb::{Database, ReadableTable, TableDefinition, TableHandle};
 
 use super::storage;
 use crate::store::StoreError;
+use crate::store::error::corrupt;
+use crate::store::records::{SessionRecord, SessionStatus};
 
 /// (session, seq) → event record (see `journal::encode_record`).
 pub const EVENTS: TableDefinition<(u128, u64), &[u8]> = TableDefinition::new("events_v1");
@@ -40,10 +42,17 @@ pub const IDEMPOTENCY: TableDefinition<(&str, &str), &[u8]> =
 /// (expires at, Unix ms; API key id, Idempotency-Key) → (): the purge's order.
 pub const IDEMPOTENCY_EXPIRY: TableDefinition<(u64, &str, &str), ()> =
     TableDefinition::new("idempotency_expiry_v1");
+/// (app id, session id) → 1 if it runs a turn, else 0, for every session
+/// not ended: an app's load (`store::domain::quotas`) is one range of it.
+/// Derived from SESSIONS (filled from it when a file predates the table).
+pub const OPEN_SESSIONS: TableDefinition<(u128, u128), u8> =
+    TableDefinition::new("open_sessions_v1");
 
 /// Makes sure every table exists.
 pub(super) fn create_all(db: &Database) -> Result<(), StoreError> {
     let txn = db.begin_write().map_err(storage)?;
+    let fill_open =
+        !(txn.list_tables().map_err(storage)?).any(|table| table.name() == OPEN_SESSIONS.name());
     {
         txn.open_table(EVENTS).map_err(storage)?;
         txn.open_table(EVENT_IDS).map_err(storage)?;
@@ -58,6 +67,89 @@ pub(super) fn create_all(db: &Database) -> Result<(), StoreError> {
         txn.open_table(THREADS).map_err(storage)?;
         txn.open_table(IDEMPOTENCY).map_err(storage)?;
         txn.open_table(IDEMPOTENCY_EXPIRY).map_err(storage)?;
+        let mut open = txn.open_table(OPEN_SESSIONS).map_err(storage)?;
+        if fill_open {
+            let sessions = txn.open_table(SESSIONS).map_err(storage)?;
+            for row in sessions.iter().map_err(storage)? {
+                let (key, value) = row.map_err(storage)?;
+                let record: SessionRecord =
+                    serde_json::from_slice(value.value()).map_err(corrupt)?;
+                if let Some(running) = open_entry(record.status) {
+                    (open.insert((record.app_id.as_u128(), key.value()), running))
+                        .map_err(storage)?;
+                }
+            }
+        }
     }
     txn.commit().map_err(storage)
+}
+
+/// A session's value in OPEN_SESSIONS: `None` when it is not kept there (ended).
+pub(super) fn open_entry(status: SessionStatus) -> Option<u8> {
+    match status {
+        SessionStatus::Ended => None,
+        SessionStatus::Running => Some(1),
+        _ => Some(0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use redb::{Database, ReadableDatabase, ReadableTableMetadata, backends::InMemoryBackend};
+    use uuid::Uuid;
+
+    use super::*;
+
+    /// A file from before OPEN_SESSIONS gets the table filled from its sessions.
+    #[test]
+    fn open_sessions_is_filled_from_the_sessions_of_an_older_file() {
+        let db = Database::builder()
+            .create_with_backend(InMemoryBackend::new())
+            .unwrap();
+        create_all(&db).unwrap();
+        let (app, other) = (Uuid::now_v7(), Uuid::now_v7());
+        let statuses = [
+            (app, SessionStatus::Running),
+            (app, SessionStatus::Idle),
+            (app, SessionStatus::Ended),
+            (other, SessionStatus::AwaitingApproval),
+        ];
+        let txn = db.begin_write().unwrap();
+        {
+            let mut sessions = txn.open_table(SESSIONS).unwrap();
+            for (app_id, status) in statuses {
+                let id = Uuid::now_v7();
+                let record = serde_json::json!({
+                    "id": id, "app_id": app_id, "app_slug": "a", "route": "/r",
+                    "deployment_id": Uuid::nil(), "deployment_version": 1,
+                    "status": status, "turn": 1,
+                    "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
+                });
+                let bytes = serde_json::to_vec(&record).unwrap();
+                sessions.insert(id.as_u128(), bytes.as_slice()).unwrap();
+            }
+        }
+        // As an older file has it: no index.
+        txn.delete_table(OPEN_SESSIONS).unwrap();
+        txn.commit().unwrap();
+
+        create_all(&db).unwrap();
+        let read = db.begin_read().unwrap();
+        let open = read.open_table(OPEN_SESSIONS).unwrap();
+        let of = |app: Uuid| -> Vec<u8> {
+            let key = app.as_u128();
+            (open.range((key, 0)..=(key, u128::MAX)).unwrap())
+                .map(|row| row.unwrap().1.value())
+                .collect()
+        };
+        let mut of_app = of(app);
+        of_app.sort_unstable();
+        assert_eq!(of_app, [0, 1], "idle and running, not ended");
+        assert_eq!(of(other), [0]);
+        // Once there, it is not filled again.
+        drop((open, read));
+        create_all(&db).unwrap();
+        let read = db.begin_read().unwrap();
+        assert_eq!(read.open_table(OPEN_SESSIONS).unwrap().len().unwrap(), 3);
+    }
 }

@@ -11,7 +11,7 @@ use uuid::Uuid;
 use super::{storage, tables};
 use crate::journal::{StoredEvent, decode_record};
 use crate::store::StoreError;
-use crate::store::engine::{EventRow, SessionRow, WriteTx};
+use crate::store::engine::{AppLoad, EventRow, SessionRow, WriteTx};
 use crate::store::error::corrupt;
 use crate::store::records::{
     ApiKeyRecord, AppRecord, DeploymentRecord, IdempotencyRecord, SecretRecord, SessionRecord,
@@ -142,11 +142,31 @@ impl WriteTx for RedbTx<'_> {
         touched: HashMap<Uuid, SessionRow>,
         dirty: &HashSet<Uuid>,
     ) -> Result<(), StoreError> {
+        let mut open = self
+            .txn
+            .open_table(tables::OPEN_SESSIONS)
+            .map_err(storage)?;
         for id in dirty {
             if let Some(session) = touched.get(id) {
                 self.put_json(tables::SESSIONS, *id, &session.record)?;
+                let record = &session.record;
+                let entry = tables::open_entry(record.status);
+                // Most saves keep the status: nothing to change in the index.
+                let before = self
+                    .cache
+                    .get(id)
+                    .map(|s| tables::open_entry(s.record.status));
+                if before == Some(entry) {
+                    continue;
+                }
+                let key = (record.app_id.as_u128(), id.as_u128());
+                match entry {
+                    Some(running) => open.insert(key, running).map_err(storage)?,
+                    None => open.remove(key).map_err(storage)?,
+                };
             }
         }
+        drop(open);
         self.touched = touched;
         Ok(())
     }
@@ -221,6 +241,12 @@ impl WriteTx for RedbTx<'_> {
         // The AG-UI threads that name it: all under its app and route.
         if let Some(record) = self.get_json::<SessionRecord>(tables::SESSIONS, id)? {
             let (app, route) = (record.app_id.as_u128(), record.route.as_str());
+            let mut open = self
+                .txn
+                .open_table(tables::OPEN_SESSIONS)
+                .map_err(storage)?;
+            open.remove((app, key)).map_err(storage)?;
+            drop(open);
             // The smallest route after `route`: every key of `route` sorts before it.
             let next = format!("{route}\0");
             let mut threads = self.txn.open_table(tables::THREADS).map_err(storage)?;
@@ -236,6 +262,21 @@ impl WriteTx for RedbTx<'_> {
         self.touched.remove(&id);
         self.deleted.push(id);
         Ok(())
+    }
+
+    fn app_load(&mut self, app: Uuid) -> Result<AppLoad, StoreError> {
+        let open = self
+            .txn
+            .open_table(tables::OPEN_SESSIONS)
+            .map_err(storage)?;
+        let key = app.as_u128();
+        let mut load = AppLoad::default();
+        for row in open.range((key, 0)..=(key, u128::MAX)).map_err(storage)? {
+            let (_, running) = row.map_err(storage)?;
+            load.open += 1;
+            load.running += u64::from(running.value());
+        }
+        Ok(load)
     }
 
     fn set_pending_approval(&mut self, session: Uuid, seq: Option<u64>) -> Result<(), StoreError> {

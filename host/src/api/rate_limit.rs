@@ -1,0 +1,94 @@
+//! The per-key rate limit: requests per second with a burst, per API key
+//! and per host (a GCRA token bucket, `governor`). Over it a request gets
+//! 429 `rate_limited` with `Retry-After`. Streams and `GET /metrics` are
+//! not limited (`applies`), so a reconnecting client or a scraper is never
+//! refused by it.
+
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use governor::clock::Clock;
+use governor::{DefaultKeyedRateLimiter, Quota};
+
+use super::{Access, ApiError, AppState, Endpoint};
+use crate::keys::Principal;
+
+/// Requests per second per key unless the operator says otherwise (`--rate-limit`).
+pub const DEFAULT_RATE: u32 = 5000;
+
+/// The operator's limit (`--rate-limit`, `--rate-limit-burst`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimit {
+    /// Requests per second a key gets on average.
+    pub per_second: NonZeroU32,
+    /// Requests a key may send at once after a quiet spell.
+    pub burst: NonZeroU32,
+}
+
+/// Each key's bucket on this host; `None` when the limit is off.
+pub struct KeyLimiter {
+    limit: Option<(RateLimit, DefaultKeyedRateLimiter<String>)>,
+}
+
+impl KeyLimiter {
+    pub fn new(limit: Option<RateLimit>) -> KeyLimiter {
+        KeyLimiter {
+            limit: limit.map(|limit| {
+                let quota = Quota::per_second(limit.per_second).allow_burst(limit.burst);
+                (limit, DefaultKeyedRateLimiter::keyed(quota))
+            }),
+        }
+    }
+
+    /// Takes one request from `key`'s bucket, or says how long until one is there.
+    fn check(&self, key: &str) -> Result<(), (RateLimit, Duration)> {
+        let Some((limit, limiter)) = &self.limit else {
+            return Ok(());
+        };
+        // Only registered keys get here (after auth): the map stays small.
+        limiter
+            .check_key(&key.to_owned())
+            .map_err(|wait| (*limit, wait.wait_time_from(limiter.clock().now())))
+    }
+}
+
+/// Whether the rate limit applies to an endpoint: every authenticated one
+/// but the event streams (a reconnect resumes with Last-Event-ID and must
+/// not be refused) and `GET /metrics` (a scraper's gaps would hide the very
+/// refusals it counts).
+pub fn applies(endpoint: &Endpoint) -> bool {
+    !matches!(endpoint.access, Access::Public | Access::SessionStream)
+        && !endpoint.path.ends_with("/events")
+        && endpoint.path != "/metrics"
+}
+
+/// The middleware, after `auth::require_key` (which names the key).
+pub async fn limit(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let Some(principal) = request.extensions().get::<Principal>() else {
+        return next.run(request).await;
+    };
+    let Err((limit, wait)) = state.rate_limit.check(&principal.key_id) else {
+        return next.run(request).await;
+    };
+    crate::metrics::get().rate_limited.inc();
+    // Whole seconds, rounded up: a client that waits that long gets in.
+    let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    let seconds = seconds.max(1);
+    let mut response = ApiError::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        "rate_limited",
+        format!(
+            "this API key sent more than {} requests per second (burst {}): retry after {seconds} s",
+            limit.per_second, limit.burst
+        ),
+    )
+    .into_response();
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    response
+}

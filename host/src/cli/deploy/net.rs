@@ -1,0 +1,136 @@
+//! `agenthost deploy`'s HTTP calls under one deadline: each attempt is
+//! bounded by the time left, transient failures (no connection, 5xx, 429)
+//! are retried with backoff (honouring Retry-After), and what stops the
+//! deploy is classified for its exit status.
+
+use std::time::{Duration, Instant};
+
+use reqwest::{RequestBuilder, StatusCode};
+
+use super::{DeployError, Failure};
+use crate::api::views::ErrorBody;
+
+/// The first pause between attempts; it doubles up to `MAX_BACKOFF`.
+const FIRST_BACKOFF: Duration = Duration::from_millis(250);
+const MAX_BACKOFF: Duration = Duration::from_secs(4);
+
+/// One answer: its status and body.
+pub(super) struct Answer {
+    pub status: StatusCode,
+    pub body: Vec<u8>,
+}
+
+/// What may be retried: a GET anything transient; the upload (not
+/// idempotent) only what the server did not act on.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Retry {
+    /// No connection was made; 429; any 5xx.
+    Idempotent,
+    /// No connection was made; 429; 503 (nothing was committed).
+    NotActedOn,
+}
+
+/// Sends `request()` until it gets an answer that is not transient, or the
+/// deadline passes. `what` names the call in messages.
+pub(super) async fn call(
+    what: &str,
+    deadline: Instant,
+    retry: Retry,
+    request: impl Fn() -> RequestBuilder,
+) -> Result<Answer, DeployError> {
+    let mut backoff = FIRST_BACKOFF;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let attempt = async {
+            let response = request().send().await?;
+            let status = response.status();
+            let retry_after = (response.headers().get(reqwest::header::RETRY_AFTER))
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map(Duration::from_secs);
+            let body = response.bytes().await?.to_vec();
+            Ok::<_, reqwest::Error>((Answer { status, body }, retry_after))
+        };
+        let (pause, failure) = match tokio::time::timeout(left, attempt).await {
+            Err(_) => {
+                return Err(DeployError::new(
+                    Failure::TimedOut,
+                    anyhow::anyhow!("{what}: no answer before the deadline (--timeout-secs)"),
+                ));
+            }
+            Ok(Err(err)) if err.is_connect() => (
+                backoff,
+                DeployError::new(
+                    Failure::Unreachable,
+                    anyhow::anyhow!("{what}: cannot reach the server: {err}"),
+                ),
+            ),
+            Ok(Err(err)) if retry == Retry::Idempotent => (
+                backoff,
+                DeployError::new(Failure::Unreachable, anyhow::anyhow!("{what}: {err}")),
+            ),
+            Ok(Err(err)) => {
+                // The upload may have arrived: sending it again could deploy twice.
+                return Err(DeployError::new(
+                    Failure::Unreachable,
+                    anyhow::anyhow!("{what}: the connection failed: {err}"),
+                ));
+            }
+            Ok(Ok((answer, retry_after))) => {
+                let status = answer.status;
+                let transient = status == StatusCode::TOO_MANY_REQUESTS
+                    || status == StatusCode::SERVICE_UNAVAILABLE
+                    || (status.is_server_error() && retry == Retry::Idempotent);
+                if !transient {
+                    if status.is_client_error() {
+                        return Err(DeployError::new(
+                            Failure::Refused,
+                            anyhow::anyhow!(
+                                "{what}: the server refused it ({status}): {}",
+                                error_message(&answer.body)
+                            ),
+                        ));
+                    }
+                    if status.is_server_error() {
+                        return Err(server_failed(what, &answer));
+                    }
+                    return Ok(answer);
+                }
+                (
+                    retry_after.map_or(backoff, |wait| wait.max(FIRST_BACKOFF)),
+                    server_failed(what, &answer),
+                )
+            }
+        };
+        let left = deadline.saturating_duration_since(Instant::now());
+        if pause >= left {
+            return Err(failure);
+        }
+        eprintln!("\n{failure}; retrying in {} ms", pause.as_millis());
+        tokio::time::sleep(pause).await;
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+fn server_failed(what: &str, answer: &Answer) -> DeployError {
+    let failure = match answer.status {
+        StatusCode::TOO_MANY_REQUESTS => Failure::Refused,
+        _ => Failure::Unreachable,
+    };
+    DeployError::new(
+        failure,
+        anyhow::anyhow!(
+            "{what}: the server answered {}: {}",
+            answer.status,
+            error_message(&answer.body)
+        ),
+    )
+}
+
+/// The message of an error body, or the body as it came.
+pub(super) fn error_message(body: &[u8]) -> String {
+    match serde_json::from_slice::<ErrorBody>(body) {
+        Ok(error) => error.error.message,
+        Err(_) => String::from_utf8_lossy(body).into_owned(),
+    }
+}

@@ -1,0 +1,100 @@
+//! Per-app caps on open sessions and running turns, checked by the commands
+//! that would exceed them (`CreateSession`, `PostInput`, `Decide`) inside
+//! the writer's transaction, so they hold exactly: the count is what the
+//! engine has committed plus this batch's own changes, and on a shared
+//! engine the app stays locked until the commit.
+
+use uuid::Uuid;
+
+use crate::store::StoreError;
+use crate::store::batch::Batch;
+use crate::store::engine::AppLoad;
+use crate::store::records::SessionStatus;
+
+/// The operator's caps, each per app; `None` is no cap.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Quotas {
+    /// Sessions not ended (`--max-open-sessions-per-app`).
+    pub open_sessions: Option<u64>,
+    /// Sessions running a turn, a turn waiting for a slot included
+    /// (`--max-running-turns-per-app`).
+    pub running_turns: Option<u64>,
+}
+
+/// What a command is about to start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Starting {
+    /// A new session with its first turn.
+    Session,
+    /// A turn of an existing open session.
+    Turn,
+}
+
+/// Refuses (`StoreError::Quota`) when starting one more would go past a cap of the app.
+pub(super) fn check(
+    batch: &mut Batch<'_>,
+    app: Uuid,
+    slug: &str,
+    starting: Starting,
+) -> Result<(), StoreError> {
+    let quotas = batch.state.quotas;
+    let counts_open = starting == Starting::Session && quotas.open_sessions.is_some();
+    if !counts_open && quotas.running_turns.is_none() {
+        return Ok(());
+    }
+    let load = load(batch, app)?;
+    if counts_open
+        && let Some(cap) = quotas.open_sessions
+        && load.open >= cap
+    {
+        return Err(StoreError::Quota {
+            cap: "open_sessions",
+            message: format!(
+                "app `{slug}` has {} open sessions, its cap (--max-open-sessions-per-app {cap}): end one first (POST /sessions/{{id}}/end)",
+                load.open
+            ),
+        });
+    }
+    if let Some(cap) = quotas.running_turns
+        && load.running >= cap
+    {
+        return Err(StoreError::Quota {
+            cap: "running_turns",
+            message: format!(
+                "app `{slug}` has {} running turns, its cap (--max-running-turns-per-app {cap}): retry once one ends",
+                load.running
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// The app's load as this batch leaves it so far: the engine's committed
+/// count, corrected by every session of the app the batch loaded or created.
+fn load(batch: &mut Batch<'_>, app: Uuid) -> Result<AppLoad, StoreError> {
+    let committed = batch.tx.app_load(app)?;
+    let (mut open, mut running) = (committed.open as i64, committed.running as i64);
+    let changes = &batch.changes;
+    for (id, row) in &changes.sessions {
+        if row.record.app_id != app {
+            continue;
+        }
+        let (now_open, now_running) = weight(Some(row.record.status));
+        let (was_open, was_running) = weight(changes.loaded.get(id).copied());
+        open += now_open - was_open;
+        running += now_running - was_running;
+    }
+    Ok(AppLoad {
+        open: open.max(0) as u64,
+        running: running.max(0) as u64,
+    })
+}
+
+/// What one session counts: (open, running).
+fn weight(status: Option<SessionStatus>) -> (i64, i64) {
+    match status {
+        None | Some(SessionStatus::Ended) => (0, 0),
+        Some(SessionStatus::Running) => (1, 1),
+        Some(_) => (1, 0),
+    }
+}

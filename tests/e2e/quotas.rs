@@ -1,0 +1,201 @@
+//! Rate limits and quotas (docs/limits.md#rate-limits-and-quotas): a burst
+//! over a key's rate gets 429 `rate_limited` with Retry-After and recovers
+//! after it, while other keys, streams and metrics go on; the per-app caps
+//! on running turns and open sessions refuse with 429 `quota_exceeded`,
+//! exactly at the cap under concurrent requests, and accept again once a
+//! turn or a session ends; every refusal is counted in `GET /metrics`.
+
+use serde_json::{Value, json};
+
+use crate::support::{self, KEY, Server};
+
+async fn server_with(flags: &[&str]) -> (tempfile::TempDir, Server) {
+    let dir = support::data_dir();
+    let server = Server::start_with(dir.path(), flags).await;
+    let row = server.deploy("slow", &support::guest("slow")).await;
+    assert_eq!(row["status"], "active", "{row}");
+    (dir, server)
+}
+
+/// `GET /metrics` as text (it is not JSON).
+async fn metrics(server: &Server, key: &str) -> String {
+    let response = (server.client.get(server.url("/metrics")))
+        .bearer_auth(key)
+        .send()
+        .await
+        .expect("GET /metrics");
+    assert_eq!(response.status(), 200);
+    response.text().await.expect("metrics text")
+}
+
+/// The value of one sample line of the OpenMetrics text (0 when absent).
+fn sample(text: &str, name: &str) -> f64 {
+    (text.lines())
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+fn assert_quota(status: u16, body: &Value, flag: &str) {
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(body["error"]["code"], "quota_exceeded", "{body}");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(flag),
+        "names the cap and its value: {body}"
+    );
+}
+
+#[tokio::test]
+async fn a_burst_over_the_key_rate_gets_429_with_retry_after_and_recovers() {
+    let dir = support::data_dir();
+    let server = Server::start_with(
+        dir.path(),
+        &["--rate-limit", "1", "--rate-limit-burst", "3"],
+    )
+    .await;
+    // A second key, minted before the burst: each key has its own bucket.
+    let (_, other) = server.mint_key("platform", "other", None).await;
+    let mut statuses = Vec::new();
+    let mut refused = None;
+    for _ in 0..10 {
+        let response = (server.client.get(server.url("/apps")))
+            .bearer_auth(KEY)
+            .send()
+            .await
+            .expect("GET /apps");
+        statuses.push(response.status().as_u16());
+        if response.status() == 429 && refused.is_none() {
+            let retry_after = (response.headers().get("retry-after"))
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<u64>().ok())
+                .expect("a Retry-After of whole seconds");
+            let body: Value = response.json().await.expect("a JSON error");
+            refused = Some((retry_after, body));
+        }
+    }
+    // The burst passes (the mint took one token of it), then the rate holds.
+    assert_eq!(&statuses[..2], [200, 200], "{statuses:?}");
+    assert!(statuses.contains(&429), "{statuses:?}");
+    let (retry_after, body) = refused.expect("a refusal");
+    assert!((1..=2).contains(&retry_after), "{retry_after}");
+    assert_eq!(body["error"]["code"], "rate_limited", "{body}");
+    assert!(body["error"]["message"].is_string(), "{body}");
+    assert_eq!(body.as_object().map(|o| o.len()), Some(1), "{body}");
+
+    // Meanwhile: another key, the event stream and /metrics are not refused.
+    let (status, _) = server.get_as(&other, "/apps").await;
+    assert_eq!(status, 200);
+    let stream = (server.client)
+        .get(server.url(&format!("/sessions/{}/events", uuid::Uuid::nil())))
+        .bearer_auth(KEY)
+        .send()
+        .await
+        .expect("GET events");
+    assert_eq!(stream.status(), 404, "streams are not rate limited");
+    let text = metrics(&server, KEY).await;
+    let refusals = statuses.iter().filter(|s| **s == 429).count() as f64;
+    assert!(
+        sample(&text, "agenthost_rate_limited_total") >= refusals,
+        "{text}"
+    );
+
+    // After the wait it asked for, the key gets in again.
+    tokio::time::sleep(std::time::Duration::from_secs(retry_after)).await;
+    let (status, apps) = server.get("/apps").await;
+    assert_eq!(status, 200, "{apps}");
+}
+
+#[tokio::test]
+async fn the_running_turns_cap_refuses_until_a_turn_ends() {
+    let (_dir, server) = server_with(&["--max-running-turns-per-app", "1"]).await;
+    let long = json!({"sleep_ms": 60_000});
+    let first = server.session("slow", "/slow", long.clone()).await;
+    // A new session would start a second turn: refused, and not created.
+    let body = json!({"app": "slow", "route": "/slow", "input": long});
+    let (status, refused) = server.post("/sessions", body.clone()).await;
+    assert_quota(status, &refused, "--max-running-turns-per-app 1");
+    let (_, sessions) = server.get("/sessions?app=slow").await;
+    assert_eq!(
+        sessions["items"].as_array().map(Vec::len),
+        Some(1),
+        "{sessions}"
+    );
+
+    // The turn ends (cancelled): the next one is accepted.
+    let (status, view) = (server.post(&format!("/sessions/{first}/cancel"), json!({}))).await;
+    assert_eq!(status, 200, "{view}");
+    let (status, created) = server.post("/sessions", body).await;
+    assert_eq!(status, 201, "{created}");
+    let second = created["session_id"].as_str().unwrap().to_string();
+
+    // Input to the first session would be a second running turn too.
+    let input = format!("/sessions/{first}/input");
+    let (status, refused) = server.post(&input, json!({"input": {"sleep_ms": 0}})).await;
+    assert_quota(status, &refused, "--max-running-turns-per-app 1");
+    let (status, view) = (server.post(&format!("/sessions/{second}/cancel"), json!({}))).await;
+    assert_eq!(status, 200, "{view}");
+    let (status, accepted) = server.post(&input, json!({"input": {"sleep_ms": 0}})).await;
+    assert_eq!(status, 202, "{accepted}");
+
+    let text = metrics(&server, KEY).await;
+    assert_eq!(
+        sample(
+            &text,
+            "agenthost_quota_refusals_total{cap=\"running_turns\"}"
+        ),
+        2.0,
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn the_open_sessions_cap_is_exact_under_concurrent_creates_and_frees_on_end() {
+    let (_dir, server) = server_with(&["--max-open-sessions-per-app", "3"]).await;
+    // Ten creates at once: exactly three get in.
+    let creates = (0..10).map(|_| {
+        server.post(
+            "/sessions",
+            json!({"app": "slow", "route": "/slow", "input": {"sleep_ms": 0}}),
+        )
+    });
+    let answers = futures::future::join_all(creates).await;
+    let created: Vec<String> = (answers.iter())
+        .filter(|(status, _)| *status == 201)
+        .map(|(_, body)| body["session_id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(created.len(), 3, "{answers:?}");
+    for (status, body) in answers.iter().filter(|(status, _)| *status != 201) {
+        assert_quota(*status, body, "--max-open-sessions-per-app 3");
+    }
+    let text = metrics(&server, KEY).await;
+    assert_eq!(
+        sample(
+            &text,
+            "agenthost_quota_refusals_total{cap=\"open_sessions\"}"
+        ),
+        7.0,
+        "{text}"
+    );
+
+    // Ending one frees its place (its turn first finishes: end needs an idle session).
+    let ended = &created[0];
+    server
+        .events(ended, None)
+        .await
+        .until(&["TURN_ENDED", "TURN_ERROR"])
+        .await;
+    let (status, view) = (server.post(&format!("/sessions/{ended}/end"), json!({}))).await;
+    assert_eq!(status, 200, "{view}");
+    let fourth = server
+        .session("slow", "/slow", json!({"sleep_ms": 0}))
+        .await;
+    assert!(!created.contains(&fourth));
+    let (status, refused) = server
+        .post(
+            "/sessions",
+            json!({"app": "slow", "route": "/slow", "input": {"sleep_ms": 0}}),
+        )
+        .await;
+    assert_quota(status, &refused, "--max-open-sessions-per-app 3");
+}
