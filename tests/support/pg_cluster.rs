@@ -53,8 +53,30 @@ fn as_account(command: &mut Command) -> &mut Command {
     command
 }
 
+/// Removes the cluster directories of test processes that are gone: a
+/// process's shared cluster lives until it exits (its server dies with it),
+/// so nothing else removes its directory, and each holds 1.5 GB or more.
+fn sweep_stale() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix("agenthost-pg-")) else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().filter(|p| p.parse::<u32>().is_ok()) else {
+            continue;
+        };
+        if !std::path::Path::new("/proc").join(pid).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 /// A fresh cluster directory with `initdb` run in it: (base dir, data dir).
 fn init(label: &str) -> (PathBuf, PathBuf) {
+    sweep_stale();
     let base = std::env::temp_dir().join(format!("agenthost-pg-{}-{label}", std::process::id()));
     let _ = std::fs::remove_dir_all(&base);
     std::fs::create_dir_all(&base).expect("create the cluster dir");
