@@ -16,6 +16,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use agenthost::api::views::{CreatedSession, DeploymentView, MintedKey};
+use agenthost::store::DeploymentStatus;
 use serde_json::{Value, json};
 
 pub use sse::{EventStream, types};
@@ -292,10 +294,8 @@ impl Server {
         }
         let (status, key) = self.post("/api-keys", body).await;
         assert_eq!(status, 201, "{key}");
-        (
-            key["id"].as_str().unwrap().to_string(),
-            key["key"].as_str().unwrap().to_string(),
-        )
+        let minted: MintedKey = serde_json::from_value(key).expect("a minted key as documented");
+        (minted.view.id, minted.key)
     }
 
     pub async fn delete(&self, path: &str) -> u16 {
@@ -387,15 +387,14 @@ impl Server {
                 ))
                 .await;
             assert_eq!(status, 200, "{rows}");
-            let current = rows
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|r| r["id"] == row["id"])
-                .cloned()
+            let views: Vec<DeploymentView> =
+                serde_json::from_value(rows.clone()).expect("deployments as documented");
+            let index = (views.iter())
+                .position(|view| row["id"] == view.id.to_string())
                 .expect("row listed");
-            if current["status"] != "building" {
-                return current;
+            if views[index].status != DeploymentStatus::Building {
+                // The row as the server wrote it, for the tests' own checks.
+                return rows[index].clone();
             }
             assert!(
                 started.elapsed() < Duration::from_secs(120),
@@ -414,7 +413,9 @@ impl Server {
             )
             .await;
         assert_eq!(status, 201, "{body}");
-        body["session_id"].as_str().expect("session_id").to_string()
+        let created: CreatedSession =
+            serde_json::from_value(body).expect("a created session as documented");
+        created.session.session_id.to_string()
     }
 
     /// Opens the event stream of a session, optionally resuming after `last_event_id`.
