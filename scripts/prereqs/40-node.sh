@@ -17,14 +17,21 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   echo "scripts/prereqs/40-node.sh: Node.js 20 or later and npm are needed (apt-get install nodejs npm)" >&2
   return 1 2>/dev/null || exit 1
 fi
-_examples="$(pwd)/examples/typescript"
-# npm ci wipes and reinstalls node_modules: skip it when the install matches the lockfile.
-if ! cmp -s "$_examples/package-lock.json" "$_examples/node_modules/.package-lock.agenthost" 2>/dev/null; then
-  (cd "$_examples" && npm ci --no-audit --no-fund --loglevel=error) || {
-    echo "scripts/prereqs/40-node.sh: npm ci failed in $_examples (is the npm registry reachable?)" >&2
-    return 1 2>/dev/null || exit 1
+# `npm ci` in DIR from its lockfile, for the script named SCRIPT. npm ci wipes
+# and reinstalls node_modules: skipped when the install matches the lockfile.
+# Later prerequisites (45-ag-ui.sh) use it too.
+agenthost_npm_ci() {
+  local dir=$1 script=$2
+  if cmp -s "$dir/package-lock.json" "$dir/node_modules/.package-lock.agenthost" 2>/dev/null; then
+    return 0
+  fi
+  (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error) || {
+    echo "$script: npm ci failed in $dir (is the npm registry reachable?)" >&2
+    return 1
   }
-  cp "$_examples/package-lock.json" "$_examples/node_modules/.package-lock.agenthost"
-fi
+  cp "$dir/package-lock.json" "$dir/node_modules/.package-lock.agenthost"
+}
+_examples="$(pwd)/examples/typescript"
+agenthost_npm_ci "$_examples" scripts/prereqs/40-node.sh || return 1 2>/dev/null || exit 1
 export AGENTHOST_NODE_MODULES="$_examples/node_modules"
 unset _examples

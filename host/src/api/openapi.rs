@@ -421,28 +421,11 @@ pub fn path_parameters(path: &str) -> Vec<String> {
 /// `id:` the event's id, `data:` the event as JSON. `with_content_schemas`
 /// adds `contentSchema` (the `Event`) to `data`, which utoipa cannot write.
 fn frame_schema(schemas: &mut Schemas) -> RefOr<Schema> {
-    let frame = ObjectBuilder::new()
-        .property(
-            "id",
-            text()
-                .pattern(Some(FRAME_ID))
-                .description(Some("The event's id; in the AG-UI form, `<event id>:<n>` for all but the last frame of an event")),
-        )
-        .property(
-            "event",
-            ObjectBuilder::new()
-                .schema_type(Type::String)
-                .description(Some("Absent: the default `message`")),
-        )
-        .property(
-            "data",
-            ObjectBuilder::new()
-                .schema_type(Type::String)
-                .content_media_type("application/json")
-                .description(Some("The event: an `Event`, or in the AG-UI form an `AgUiEvent`")),
-        )
-        .required("id")
-        .required("data");
+    let id = text().pattern(Some(FRAME_ID)).description(Some(
+        "The event's id; in the AG-UI form, `<event id>:<n>` for all but the last frame of an event",
+    ));
+    let data = "The event: an `Event`, or in the AG-UI form an `AgUiEvent`";
+    let frame = sse_frame(id, data).required("id").required("data");
     schemas.push((FRAME.into(), frame.into()));
     RefOr::Ref(Ref::from_schema_name(FRAME))
 }
@@ -450,8 +433,17 @@ fn frame_schema(schemas: &mut Schemas) -> RefOr<Schema> {
 /// One SSE frame of an AG-UI run: `id:` as in the events endpoint's AG-UI
 /// form (absent on a RUN_ERROR refusing the run), `data:` an `AgUiEvent`.
 fn agui_frame_schema(schemas: &mut Schemas) -> RefOr<Schema> {
-    let frame = ObjectBuilder::new()
-        .property("id", text().pattern(Some(FRAME_ID)))
+    let id = text().pattern(Some(FRAME_ID));
+    let frame = sse_frame(id, "The event: an `AgUiEvent`").required("data");
+    schemas.push((AGUI_FRAME.into(), frame.into()));
+    RefOr::Ref(Ref::from_schema_name(AGUI_FRAME))
+}
+
+/// An SSE frame's fields: `id` as given, the default `event`, and `data`
+/// (JSON text, described by `data`); the caller says which are required.
+fn sse_frame(id: ObjectBuilder, data: &'static str) -> ObjectBuilder {
+    ObjectBuilder::new()
+        .property("id", id)
         .property(
             "event",
             ObjectBuilder::new()
@@ -463,11 +455,8 @@ fn agui_frame_schema(schemas: &mut Schemas) -> RefOr<Schema> {
             ObjectBuilder::new()
                 .schema_type(Type::String)
                 .content_media_type("application/json")
-                .description(Some("The event: an `AgUiEvent`")),
+                .description(Some(data)),
         )
-        .required("data");
-    schemas.push((AGUI_FRAME.into(), frame.into()));
-    RefOr::Ref(Ref::from_schema_name(AGUI_FRAME))
 }
 
 const FRAME: &str = "EventFrame";

@@ -279,6 +279,10 @@ impl Runtime {
                     .await;
             }
         }
+        // The turn's ending reaches the hub like any commit (from another
+        // host too: a watched session's events are brought by the listener);
+        // subscribed before the first read, so none falls in between.
+        let mut commits = self.store.hub().subscribe(session);
         let deadline = tokio::time::Instant::now() + CANCEL_WAIT;
         loop {
             let record = self.store.read(move |s| s.session(session)).await?;
@@ -286,10 +290,23 @@ impl Runtime {
                 Some(r) if r.status == SessionStatus::Running && r.turn == turn => {}
                 other => return Ok(other),
             }
-            if tokio::time::Instant::now() >= deadline {
-                return Ok(None);
+            // Read the record again once a turn's last event is committed
+            // (or the channel lagged or closed: anything may have happened).
+            loop {
+                let Ok(received) = tokio::time::timeout_at(deadline, commits.rx.recv()).await
+                else {
+                    return Ok(None);
+                };
+                let ending = received.as_ref().map_or(true, |event| {
+                    matches!(
+                        event.event_type(),
+                        "TURN_ENDED" | "TURN_ERROR" | "TOOL_APPROVAL_REQUIRED" | "SESSION_ENDED"
+                    )
+                });
+                if ending {
+                    break;
+                }
             }
-            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
 

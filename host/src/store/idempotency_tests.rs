@@ -9,8 +9,8 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::postgres::{LeaseOptions, PgEngine};
-use super::records::{PendingApproval, ToolCallRecord};
-use super::tests::{new_deployment, success};
+use super::records::ToolCallRecord;
+use super::tests::{new_deployment, success, suspend};
 use super::*;
 
 #[derive(Clone)]
@@ -157,24 +157,7 @@ async fn retries_answer_the_first_answer(backend: Backend) {
         name: "refund".into(),
         arguments: json!({}),
     };
-    let pending = PendingApproval {
-        call: call.clone(),
-        reason: None,
-        gated_by: vec!["code".into()],
-        step: vec![call],
-        input: json!("hi"),
-        event_seq: 0,
-        expires_at: None,
-    };
-    writer
-        .finish_turn(
-            theirs.id,
-            their_ticket.turn,
-            vec![],
-            TurnOutcome::Suspended(Box::new(pending)),
-        )
-        .await
-        .unwrap();
+    suspend(&writer, theirs.id, their_ticket.turn, call, json!("hi")).await;
     let decision = Decision {
         approved: true,
         approver: "ops".into(),

@@ -37,6 +37,34 @@ pub(super) fn new_deployment(version: Option<u64>) -> NewDeployment {
     }
 }
 
+/// Ends `turn` of `session` suspended on the gated `call` alone (its input: `input`).
+pub(super) async fn suspend(
+    writer: &WriterHandle,
+    session: Uuid,
+    turn: u32,
+    call: ToolCallRecord,
+    input: serde_json::Value,
+) {
+    let pending = PendingApproval {
+        call: call.clone(),
+        reason: None,
+        gated_by: vec!["code".into()],
+        step: vec![call],
+        input,
+        event_seq: 0,
+        expires_at: None,
+    };
+    writer
+        .finish_turn(
+            session,
+            turn,
+            vec![],
+            TurnOutcome::Suspended(Box::new(pending)),
+        )
+        .await
+        .unwrap();
+}
+
 pub(super) fn success() -> BuildOutcome {
     BuildOutcome::Succeeded {
         description: AgentDescription {
@@ -284,24 +312,7 @@ async fn a_resumed_turn_that_started_is_never_run_again() {
         name: "delete_record".into(),
         arguments: json!({"name": "x"}),
     };
-    let pending = PendingApproval {
-        call: call.clone(),
-        reason: None,
-        gated_by: vec!["code".into()],
-        step: vec![call],
-        input: json!("delete x"),
-        event_seq: 0,
-        expires_at: None,
-    };
-    writer
-        .finish_turn(
-            session.id,
-            ticket.turn,
-            vec![],
-            TurnOutcome::Suspended(Box::new(pending)),
-        )
-        .await
-        .unwrap();
+    suspend(&writer, session.id, ticket.turn, call, json!("delete x")).await;
     let decision = Decision {
         approved: true,
         approver: "alice".into(),
