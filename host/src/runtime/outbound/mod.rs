@@ -186,11 +186,16 @@ impl Outbound {
         }
     }
 
-    /// Marks a request as having left (its HTTP_REQUEST is committed).
+    /// Marks a request as in flight (its HTTP_REQUEST is queued; it leaves once committed).
     pub(super) fn started(&self, id: &str) -> Instant {
         let now = Instant::now();
         self.records().in_flight.insert(id.to_string(), now);
         now
+    }
+
+    /// Forgets a request whose marker was never committed: it gets no record.
+    pub(super) fn forget(&self, id: &str) {
+        self.records().in_flight.remove(id);
     }
 
     /// Records how a request that left ended; only its first end counts.

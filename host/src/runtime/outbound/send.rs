@@ -94,15 +94,10 @@ impl Outbound {
             origin: described.origin.to_string(),
             path: described.path.clone(),
         });
-        let committed = match self.writer.append(&self.outbox, vec![marker]).await {
-            Ok(ack) => matches!(ack.await, Ok(Ok(()))),
-            Err(_) => false,
-        };
-        if !committed {
-            return Err(Error::InternalError(Some(
-                "the host could not record the request; it was not sent".into(),
-            )));
-        }
+        let queued = self.writer.append(&self.outbox, vec![marker]).await;
+        // In flight from the moment its marker is queued, so that a turn
+        // stopped while the commit is awaited (a cancel, the deadline) still
+        // ends the committed marker with its HTTP_RESPONSE.
         self.started(&described.id);
         // Ends the record however this future ends, cancellation included.
         let mut record = Record {
@@ -110,6 +105,17 @@ impl Outbound {
             id: described.id,
             status: None,
         };
+        let committed = match queued {
+            Ok(ack) => matches!(ack.await, Ok(Ok(()))),
+            Err(_) => false,
+        };
+        if !committed {
+            // Nothing of it is on record, so no response either.
+            self.forget(&record.id);
+            return Err(Error::InternalError(Some(
+                "the host could not record the request; it was not sent".into(),
+            )));
+        }
         // Checked again: the turn may have stopped while the marker waited.
         if self.is_stopped() {
             let why = "not sent: the turn was suspended, failed or ended meanwhile";
