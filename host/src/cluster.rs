@@ -59,6 +59,10 @@ async fn apply_changes(host: Host, mut changes: mpsc::UnboundedReceiver<Change>)
                 host.store.hub().close(session);
                 Ok(())
             }
+            Change::Feed(head) => {
+                host.store.hub().feed_advanced(head);
+                Ok(())
+            }
             Change::Cancel { session, turn, by } => {
                 host.runtime.cancel_here(session, turn, &by);
                 Ok(())
@@ -109,6 +113,7 @@ async fn refresh_secrets(host: &Host) -> Result<(), StoreError> {
 
 /// After the listener reconnected: anything may have changed meanwhile.
 async fn resync(host: &Host) -> Result<(), StoreError> {
+    host.store.hub().feed_recheck();
     for session in host.store.hub().watched() {
         catch_up(host, session, 0, u64::MAX).await?;
     }

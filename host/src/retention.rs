@@ -3,7 +3,8 @@
 //! that ended longer ago than the setting are deleted, journal and all.
 //! Off by default. With several hosts each purges; a session deleted by
 //! another host meanwhile is simply gone. Always: the first answers of
-//! idempotent requests, once expired (`store::IDEMPOTENCY_TTL`).
+//! idempotent requests, once expired (`store::IDEMPOTENCY_TTL`), and the
+//! approvals feed's entries past `FEED_RETENTION`.
 
 use std::time::{Duration, SystemTime};
 
@@ -69,21 +70,49 @@ pub async fn purge(
 /// How often expired idempotency keys are purged (a key is new again at
 /// its expiry whether or not it was purged yet).
 const IDEMPOTENCY_EVERY: Duration = Duration::from_secs(600);
-/// Keys forgotten per writer command (the purge repeats while there are more).
+/// Keys (or feed entries) forgotten per writer command (the purge repeats
+/// while there are more).
 const IDEMPOTENCY_PAGE: usize = 1000;
 
-/// Starts the purge of expired idempotency keys.
-pub fn start_idempotency_purge(writer: WriterHandle) {
+/// How long the approvals feed keeps an entry: a feed reader away for
+/// longer resumes from a fresh snapshot (docs/approvals.md).
+pub const FEED_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// Starts the purges that always run: expired idempotency keys, and
+/// approvals-feed entries past `FEED_RETENTION`.
+pub fn start_purges(writer: WriterHandle) {
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(IDEMPOTENCY_EVERY).await;
-            match purge_idempotency(&writer, unix_ms(SystemTime::now())).await {
+            let now = SystemTime::now();
+            match purge_idempotency(&writer, unix_ms(now)).await {
                 Ok(0) => {}
                 Ok(purged) => tracing::info!(purged, "purged expired idempotency keys"),
                 Err(err) => tracing::warn!(error = %err, "cannot purge idempotency keys"),
             }
+            let before = unix_ms(
+                now.checked_sub(FEED_RETENTION)
+                    .unwrap_or(SystemTime::UNIX_EPOCH),
+            );
+            match purge_feed(&writer, before).await {
+                Ok(0) => {}
+                Ok(purged) => tracing::info!(purged, "purged old approvals-feed entries"),
+                Err(err) => tracing::warn!(error = %err, "cannot purge the approvals feed"),
+            }
         }
     });
+}
+
+/// Forgets every approvals-feed entry appended before `before_ms`; returns how many.
+pub async fn purge_feed(writer: &WriterHandle, before_ms: u64) -> Result<usize, StoreError> {
+    let mut purged = 0;
+    loop {
+        let page = writer.purge_feed(before_ms, IDEMPOTENCY_PAGE).await?;
+        purged += page;
+        if page < IDEMPOTENCY_PAGE {
+            return Ok(purged);
+        }
+    }
 }
 
 /// Forgets every idempotency key expired at `now_ms`; returns how many.

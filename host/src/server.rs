@@ -137,7 +137,7 @@ impl Server {
         )?;
         builder.resume_interrupted().await?;
         crate::expiry::start(store.clone(), writer.clone(), runtime.clone(), boot_id);
-        crate::retention::start_idempotency_purge(writer.clone());
+        crate::retention::start_purges(writer.clone());
         if let Some(retain) = options.retain_ended_sessions {
             crate::retention::start(store.clone(), writer.clone(), retain);
         }

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::extract::{Json, Path, Query, session_id};
 use super::idempotency::{Fingerprint, idempotency, key_of};
 use super::paging::{Page, app_filter};
-use super::views::{self, ApprovalItemView, DecisionAccepted, SessionView};
+use super::views::{self, DecisionAccepted};
 use super::{ApiError, AppState};
 use crate::keys::Principal;
 use crate::store::{Decision, SessionStatus};
@@ -98,16 +98,9 @@ pub async fn list(
         })
         .await?;
     let (items, next_cursor) = page.finish(items, |item| item.event.id);
-    let mut out = Vec::with_capacity(items.len());
-    for item in &items {
-        let event = serde_json::from_str(&item.event.json).map_err(ApiError::internal)?;
-        out.push(ApprovalItemView {
-            session: SessionView::from(&item.session),
-            event,
-        });
-    }
+    let items = items.iter().map(super::approval_feed::item_view);
     Ok(Json(views::ApprovalPage {
-        items: out,
+        items: items.collect::<Result<_, _>>()?,
         next_cursor,
     }))
 }

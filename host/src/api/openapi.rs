@@ -17,10 +17,11 @@ use utoipa::openapi::{
 use utoipa::{PartialSchema, ToSchema};
 
 use super::agui::AgUiEvent;
-use super::views::ErrorBody;
+use super::views::{self, ErrorBody};
 use super::{Access, Endpoint};
 use crate::journal::EventType;
 use crate::journal::payloads::*;
+use crate::store::{ApprovalFeedEntry, FeedKind};
 
 /// Component schemas collected while the document is built.
 pub type Schemas = Vec<(String, RefOr<Schema>)>;
@@ -60,6 +61,8 @@ pub enum Reply {
     Events,
     /// `text/event-stream` of AG-UI events (docs/ag-ui.md).
     AgUiEvents,
+    /// `text/event-stream` of the approvals feed (docs/approvals.md).
+    ApprovalFeed,
     /// A file of the web console, or the metrics text, in this media type.
     Text(&'static str),
 }
@@ -71,6 +74,8 @@ pub enum Query {
     Uuid,
     /// An event id, or empty (as an empty `Last-Event-ID`: from the start).
     EventId,
+    /// An approvals-feed id (digits), or empty.
+    FeedId,
     /// A page size, 1 to 500.
     Limit,
     OneOf(&'static [&'static str]),
@@ -207,6 +212,7 @@ fn operation(endpoint: &Endpoint, doc: &Doc, schemas: &mut Schemas) -> Operation
             Query::Text => text(),
             Query::Uuid => uuid(),
             Query::EventId => text().pattern(Some(FRAME_ID_OR_EMPTY)),
+            Query::FeedId => text().pattern(Some("^[0-9]{0,19}$")),
             // Clamped to 1..=500 by the server.
             Query::Limit => ObjectBuilder::new()
                 .schema_type(Type::Integer)
@@ -300,6 +306,16 @@ fn operation(endpoint: &Endpoint, doc: &Doc, schemas: &mut Schemas) -> Operation
                 .content(
                     "text/event-stream",
                     ContentBuilder::new().schema(Some(agui_frame_schema(schemas))).build(),
+                )
+        }
+        Reply::ApprovalFeed => {
+            schema::<ApprovalFeedEntry>(schemas);
+            schema::<views::ApprovalSnapshot>(schemas);
+            ResponseBuilder::new()
+                .description("The approvals feed as Server-Sent Events: first an `APPROVALS_SNAPSHOT` (unless resumed), then `APPROVAL_REQUESTED`, `APPROVAL_DECIDED` and `APPROVAL_WITHDRAWN` in commit order; `id:` the feed position (docs/approvals.md)")
+                .content(
+                    "text/event-stream",
+                    ContentBuilder::new().schema(Some(feed_frame_schema(schemas))).build(),
                 )
         }
         Reply::Text(media) => ResponseBuilder::new().description("OK").content(
@@ -439,6 +455,28 @@ fn agui_frame_schema(schemas: &mut Schemas) -> RefOr<Schema> {
     RefOr::Ref(Ref::from_schema_name(AGUI_FRAME))
 }
 
+/// One SSE frame of the approvals feed: `id:` its position, `event:` its
+/// kind, `data:` an `ApprovalFeedEntry` (an `ApprovalSnapshot` for the snapshot).
+fn feed_frame_schema(schemas: &mut Schemas) -> RefOr<Schema> {
+    let id = text().pattern(Some("^[0-9]+$")).description(Some(
+        "The feed position: resume after it with Last-Event-ID",
+    ));
+    let data = "An `ApprovalFeedEntry`; for `APPROVALS_SNAPSHOT`, an `ApprovalSnapshot`";
+    let kinds = [
+        super::approval_feed::SNAPSHOT,
+        FeedKind::ApprovalRequested.as_str(),
+        FeedKind::ApprovalDecided.as_str(),
+        FeedKind::ApprovalWithdrawn.as_str(),
+    ];
+    let frame = sse_frame(id, data)
+        .property("event", text().enum_values(Some(kinds)))
+        .required("id")
+        .required("event")
+        .required("data");
+    schemas.push((FEED_FRAME.into(), frame.into()));
+    RefOr::Ref(Ref::from_schema_name(FEED_FRAME))
+}
+
 /// An SSE frame's fields: `id` as given, the default `event`, and `data`
 /// (JSON text, described by `data`); the caller says which are required.
 fn sse_frame(id: ObjectBuilder, data: &'static str) -> ObjectBuilder {
@@ -461,6 +499,7 @@ fn sse_frame(id: ObjectBuilder, data: &'static str) -> ObjectBuilder {
 
 const FRAME: &str = "EventFrame";
 const AGUI_FRAME: &str = "AgUiEventFrame";
+const FEED_FRAME: &str = "ApprovalFeedFrame";
 /// An event id, or an AG-UI frame id `<event id>:<n>`.
 const FRAME_ID: &str =
     "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(:[0-9]+)?$";

@@ -12,8 +12,8 @@ use axum::routing::{MethodRouter, delete, get, post, put};
 
 use super::openapi::{self, Doc};
 use super::{
-    Access, AppState, BUNDLE_BODY_LIMIT, Endpoint, agui, approvals, apps, console, controls,
-    deployments, events, health, keys, secrets, sessions, views,
+    Access, AppState, BUNDLE_BODY_LIMIT, Endpoint, agui, approval_feed, approvals, apps, console,
+    controls, deployments, events, health, keys, secrets, sessions, views,
 };
 
 /// Every endpoint of the API, in one table: the router is built from it,
@@ -81,6 +81,14 @@ pub(super) fn table() -> Vec<(Endpoint, Doc, MethodRouter<AppState>)> {
             "format",
             "`journal` (the default): the journal's events; `ag-ui`: the same as AG-UI events (docs/ag-ui.md)",
             Query::OneOf(&["journal", "ag-ui"]),
+        ),
+    ];
+    const FEED: &[(&str, &str, Query)] = &[
+        ("app", "Only this app's approvals (slug or id)", Query::Text),
+        (
+            "last_event_id",
+            "Resume after this feed id (as Last-Event-ID; empty: from a snapshot)",
+            Query::FeedId,
         ),
     ];
     let health = Reply::Json(schema::<views::Health>);
@@ -252,6 +260,19 @@ pub(super) fn table() -> Vec<(Endpoint, Doc, MethodRouter<AppState>)> {
             )
             .query(PAGE),
             get(approvals::list),
+        ),
+        row(
+            "GET",
+            "/approvals/events",
+            Platform,
+            Doc::new(
+                "Approvals as they become pending, are decided or are withdrawn (SSE), resumable",
+                200,
+                Reply::ApprovalFeed,
+            )
+            .query(FEED)
+            .errors(&[400, 404]),
+            get(approval_feed::stream),
         ),
         row(
             "GET",

@@ -126,6 +126,15 @@ pub struct ApprovalPage {
     pub next_cursor: Option<String>,
 }
 
+/// The first frame of `GET /approvals/events` without a usable
+/// `Last-Event-ID`: every pending approval as of the feed position that is
+/// the frame's id, so the entries after it are exactly what changed since.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ApprovalSnapshot {
+    /// Oldest request first.
+    pub items: Vec<ApprovalItemView>,
+}
+
 /// A pending approval (`GET /approvals`): the session and its
 /// `TOOL_APPROVAL_REQUIRED` event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]

@@ -8,8 +8,9 @@ use std::collections::{HashMap, HashSet};
 use uuid::Uuid;
 
 use super::domain::Quotas;
-use super::engine::{EventRow, SessionRow, WriteTx};
-use super::records::SessionStatus;
+use super::engine::{EventRow, FeedRow, SessionRow, WriteTx};
+use super::error::corrupt;
+use super::records::{ApprovalFeedEntry, SessionStatus};
 use super::{Redact, StoreError, now_rfc3339};
 use crate::journal::{NewEvent, StoredEvent, encode_record};
 
@@ -55,6 +56,10 @@ pub(super) struct Changes {
     pub(super) unbroken: HashSet<Uuid>,
     /// Sessions the batch deleted: their streams end once it committed.
     pub(super) deleted: Vec<Uuid>,
+    /// Entries for the approvals feed, appended last (`finish`).
+    pub(super) feed: Vec<FeedRow>,
+    /// The feed's newest seq once the batch appended to it.
+    pub(super) feed_head: Option<u64>,
     pub(super) failed: Option<StoreError>,
 }
 
@@ -111,6 +116,7 @@ impl<'a> Batch<'a> {
         self.changes.dirty.remove(&id);
         self.changes.loaded.remove(&id);
         self.changes.published.retain(|(session, _)| *session != id);
+        self.changes.feed.retain(|row| row.session != id);
         self.changes.deleted.push(id);
         Ok(())
     }
@@ -147,14 +153,39 @@ impl<'a> Batch<'a> {
         Ok(())
     }
 
-    /// Saves the sessions the batch changed and hands back what the writer
-    /// needs after the commit.
+    /// An event this batch journaled, by its session and seq.
+    pub(super) fn written(&self, session: Uuid, seq: u64) -> Option<&StoredEvent> {
+        (self.changes.published.iter().rev())
+            .find(|(s, event)| *s == session && event.seq == seq)
+            .map(|(_, event)| event)
+    }
+
+    /// Queues an entry for the approvals feed (appended at `finish`).
+    pub(super) fn feed(&mut self, entry: &ApprovalFeedEntry) -> Result<(), StoreError> {
+        let json = serde_json::to_string(entry).map_err(corrupt)?;
+        self.changes.feed.push(FeedRow {
+            session: entry.session_id,
+            app: entry.app_id,
+            json,
+        });
+        Ok(())
+    }
+
+    /// Saves the sessions the batch changed, appends its feed entries (the
+    /// feed's counter is the last thing a transaction takes), and hands back
+    /// what the writer needs after the commit.
     pub(super) fn finish(mut self) -> Changes {
         let sessions = std::mem::take(&mut self.changes.sessions);
         if self.changes.failed.is_none()
             && let Err(err) = self.tx.save_sessions(sessions, &self.changes.dirty)
         {
             self.changes.failed = Some(err);
+        }
+        if self.changes.failed.is_none() && !self.changes.feed.is_empty() {
+            match self.tx.append_feed(&self.changes.feed) {
+                Ok(head) => self.changes.feed_head = Some(head),
+                Err(err) => self.changes.failed = Some(err),
+            }
         }
         self.changes
     }

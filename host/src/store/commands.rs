@@ -17,8 +17,8 @@ use super::domain::{
     Activate, Answered, Append, BuildOutcome, CloseTurn, CreateDeployment, CreateSession, Decide,
     DecideAt, Decision, DecisionAnswer, DeleteApiKey, DeleteSecret, DeleteSession,
     DeploymentAnswer, EndSession, FinishBuild, FinishTurn, Idempotency, NewDeployment, Once,
-    OpenThread, PostInput, PurgeIdempotency, PutApiKey, PutSecret, Recover, Recovery, SetArtifact,
-    ThreadTurn, TouchApiKey, TurnAnswer, TurnOutcome, TurnTicket,
+    OpenThread, PostInput, PurgeFeed, PurgeIdempotency, PutApiKey, PutSecret, Recover, Recovery,
+    SetArtifact, ThreadTurn, TouchApiKey, TurnAnswer, TurnOutcome, TurnTicket,
 };
 use super::outbox::{AppendAck, Outbox};
 use super::records::{ApiKeyRecord, Artifact, DeploymentRecord, SecretRecord, SessionRecord};
@@ -420,6 +420,11 @@ impl WriterHandle {
     /// Forgets up to `limit` idempotency answers expired at `now_ms`.
     pub async fn purge_idempotency(&self, now_ms: u64, limit: usize) -> Result<usize, StoreError> {
         self.call(PurgeIdempotency { now_ms, limit }).await
+    }
+
+    /// Forgets up to `limit` approvals-feed entries appended before `before_ms`.
+    pub async fn purge_feed(&self, before_ms: u64, limit: usize) -> Result<usize, StoreError> {
+        self.call(PurgeFeed { before_ms, limit }).await
     }
 
     /// Settles every turn no live host owns (see `Recovery`).

@@ -72,6 +72,36 @@ pub struct ApprovalItem {
     pub event: StoredEvent,
 }
 
+/// An entry of the approvals feed as stored: its seq and its JSON
+/// (`records::ApprovalFeedEntry`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FeedItem {
+    pub seq: u64,
+    pub json: String,
+}
+
+/// One read of the approvals feed: entries and the feed's marks, as of one
+/// committed state.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FeedPage {
+    /// The newest seq ever given to an entry (0: none yet).
+    pub head: u64,
+    /// Every entry up to this seq was purged by age (`purge_feed`).
+    pub purged_through: u64,
+    pub items: Vec<FeedItem>,
+    /// Every entry up to this seq was looked at (a reader resumes after it).
+    pub read_through: u64,
+}
+
+/// An entry on its way into the approvals feed.
+#[derive(Debug, Clone)]
+pub struct FeedRow {
+    pub session: Uuid,
+    pub app: Uuid,
+    /// `records::ApprovalFeedEntry` as JSON.
+    pub json: String,
+}
+
 /// A storage engine: the read-only queries, and the writer's side.
 ///
 /// Reads block (they run on tokio's blocking pool through `Store::read`)
@@ -107,6 +137,21 @@ pub trait Engine: Send + Sync + 'static {
         after: Option<Uuid>,
         limit: usize,
     ) -> Result<Vec<ApprovalItem>, StoreError>;
+    /// Every pending approval (optionally of one app), oldest request
+    /// first, and the feed's head, as of one committed state: the feed's
+    /// entries after that head are exactly what changed since.
+    fn approval_snapshot(
+        &self,
+        app_id: Option<Uuid>,
+    ) -> Result<(u64, Vec<ApprovalItem>), StoreError>;
+    /// Up to `limit` entries of the approvals feed with seq > `after`
+    /// (optionally of one app), in seq order, with the feed's marks.
+    fn approval_feed(
+        &self,
+        after: u64,
+        app_id: Option<Uuid>,
+        limit: usize,
+    ) -> Result<FeedPage, StoreError>;
     /// Every secret, sealed, by name.
     fn secrets(&self) -> Result<Vec<SecretRecord>, StoreError>;
     /// The session an AG-UI thread of an app's route names, if it has one.
@@ -231,9 +276,18 @@ pub trait WriteTx {
     /// so two hosts never both take its last place; read only when a cap is
     /// set, in time proportional to the app's open sessions.
     fn app_load(&mut self, app: Uuid) -> Result<AppLoad, StoreError>;
-    /// Removes a session: its record, its journal, its event ids and its
-    /// pending approval.
+    /// Removes a session: its record, its journal, its event ids, its
+    /// pending approval and its entries in the approvals feed.
     fn delete_session(&mut self, id: Uuid) -> Result<(), StoreError>;
+    /// Appends entries to the approvals feed, giving each the next seq of
+    /// the feed's one counter (taken last in the transaction, so seqs
+    /// become visible in commit order, with no gap a reader could pass);
+    /// returns the newest.
+    fn append_feed(&mut self, rows: &[FeedRow]) -> Result<u64, StoreError>;
+    /// Removes up to `limit` feed entries appended before `before_ms`
+    /// (Unix ms), oldest first, and raises the purge mark past them;
+    /// returns how many.
+    fn purge_feed(&mut self, before_ms: u64, limit: usize) -> Result<usize, StoreError>;
     /// Indexes (`Some(seq of its TOOL_APPROVAL_REQUIRED)`) or un-indexes a
     /// session's pending approval.
     fn set_pending_approval(&mut self, session: Uuid, seq: Option<u64>) -> Result<(), StoreError>;

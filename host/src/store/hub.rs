@@ -1,4 +1,5 @@
-//! The after-commit fan-out: one broadcast channel per watched session.
+//! The after-commit fan-out: one broadcast channel per watched session, and
+//! a watch on the approvals feed's head.
 //!
 //! The writer publishes each committed event here (never before its commit);
 //! streams subscribe before they read redb, so nothing falls between replay
@@ -7,7 +8,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 use uuid::Uuid;
 
 use crate::journal::StoredEvent;
@@ -23,6 +24,10 @@ pub struct Hub {
     /// Per watched session: its channel and how many subscriptions hold it
     /// (counted under the lock, so the last one out always frees it).
     channels: Mutex<HashMap<Uuid, Channel>>,
+    /// The approvals feed's newest seq this host knows committed. Feed
+    /// streams wake on it and read the feed itself from the engine, so a
+    /// wake-up carries no entry and a missed one only delays.
+    feed: watch::Sender<u64>,
 }
 
 struct Channel {
@@ -74,6 +79,26 @@ impl Hub {
                 let _ = channel.tx.send(event.clone());
             }
         }
+    }
+
+    /// The feed reached `head` (committed): wakes its streams.
+    pub fn feed_advanced(&self, head: u64) {
+        self.feed.send_if_modified(|known| {
+            let newer = head > *known;
+            *known = (*known).max(head);
+            newer
+        });
+    }
+
+    /// Wakes every feed stream to read again (after a listener reconnected,
+    /// when anything may have been committed meanwhile).
+    pub fn feed_recheck(&self) {
+        self.feed.send_modify(|_| {});
+    }
+
+    /// A receiver that wakes when the feed may have advanced.
+    pub fn feed_watch(&self) -> watch::Receiver<u64> {
+        self.feed.subscribe()
     }
 
     /// Ends every stream of a deleted session.

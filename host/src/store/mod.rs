@@ -31,14 +31,14 @@ pub use domain::{
     Idempotency, MAX_KEY_LEN, NewDeployment, Quotas, Recovery, ThreadTurn, TurnAnswer, TurnOutcome,
     TurnReason, TurnTicket, input_text, unix_ms,
 };
-pub use engine::{ApprovalItem, Engine, EventPosition, SessionFilter};
+pub use engine::{ApprovalItem, Engine, EventPosition, FeedItem, FeedPage, SessionFilter};
 pub use error::StoreError;
 pub use hub::{Hub, Subscription};
 pub use outbox::{AppendAck, Outbox};
 pub use records::{
-    AgentDescription, ApiKeyRecord, AppRecord, Artifact, DeploymentRecord, DeploymentStatus,
-    KeyClass, LimitsRecord, PendingApproval, ResumeRecord, SecretRecord, SessionRecord,
-    SessionStatus, ToolCallRecord, ToolInfo,
+    AgentDescription, ApiKeyRecord, AppRecord, ApprovalFeedEntry, Artifact, DeploymentRecord,
+    DeploymentStatus, FeedKind, KeyClass, LimitsRecord, PendingApproval, ResumeRecord,
+    SecretRecord, SessionRecord, SessionStatus, ToolCallRecord, ToolInfo, WithdrawReason,
 };
 pub use writer::Writer;
 

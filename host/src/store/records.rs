@@ -1,5 +1,5 @@
 //! The records kept besides events: apps, deployments, sessions, API keys,
-//! secrets, and the first answers of idempotent requests.
+//! secrets, the first answers of idempotent requests, the approvals feed.
 //!
 //! Stored as JSON; fields are only ever added (with `#[serde(default)]`), never
 //! renamed or removed, so old data dirs stay readable.
@@ -254,4 +254,58 @@ pub struct IdempotencyRecord {
     pub expires_at_ms: u64,
     /// The command's answer (its own JSON shape).
     pub answer: Value,
+}
+
+/// One entry of the approvals feed (`GET /approvals/events`), stored as
+/// this JSON and sent as the frame's data unchanged: a compatibility
+/// contract like the journal's. The writer appends one whenever an
+/// approval becomes pending, is decided (a timeout included) or is
+/// withdrawn (`store::domain::feed`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ApprovalFeedEntry {
+    /// What happened; also the frame's SSE `event` name.
+    #[serde(rename = "type")]
+    pub kind: FeedKind,
+    pub session_id: Uuid,
+    pub app_id: Uuid,
+    /// The app's slug.
+    pub app: String,
+    /// The gated call.
+    pub tool_call_id: String,
+    /// The journal event behind the entry: `TOOL_APPROVAL_REQUIRED`,
+    /// `TOOL_APPROVAL_GRANTED` or `TOOL_APPROVAL_DENIED`, or `SESSION_ENDED`
+    /// for a withdrawal by an end; absent when the session was deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event: Option<Value>,
+    /// Why an approval was withdrawn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<WithdrawReason>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum FeedKind {
+    /// A gated call waits for a decision.
+    ApprovalRequested,
+    /// It was decided (by a human, or denied by `timeout`).
+    ApprovalDecided,
+    /// It will never be decided: its session ended or was deleted.
+    ApprovalWithdrawn,
+}
+
+impl FeedKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FeedKind::ApprovalRequested => "APPROVAL_REQUESTED",
+            FeedKind::ApprovalDecided => "APPROVAL_DECIDED",
+            FeedKind::ApprovalWithdrawn => "APPROVAL_WITHDRAWN",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WithdrawReason {
+    SessionEnded,
+    SessionDeleted,
 }

@@ -37,7 +37,8 @@ pub(super) fn new_deployment(version: Option<u64>) -> NewDeployment {
     }
 }
 
-/// Ends `turn` of `session` suspended on the gated `call` alone (its input: `input`).
+/// Ends `turn` of `session` suspended on the gated `call` alone (its
+/// input: `input`), with its TOOL_APPROVAL_REQUIRED as a runner writes it.
 pub(super) async fn suspend(
     writer: &WriterHandle,
     session: Uuid,
@@ -45,6 +46,14 @@ pub(super) async fn suspend(
     call: ToolCallRecord,
     input: serde_json::Value,
 ) {
+    let required = NewEvent::of(&crate::journal::payloads::ToolApprovalRequired {
+        tool_call_id: call.tool_call_id.clone(),
+        name: call.name.clone(),
+        arguments: call.arguments.clone(),
+        reason: None,
+        gated_by: vec!["code".into()],
+        expires_at: None,
+    });
     let pending = PendingApproval {
         call: call.clone(),
         reason: None,
@@ -58,7 +67,7 @@ pub(super) async fn suspend(
         .finish_turn(
             session,
             turn,
-            vec![],
+            vec![required],
             TurnOutcome::Suspended(Box::new(pending)),
         )
         .await
@@ -464,4 +473,114 @@ async fn a_deleted_session_leaves_no_trace_and_the_writer_never_brings_it_back()
         .await
         .unwrap();
     assert!(store.session(kept.id).unwrap().is_none());
+}
+
+/// The approvals feed: one entry per request, decision and withdrawal, in
+/// commit order with seqs from 1, each carrying its journal event; the
+/// app filter; a deletion takes the session's entries and withdraws its
+/// approval; the purge raises the purge mark.
+#[tokio::test]
+async fn the_approvals_feed_follows_every_approval_in_commit_order() {
+    let (_dir, store, writer) = open();
+    let d = writer
+        .create_deployment(new_deployment(None))
+        .await
+        .unwrap();
+    writer.finish_build(d.id, success()).await.unwrap();
+    let boot = Uuid::now_v7();
+    let call = |id: &str| ToolCallRecord {
+        tool_call_id: id.into(),
+        name: "refund".into(),
+        arguments: json!({"amount": 5}),
+    };
+    let (a, ta) = writer
+        .create_session("app".into(), "/chat".into(), json!("a"), boot)
+        .await
+        .unwrap();
+    let (b, tb) = writer
+        .create_session("app".into(), "/chat".into(), json!("b"), boot)
+        .await
+        .unwrap();
+    let (head, pending) = store.approval_snapshot(None).unwrap();
+    assert_eq!((head, pending.len()), (0, 0));
+    suspend(&writer, a.id, ta.turn, call("call_a"), json!("a")).await;
+    suspend(&writer, b.id, tb.turn, call("call_b"), json!("b")).await;
+    let decision = Decision {
+        approved: false,
+        approver: "ann".into(),
+        key_id: "key_1".into(),
+    };
+    writer.decide(a.id, decision, boot).await.unwrap();
+    let (head, pending) = store.approval_snapshot(None).unwrap();
+    assert_eq!(head, 3);
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].session.id, b.id);
+
+    let page = store.approval_feed(0, None, 100).unwrap();
+    assert_eq!(
+        (page.head, page.purged_through, page.read_through),
+        (3, 0, 3)
+    );
+    let entries: Vec<ApprovalFeedEntry> = (page.items.iter())
+        .map(|item| serde_json::from_str(&item.json).unwrap())
+        .collect();
+    let seqs: Vec<u64> = page.items.iter().map(|item| item.seq).collect();
+    assert_eq!(seqs, [1, 2, 3]);
+    let kinds: Vec<(FeedKind, Uuid, &str)> = (entries.iter())
+        .map(|e| (e.kind, e.session_id, e.tool_call_id.as_str()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            (FeedKind::ApprovalRequested, a.id, "call_a"),
+            (FeedKind::ApprovalRequested, b.id, "call_b"),
+            (FeedKind::ApprovalDecided, a.id, "call_a"),
+        ]
+    );
+    let event_type = |e: &ApprovalFeedEntry| e.event.as_ref().unwrap()["type"].clone();
+    assert_eq!(event_type(&entries[0]), "TOOL_APPROVAL_REQUIRED");
+    assert_eq!(event_type(&entries[2]), "TOOL_APPROVAL_DENIED");
+    assert_eq!(
+        entries[2].event.as_ref().unwrap()["payload"]["approver"],
+        "ann"
+    );
+    // The event in the feed is the journal's, byte for byte as parsed.
+    let journaled = store.events(a.id, 0, 100).unwrap();
+    let required = journaled
+        .iter()
+        .find(|e| e.event_type() == "TOOL_APPROVAL_REQUIRED")
+        .unwrap();
+    let required: serde_json::Value = serde_json::from_str(&required.json).unwrap();
+    assert_eq!(entries[0].event.as_ref(), Some(&required));
+    // Resuming mid-way, and the app filter.
+    let rest = store.approval_feed(2, None, 100).unwrap();
+    assert_eq!(rest.items.iter().map(|i| i.seq).collect::<Vec<_>>(), [3]);
+    let other = store.approval_feed(0, Some(Uuid::now_v7()), 100).unwrap();
+    assert!(other.items.is_empty());
+    assert_eq!(other.read_through, 3);
+    let limited = store.approval_feed(0, None, 2).unwrap();
+    assert_eq!((limited.items.len(), limited.read_through), (2, 2));
+
+    // Deleting b (awaiting): its entries go, and its approval is withdrawn.
+    writer.delete_session(b.id, None).await.unwrap();
+    let page = store.approval_feed(0, None, 100).unwrap();
+    let left: Vec<(u64, ApprovalFeedEntry)> = (page.items.iter())
+        .map(|item| (item.seq, serde_json::from_str(&item.json).unwrap()))
+        .collect();
+    assert_eq!(left.len(), 3);
+    assert_eq!(left[2].0, 4);
+    assert_eq!(left[2].1.kind, FeedKind::ApprovalWithdrawn);
+    assert_eq!(left[2].1.reason, Some(WithdrawReason::SessionDeleted));
+    assert!(left[2].1.event.is_none());
+    assert!(
+        left.iter()
+            .all(|(seq, e)| e.session_id != b.id || *seq == 4)
+    );
+
+    // The purge forgets entries by age and raises the purge mark.
+    assert_eq!(writer.purge_feed(0, 100).await.unwrap(), 0);
+    assert_eq!(writer.purge_feed(u64::MAX, 2).await.unwrap(), 2);
+    let page = store.approval_feed(0, None, 100).unwrap();
+    assert_eq!((page.head, page.purged_through), (4, 3));
+    assert_eq!(page.items.iter().map(|i| i.seq).collect::<Vec<_>>(), [4]);
 }

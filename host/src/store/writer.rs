@@ -117,6 +117,7 @@ impl Writer {
             running_before,
             unbroken,
             deleted,
+            feed_head,
             ..
         } = changes;
         state.broken.retain(|id| !unbroken.contains(id));
@@ -126,6 +127,9 @@ impl Writer {
                 self.store.hub.publish(&published);
                 for session in deleted {
                     self.store.hub.close(session);
+                }
+                if let Some(head) = feed_head {
+                    self.store.hub.feed_advanced(head);
                 }
             }
             Err(err) => {

@@ -1,10 +1,12 @@
 //! Deleting sessions: on request (`DELETE /sessions/{id}`, after a running
 //! turn was cancelled) and by the retention setting, which purges ended
 //! sessions past an age. A deleted session's journal and records are gone,
-//! its open streams end, and it is 404 afterwards.
+//! its open streams end, and it is 404 afterwards; an approval it was
+//! waiting on is withdrawn in the approvals feed.
 
 use uuid::Uuid;
 
+use super::feed;
 use crate::store::StoreError;
 use crate::store::batch::Batch;
 use crate::store::commands::Op;
@@ -41,6 +43,11 @@ impl Op for DeleteSession {
                 )));
             }
         }
-        batch.delete_session(id)
+        let withdrawn = feed::withdrawn_by_deletion(record);
+        batch.delete_session(id)?;
+        match withdrawn {
+            Some(entry) => batch.feed(&entry),
+            None => Ok(()),
+        }
     }
 }

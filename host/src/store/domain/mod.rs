@@ -1,5 +1,6 @@
-//! The domain: the rules of sessions, turns, approvals, deployments, keys,
-//! secrets and idempotency keys, written once over the storage boundary (`store::engine`).
+//! The domain: the rules of sessions, turns, approvals (and their feed),
+//! deployments, keys, secrets and idempotency keys, written once over the
+//! storage boundary (`store::engine`).
 //!
 //! Each command is a struct with an `Op` impl (`store::commands`) beside
 //! its rule; the writer applies it inside a batch (`store::batch`), which
@@ -8,6 +9,7 @@
 
 mod deletion;
 mod deployments;
+mod feed;
 mod idempotency;
 mod keys;
 mod quotas;
@@ -23,6 +25,7 @@ use super::records::{AgentDescription, Artifact, LimitsRecord, PendingApproval};
 
 pub(super) use deletion::DeleteSession;
 pub(super) use deployments::{Activate, CreateDeployment, FinishBuild, SetArtifact};
+pub(super) use feed::PurgeFeed;
 pub use idempotency::{
     Answered, DecisionAnswer, DeploymentAnswer, Idempotency, MAX_KEY_LEN, TTL as IDEMPOTENCY_TTL,
     TurnAnswer, unix_ms,

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use uuid::Uuid;
 
+use super::feed;
 use super::quotas::{self, Starting};
 use super::recovery::closing_events;
 use super::{Decision, TurnOutcome, TurnReason, TurnTicket};
@@ -17,7 +18,7 @@ use crate::store::commands::Op;
 use crate::store::engine::SessionRow;
 use crate::store::error::corrupt;
 use crate::store::outbox::Outbox;
-use crate::store::records::{ResumeRecord, SessionRecord, SessionStatus};
+use crate::store::records::{ResumeRecord, SessionRecord, SessionStatus, WithdrawReason};
 use crate::store::{StoreError, now_rfc3339};
 
 /// Creates a session pinned to the app's current deployment, with turn 1 started.
@@ -276,6 +277,7 @@ pub(super) fn finish_turn(
         // TOOL_APPROVAL_REQUIRED is the turn's last event.
         pending.event_seq = next_seq - 1;
         batch.tx.set_pending_approval(id, Some(pending.event_seq))?;
+        feed::requested(batch, id, &pending.call.tool_call_id, pending.event_seq)?;
     }
     let session = batch.session(id)?;
     session.record.status = match &outcome {
@@ -354,8 +356,10 @@ impl Op for Decide {
                 input: pending.input.clone(),
             }),
         ];
+        let decided_seq = batch.session(id)?.next_seq;
         batch.write_events(id, &events)?;
         batch.tx.set_pending_approval(id, None)?;
+        feed::decided(batch, id, &pending.call.tool_call_id, decided_seq)?;
         batch.touch(id);
         let session = batch.session(id)?;
         session.record.turn = turn;
@@ -403,7 +407,11 @@ impl Op for EndSession {
 
     fn apply(&mut self, batch: &mut Batch<'_>) -> Result<SessionRecord, StoreError> {
         let id = self.session;
-        match batch.session(id)?.record.status {
+        let session = batch.session(id)?;
+        let withdrawn = (session.record.pending_approval.as_ref())
+            .map(|pending| pending.call.tool_call_id.clone());
+        let ended_seq = session.next_seq;
+        match session.record.status {
             SessionStatus::Idle | SessionStatus::Errored => {}
             SessionStatus::AwaitingApproval => batch.tx.set_pending_approval(id, None)?,
             SessionStatus::Running => {
@@ -422,6 +430,10 @@ impl Op for EndSession {
                 key_id: Some(self.key_id.clone()),
             })],
         )?;
+        if let Some(call) = withdrawn {
+            let reason = WithdrawReason::SessionEnded;
+            feed::withdrawn(batch, id, &call, reason, Some(ended_seq))?;
+        }
         let session = batch.session(id)?;
         session.record.status = SessionStatus::Ended;
         session.record.pending_approval = None;

@@ -37,6 +37,8 @@ pub enum Change {
         turn: u32,
         by: String,
     },
+    /// The approvals feed reached this seq.
+    Feed(u64),
     /// The listener lost its connection and has it again: anything may
     /// have changed meanwhile.
     Reconnected,
@@ -61,6 +63,7 @@ impl Change {
             "s" => Change::Secret(rest.to_string()),
             "a" => Change::App(rest.parse().ok()?),
             "d" => Change::Deleted(rest.parse().ok()?),
+            "f" => Change::Feed(rest.parse().ok()?),
             "c" => {
                 let mut parts = rest.splitn(3, ':');
                 Change::Cancel {
@@ -84,6 +87,11 @@ impl Change {
         let mut by = by.to_string();
         crate::util::truncate_utf8(&mut by, 200);
         format!("c:{session}:{turn}:{by}")
+    }
+
+    /// The announcement of the approvals feed's new head.
+    pub(super) fn feed_note(head: u64) -> String {
+        format!("f:{head}")
     }
 
     /// The announcement of events `first..=last` of `session`.

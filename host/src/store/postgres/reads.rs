@@ -1,13 +1,16 @@
 //! The PostgreSQL engine's read-only queries, each on a pooled connection.
 
 use postgres::types::{Json, ToSql};
+use postgres::{GenericClient, IsolationLevel};
 use uuid::Uuid;
 
 use super::listen::Change;
 use super::{CHANNEL, PgEngine, PgWriter, pg};
 use crate::journal::{StoredEvent, decode_record};
 use crate::store::StoreError;
-use crate::store::engine::{ApprovalItem, Engine, EventPosition, SessionFilter, WriteEngine};
+use crate::store::engine::{
+    ApprovalItem, Engine, EventPosition, FeedItem, FeedPage, SessionFilter, WriteEngine,
+};
 use crate::store::error::corrupt;
 use crate::store::records::{
     ApiKeyRecord, AppRecord, DeploymentRecord, SecretRecord, SessionRecord,
@@ -168,26 +171,66 @@ impl Engine for PgEngine {
         after: Option<Uuid>,
         limit: usize,
     ) -> Result<Vec<ApprovalItem>, StoreError> {
+        pending(&mut *self.conn()?, app_id, after, limit)
+    }
+
+    fn approval_snapshot(
+        &self,
+        app_id: Option<Uuid>,
+    ) -> Result<(u64, Vec<ApprovalItem>), StoreError> {
+        // One snapshot for both reads: the head and the list agree.
+        let mut conn = self.conn()?;
+        let mut txn = (conn.build_transaction())
+            .isolation_level(IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .map_err(|e| pg(&e))?;
+        let head: i64 = match (txn.query("SELECT head FROM approval_feed_marks", &[]))
+            .map_err(|e| pg(&e))?
+            .first()
+        {
+            Some(row) => row.try_get(0).map_err(corrupt)?,
+            None => 0,
+        };
+        let items = pending(&mut txn, app_id, None, usize::MAX)?;
+        txn.commit().map_err(|e| pg(&e))?;
+        Ok((head.max(0) as u64, items))
+    }
+
+    fn approval_feed(
+        &self,
+        after: u64,
+        app_id: Option<Uuid>,
+        limit: usize,
+    ) -> Result<FeedPage, StoreError> {
+        // One statement, one snapshot: the marks and the entries agree.
+        let after = after.min(i64::MAX as u64) as i64;
         let rows = self.rows(
-            "SELECT s.record, e.seq, e.record FROM pending_approvals p
-             JOIN sessions s ON s.id = p.session_id
-             JOIN events e ON e.session_id = p.session_id AND e.seq = p.seq
-             WHERE ($1::uuid IS NULL OR s.app_id = $1) AND ($2::uuid IS NULL OR e.id > $2)
-             ORDER BY e.id LIMIT $3",
-            &[&app_id, &after, &clamp(limit)],
+            "SELECT m.head, m.purged_through, f.seq, f.entry FROM approval_feed_marks m
+             LEFT JOIN LATERAL (
+                 SELECT seq, entry FROM approval_feed
+                 WHERE seq > $1 AND ($2::uuid IS NULL OR app_id = $2)
+                 ORDER BY seq LIMIT $3) f ON true
+             ORDER BY f.seq",
+            &[&after, &app_id, &clamp(limit)],
         )?;
-        rows.iter()
-            .map(|row| {
-                let session: SessionRecord =
-                    row.try_get::<_, Json<SessionRecord>>(0).map_err(corrupt)?.0;
-                let seq: i64 = row.try_get(1).map_err(corrupt)?;
-                let bytes: &[u8] = row.try_get(2).map_err(corrupt)?;
-                let event = decode_record(seq as u64, bytes).ok_or_else(|| {
-                    corrupt(format!("approval event {}/{seq} is unreadable", session.id))
-                })?;
-                Ok(ApprovalItem { session, event })
-            })
-            .collect()
+        let mut page = FeedPage::default();
+        for row in &rows {
+            let head: i64 = row.try_get(0).map_err(corrupt)?;
+            let purged: i64 = row.try_get(1).map_err(corrupt)?;
+            (page.head, page.purged_through) = (head.max(0) as u64, purged.max(0) as u64);
+            let seq: Option<i64> = row.try_get(2).map_err(corrupt)?;
+            let json: Option<String> = row.try_get(3).map_err(corrupt)?;
+            if let (Some(seq), Some(json)) = (seq, json) {
+                let seq = seq.max(0) as u64;
+                page.items.push(FeedItem { seq, json });
+            }
+        }
+        page.read_through = match page.items.last() {
+            Some(last) if page.items.len() >= limit => last.seq,
+            _ => page.head.max(after as u64),
+        };
+        Ok(page)
     }
 
     fn secrets(&self) -> Result<Vec<SecretRecord>, StoreError> {
@@ -261,4 +304,35 @@ impl Engine for PgEngine {
             live: self.live.clone(),
         }))
     }
+}
+
+/// Pending approvals as `client` sees them (see `Engine::pending_approvals`).
+fn pending(
+    client: &mut impl GenericClient,
+    app_id: Option<Uuid>,
+    after: Option<Uuid>,
+    limit: usize,
+) -> Result<Vec<ApprovalItem>, StoreError> {
+    let rows = client
+        .query(
+            "SELECT s.record, e.seq, e.record FROM pending_approvals p
+             JOIN sessions s ON s.id = p.session_id
+             JOIN events e ON e.session_id = p.session_id AND e.seq = p.seq
+             WHERE ($1::uuid IS NULL OR s.app_id = $1) AND ($2::uuid IS NULL OR e.id > $2)
+             ORDER BY e.id LIMIT $3",
+            &[&app_id, &after, &clamp(limit)],
+        )
+        .map_err(|e| pg(&e))?;
+    rows.iter()
+        .map(|row| {
+            let session: SessionRecord =
+                row.try_get::<_, Json<SessionRecord>>(0).map_err(corrupt)?.0;
+            let seq: i64 = row.try_get(1).map_err(corrupt)?;
+            let bytes: &[u8] = row.try_get(2).map_err(corrupt)?;
+            let event = decode_record(seq as u64, bytes).ok_or_else(|| {
+                corrupt(format!("approval event {}/{seq} is unreadable", session.id))
+            })?;
+            Ok(ApprovalItem { session, event })
+        })
+        .collect()
 }

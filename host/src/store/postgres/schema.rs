@@ -84,6 +84,23 @@ const MIGRATIONS: &[&str] = &[
     // 5: an app's open sessions, counted against its caps
     // (`store::domain::quotas`).
     "CREATE INDEX sessions_open ON sessions (app_id, status) WHERE status <> 'ended';",
+    // 6: the approvals feed (`store::domain::feed`): entries by seq, and one
+    // row of marks whose lock orders the appends.
+    "CREATE TABLE approval_feed (
+        seq bigint PRIMARY KEY,
+        session_id uuid NOT NULL,
+        app_id uuid NOT NULL,
+        at_ms bigint NOT NULL,
+        entry text NOT NULL
+    );
+    CREATE INDEX approval_feed_session ON approval_feed (session_id);
+    CREATE INDEX approval_feed_app ON approval_feed (app_id, seq);
+    CREATE TABLE approval_feed_marks (
+        only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+        head bigint NOT NULL,
+        purged_through bigint NOT NULL
+    );
+    INSERT INTO approval_feed_marks (head, purged_through) VALUES (0, 0);",
 ];
 
 /// The schema version this binary writes.

@@ -17,7 +17,7 @@ use uuid::Uuid;
 use super::{Attempt, CHANNEL, Change, Held, LeaseOptions, lost_race, pg};
 use crate::journal::{StoredEvent, decode_record};
 use crate::store::StoreError;
-use crate::store::engine::{AppLoad, EventRow, SessionRow, WriteTx};
+use crate::store::engine::{AppLoad, EventRow, FeedRow, SessionRow, WriteTx};
 use crate::store::error::corrupt;
 use crate::store::records::{
     ApiKeyRecord, AppRecord, DeploymentRecord, IdempotencyRecord, SecretRecord, SessionRecord,
@@ -304,6 +304,7 @@ impl WriteTx for PgTx<'_> {
         self.locked.remove(&id);
         for sql in [
             "DELETE FROM events WHERE session_id = $1",
+            "DELETE FROM approval_feed WHERE session_id = $1",
             "DELETE FROM pending_approvals WHERE session_id = $1",
             "DELETE FROM threads WHERE session_id = $1",
             "DELETE FROM sessions WHERE id = $1",
@@ -335,6 +336,63 @@ impl WriteTx for PgTx<'_> {
             open: count(0)?,
             running: count(1)?,
         })
+    }
+
+    fn append_feed(&mut self, rows: &[FeedRow]) -> Result<u64, StoreError> {
+        // The marks' row stays locked until the commit: another host's
+        // append waits, so seqs become visible in order, without gaps.
+        let n = rows.len() as i64;
+        let head: i64 = match self
+            .query(
+                "UPDATE approval_feed_marks SET head = head + $1 RETURNING head",
+                &[&n],
+            )?
+            .first()
+        {
+            Some(row) => row.try_get(0).map_err(corrupt)?,
+            None => return Err(corrupt("the approvals feed has no marks row")),
+        };
+        let seqs: Vec<i64> = (head - n + 1..=head).collect();
+        let sessions: Vec<Uuid> = rows.iter().map(|row| row.session).collect();
+        let apps: Vec<Uuid> = rows.iter().map(|row| row.app).collect();
+        let entries: Vec<&str> = rows.iter().map(|row| row.json.as_str()).collect();
+        let now = crate::store::unix_ms(std::time::SystemTime::now()) as i64;
+        self.execute(
+            "INSERT INTO approval_feed (seq, session_id, app_id, at_ms, entry)
+             SELECT seq, session, app, $4, entry
+             FROM unnest($1::int8[], $2::uuid[], $3::uuid[], $5::text[]) AS f(seq, session, app, entry)",
+            &[&seqs, &sessions, &apps, &now, &entries],
+        )?;
+        self.notes.push(Change::feed_note(head as u64));
+        Ok(head as u64)
+    }
+
+    fn purge_feed(&mut self, before_ms: u64, limit: usize) -> Result<usize, StoreError> {
+        let rows = self.query(
+            "WITH gone AS (
+                 DELETE FROM approval_feed WHERE seq IN (
+                     SELECT seq FROM approval_feed WHERE at_ms < $1 ORDER BY seq LIMIT $2)
+                 RETURNING seq)
+             SELECT count(*), COALESCE(max(seq), 0) FROM gone",
+            &[
+                &(before_ms.min(i64::MAX as u64) as i64),
+                &(limit.min(i64::MAX as usize) as i64),
+            ],
+        )?;
+        let (count, last): (i64, i64) = match rows.first() {
+            Some(row) => (
+                row.try_get(0).map_err(corrupt)?,
+                row.try_get(1).map_err(corrupt)?,
+            ),
+            None => (0, 0),
+        };
+        if count > 0 {
+            self.execute(
+                "UPDATE approval_feed_marks SET purged_through = GREATEST(purged_through, $1)",
+                &[&last],
+            )?;
+        }
+        Ok(count.max(0) as usize)
     }
 
     fn set_pending_approval(&mut self, session: Uuid, seq: Option<u64>) -> Result<(), StoreError> {

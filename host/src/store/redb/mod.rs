@@ -5,6 +5,7 @@
 //! it touched cached between batches (at most `SESSION_CACHE` past a batch;
 //! idle ones are dropped and re-read): it is the only writer of the file.
 
+mod feed;
 mod reads;
 mod tables;
 mod tx;

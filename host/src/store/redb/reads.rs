@@ -1,12 +1,14 @@
 //! The redb engine's read-only queries: each one a short read transaction.
 
-use redb::{ReadableDatabase, ReadableTable};
+use redb::{ReadTransaction, ReadableDatabase, ReadableTable};
 use uuid::Uuid;
 
-use super::{RedbEngine, storage, tables};
+use super::{RedbEngine, feed, storage, tables};
 use crate::journal::{StoredEvent, decode_record};
 use crate::store::StoreError;
-use crate::store::engine::{ApprovalItem, Engine, EventPosition, SessionFilter, WriteEngine};
+use crate::store::engine::{
+    ApprovalItem, Engine, EventPosition, FeedPage, SessionFilter, WriteEngine,
+};
 use crate::store::error::corrupt;
 use crate::store::records::{
     ApiKeyRecord, AppRecord, DeploymentRecord, DeploymentStatus, SecretRecord, SessionRecord,
@@ -176,7 +178,7 @@ impl Engine for RedbEngine {
         Ok(out)
     }
 
-    /// Sessions awaiting a decision, newest session first, optionally of one app.
+    /// Sessions awaiting a decision, oldest request first, optionally of one app.
     fn pending_approvals(
         &self,
         app_id: Option<Uuid>,
@@ -184,42 +186,25 @@ impl Engine for RedbEngine {
         limit: usize,
     ) -> Result<Vec<ApprovalItem>, StoreError> {
         let txn = self.db.begin_read().map_err(storage)?;
-        let index = txn.open_table(tables::PENDING_APPROVALS).map_err(storage)?;
-        let sessions = txn.open_table(tables::SESSIONS).map_err(storage)?;
-        let events = txn.open_table(tables::EVENTS).map_err(storage)?;
-        // The index is by session: every pending approval is read and
-        // sorted by request (they are few: one per waiting session).
-        let mut out = Vec::new();
-        for row in index.iter().map_err(storage)? {
-            let (session, seq) = row.map_err(storage)?;
-            let (session, seq) = (session.value(), seq.value());
-            let record: SessionRecord = match sessions.get(session).map_err(storage)? {
-                Some(v) => decode(v.value())?,
-                None => {
-                    return Err(corrupt(format!(
-                        "pending approval of missing session {session}"
-                    )));
-                }
-            };
-            if app_id.is_some_and(|app| app != record.app_id) {
-                continue;
-            }
-            let event = events
-                .get((session, seq))
-                .map_err(storage)?
-                .and_then(|v| decode_record(seq, v.value()))
-                .ok_or_else(|| corrupt(format!("approval event {session}/{seq} is missing")))?;
-            if after.is_some_and(|after| event.id <= after) {
-                continue;
-            }
-            out.push(ApprovalItem {
-                session: record,
-                event,
-            });
-        }
-        out.sort_unstable_by_key(|item| item.event.id);
-        out.truncate(limit);
-        Ok(out)
+        pending(&txn, app_id, after, limit)
+    }
+
+    fn approval_snapshot(
+        &self,
+        app_id: Option<Uuid>,
+    ) -> Result<(u64, Vec<ApprovalItem>), StoreError> {
+        let txn = self.db.begin_read().map_err(storage)?;
+        Ok((feed::head(&txn)?, pending(&txn, app_id, None, usize::MAX)?))
+    }
+
+    fn approval_feed(
+        &self,
+        after: u64,
+        app_id: Option<Uuid>,
+        limit: usize,
+    ) -> Result<FeedPage, StoreError> {
+        let txn = self.db.begin_read().map_err(storage)?;
+        feed::read(&txn, after, app_id, limit)
     }
 
     /// Every secret, sealed, by name.
@@ -249,4 +234,49 @@ impl Engine for RedbEngine {
     fn write_engine(&self) -> Result<Box<dyn WriteEngine>, StoreError> {
         Ok(self.write_side())
     }
+}
+
+/// Pending approvals as of `txn` (see `Engine::pending_approvals`).
+fn pending(
+    txn: &ReadTransaction,
+    app_id: Option<Uuid>,
+    after: Option<Uuid>,
+    limit: usize,
+) -> Result<Vec<ApprovalItem>, StoreError> {
+    let index = txn.open_table(tables::PENDING_APPROVALS).map_err(storage)?;
+    let sessions = txn.open_table(tables::SESSIONS).map_err(storage)?;
+    let events = txn.open_table(tables::EVENTS).map_err(storage)?;
+    // The index is by session: every pending approval is read and
+    // sorted by request (they are few: one per waiting session).
+    let mut out = Vec::new();
+    for row in index.iter().map_err(storage)? {
+        let (session, seq) = row.map_err(storage)?;
+        let (session, seq) = (session.value(), seq.value());
+        let record: SessionRecord = match sessions.get(session).map_err(storage)? {
+            Some(v) => decode(v.value())?,
+            None => {
+                return Err(corrupt(format!(
+                    "pending approval of missing session {session}"
+                )));
+            }
+        };
+        if app_id.is_some_and(|app| app != record.app_id) {
+            continue;
+        }
+        let event = events
+            .get((session, seq))
+            .map_err(storage)?
+            .and_then(|v| decode_record(seq, v.value()))
+            .ok_or_else(|| corrupt(format!("approval event {session}/{seq} is missing")))?;
+        if after.is_some_and(|after| event.id <= after) {
+            continue;
+        }
+        out.push(ApprovalItem {
+            session: record,
+            event,
+        });
+    }
+    out.sort_unstable_by_key(|item| item.event.id);
+    out.truncate(limit);
+    Ok(out)
 }

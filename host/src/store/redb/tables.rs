@@ -48,6 +48,17 @@ pub const IDEMPOTENCY_EXPIRY: TableDefinition<(u64, &str, &str), ()> =
 pub const OPEN_SESSIONS: TableDefinition<(u128, u128), u8> =
     TableDefinition::new("open_sessions_v1");
 
+/// approvals-feed seq → (appended at, Unix ms; session id; app id;
+/// `ApprovalFeedEntry` JSON) (`store::domain::feed`).
+pub const APPROVAL_FEED: TableDefinition<u64, (u64, u128, u128, &str)> =
+    TableDefinition::new("approval_feed_v1");
+/// (session id, feed seq) → (): a session's feed entries, for its deletion.
+pub const APPROVAL_FEED_SESSIONS: TableDefinition<(u128, u64), ()> =
+    TableDefinition::new("approval_feed_sessions_v1");
+/// The feed's marks: `head` (the newest seq given) and `purged_through`.
+pub const APPROVAL_FEED_MARKS: TableDefinition<&str, u64> =
+    TableDefinition::new("approval_feed_marks_v1");
+
 /// Makes sure every table exists.
 pub(super) fn create_all(db: &Database) -> Result<(), StoreError> {
     let txn = db.begin_write().map_err(storage)?;
@@ -67,6 +78,9 @@ pub(super) fn create_all(db: &Database) -> Result<(), StoreError> {
         txn.open_table(THREADS).map_err(storage)?;
         txn.open_table(IDEMPOTENCY).map_err(storage)?;
         txn.open_table(IDEMPOTENCY_EXPIRY).map_err(storage)?;
+        txn.open_table(APPROVAL_FEED).map_err(storage)?;
+        txn.open_table(APPROVAL_FEED_SESSIONS).map_err(storage)?;
+        txn.open_table(APPROVAL_FEED_MARKS).map_err(storage)?;
         let mut open = txn.open_table(OPEN_SESSIONS).map_err(storage)?;
         if fill_open {
             let sessions = txn.open_table(SESSIONS).map_err(storage)?;

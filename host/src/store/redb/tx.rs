@@ -11,7 +11,7 @@ use uuid::Uuid;
 use super::{storage, tables};
 use crate::journal::{StoredEvent, decode_record};
 use crate::store::StoreError;
-use crate::store::engine::{AppLoad, EventRow, SessionRow, WriteTx};
+use crate::store::engine::{AppLoad, EventRow, FeedRow, SessionRow, WriteTx};
 use crate::store::error::corrupt;
 use crate::store::records::{
     ApiKeyRecord, AppRecord, DeploymentRecord, IdempotencyRecord, SecretRecord, SessionRecord,
@@ -259,9 +259,18 @@ impl WriteTx for RedbTx<'_> {
         sessions.remove(key).map_err(storage)?;
         drop(sessions);
         self.set_pending_approval(id, None)?;
+        super::feed::delete_session(self.txn, id)?;
         self.touched.remove(&id);
         self.deleted.push(id);
         Ok(())
+    }
+
+    fn append_feed(&mut self, rows: &[FeedRow]) -> Result<u64, StoreError> {
+        super::feed::append(self.txn, rows)
+    }
+
+    fn purge_feed(&mut self, before_ms: u64, limit: usize) -> Result<usize, StoreError> {
+        super::feed::purge(self.txn, before_ms, limit)
     }
 
     fn app_load(&mut self, app: Uuid) -> Result<AppLoad, StoreError> {
