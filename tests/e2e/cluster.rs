@@ -156,6 +156,16 @@ async fn of_two_hosts_deciding_one_approval_exactly_one_wins() {
     let session = a.session("ops", "/ops", json!("add apples")).await;
     let mut watcher = b.events(&session, None).await;
     watcher.until(&["TURN_ENDED"]).await;
+    // An approvals feed on each host: both see one order.
+    let mut feeds = [
+        a.approval_feed("", None).await,
+        b.approval_feed("", None).await,
+    ];
+    for feed in &mut feeds {
+        let snapshot = feed.frame(Duration::from_secs(60)).await.unwrap();
+        assert_eq!(snapshot.event.as_deref(), Some("APPROVALS_SNAPSHOT"));
+        assert_eq!(snapshot.json()["items"], json!([]));
+    }
     let (status, _) = b
         .post(
             &format!("/sessions/{session}/input"),
@@ -191,6 +201,19 @@ async fn of_two_hosts_deciding_one_approval_exactly_one_wins() {
         .count();
     assert_eq!(decisions, 1, "{resumed:?}");
     assert_eq!(resumed.last().unwrap()["type"], "TURN_ENDED", "{resumed:?}");
+    let mut seen = Vec::new();
+    for feed in &mut feeds {
+        let mut frames = Vec::new();
+        for _ in 0..2 {
+            let frame = feed.frame(Duration::from_secs(60)).await.unwrap();
+            assert_eq!(frame.json()["session_id"], session.as_str());
+            frames.push((frame.id.clone().unwrap(), frame.event.clone().unwrap()));
+        }
+        seen.push(frames);
+    }
+    assert_eq!(seen[0], seen[1], "both hosts' feeds agree");
+    let kinds: Vec<&str> = seen[0].iter().map(|(_, kind)| kind.as_str()).collect();
+    assert_eq!(kinds, ["APPROVAL_REQUESTED", "APPROVAL_DECIDED"]);
 }
 
 #[tokio::test]

@@ -319,6 +319,36 @@ async fn a_person_deploys_watches_sessions_live_and_decides_gated_calls() {
         )
         .await;
     browser.screenshot("approvals", None).await;
+    // Live, without polling: a request made elsewhere appears, and leaves
+    // once decided elsewhere (the inbox follows GET /approvals/events).
+    let other = server.session("ops", "/ops", json!("add kiwis")).await;
+    let mut other_events = server.events(&other, None).await;
+    other_events.until(&["TURN_ENDED"]).await;
+    let (status, _) = server
+        .post(
+            &format!("/sessions/{other}/input"),
+            json!({"input": "delete kiwis"}),
+        )
+        .await;
+    assert_eq!(status, 202);
+    let kiwis = format!(".inbox-item[data-session='{other}']");
+    assert!(browser.text(&kiwis).await.contains("kiwis"));
+    let (status, _) = server
+        .post(
+            &format!("/sessions/{other}/approval"),
+            json!({"approved": false}),
+        )
+        .await;
+    assert_eq!(status, 202);
+    browser
+        .text_with(&format!("{kiwis} .outcome"), "Denied by")
+        .await;
+    // Ended, so that the sessions list below shows the two sessions of the person.
+    other_events.until(&["TURN_ENDED"]).await;
+    let (status, _) = server
+        .post(&format!("/sessions/{other}/end"), json!({}))
+        .await;
+    assert_eq!(status, 200);
     browser.client.back().await.unwrap();
     browser
         .fill(&format!("{card} input[name=approver]"), "alice")

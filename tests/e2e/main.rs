@@ -4,6 +4,7 @@
 
 mod agui;
 mod api_fuzz;
+mod approval_feed;
 mod approvals;
 mod assistant;
 mod auth;

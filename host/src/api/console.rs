@@ -46,6 +46,7 @@ pub static ASSETS: &[Asset] = &[
     asset!("/console/stream.js", "stream.js", JS),
     asset!("/console/decision.js", "decision.js", JS),
     asset!("/console/approvals.js", "approvals.js", JS),
+    asset!("/console/feed.js", "feed.js", JS),
     asset!("/console/keys.js", "keys.js", JS),
     asset!("/console/secrets.js", "secrets.js", JS),
 ];

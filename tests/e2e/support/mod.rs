@@ -20,7 +20,7 @@ use agenthost::api::views::{CreatedSession, DeploymentView, MintedKey};
 use agenthost::store::DeploymentStatus;
 use serde_json::{Value, json};
 
-pub use sse::{EventStream, types};
+pub use sse::{EventStream, Frame, types};
 
 pub const KEY: &str = "test-bootstrap-key";
 
@@ -419,6 +419,21 @@ impl Server {
     }
 
     /// Opens the event stream of a session, optionally resuming after `last_event_id`.
+    /// `GET /approvals/events` with `query` (e.g. `?app=ops`), resumed
+    /// after `last_event_id` when given.
+    pub async fn approval_feed(&self, query: &str, last_event_id: Option<&str>) -> EventStream {
+        let mut request = self
+            .client
+            .get(self.url(&format!("/approvals/events{query}")))
+            .bearer_auth(KEY);
+        if let Some(id) = last_event_id {
+            request = request.header("Last-Event-ID", id);
+        }
+        let response = request.send().await.expect("approvals feed");
+        assert_eq!(response.status(), 200);
+        EventStream::new(response)
+    }
+
     pub async fn events(&self, session: &str, last_event_id: Option<&str>) -> EventStream {
         let mut request = self
             .client

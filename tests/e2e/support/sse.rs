@@ -1,9 +1,25 @@
-//! A small SSE reader over a real HTTP response: frames of `id:` and `data:`.
+//! A small SSE reader over a real HTTP response: frames of `id:`, `event:`
+//! and `data:`.
 
 use std::time::Duration;
 
 use futures::StreamExt;
 use serde_json::Value;
+
+/// One SSE frame: its `id:`, `event:` and `data:` lines.
+#[derive(Debug, Default, Clone)]
+pub struct Frame {
+    pub id: Option<String>,
+    pub event: Option<String>,
+    pub data: String,
+}
+
+impl Frame {
+    /// The data as JSON.
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.data).expect("data is JSON")
+    }
+}
 
 pub struct EventStream {
     body: futures::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>,
@@ -20,33 +36,26 @@ impl EventStream {
         }
     }
 
-    /// The next event envelope, or `None` when the stream ends. Panics after
-    /// `timeout` without one (a hang is a failure, not a wait).
-    pub async fn next(&mut self, timeout: Duration) -> Option<Value> {
+    /// The next frame with data, or `None` when the stream ends. Panics
+    /// after `timeout` without one (a hang is a failure, not a wait).
+    pub async fn frame(&mut self, timeout: Duration) -> Option<Frame> {
         loop {
             if let Some(end) = self.buffer.find("\n\n") {
-                let frame: String = self.buffer.drain(..end + 2).collect();
-                let mut id = None;
-                let mut data = String::new();
-                for line in frame.lines() {
+                let text: String = self.buffer.drain(..end + 2).collect();
+                let mut frame = Frame::default();
+                for line in text.lines() {
                     if let Some(v) = line.strip_prefix("id:") {
-                        id = Some(v.trim().to_string());
+                        frame.id = Some(v.trim().to_string());
+                    } else if let Some(v) = line.strip_prefix("event:") {
+                        frame.event = Some(v.trim().to_string());
                     } else if let Some(v) = line.strip_prefix("data:") {
-                        data.push_str(v.strip_prefix(' ').unwrap_or(v));
-                    } else if line.starts_with("event:") {
-                        panic!("frames must not carry an event: field");
+                        frame.data.push_str(v.strip_prefix(' ').unwrap_or(v));
                     }
                 }
-                if data.is_empty() {
+                if frame.data.is_empty() {
                     continue; // a keep-alive comment
                 }
-                let envelope: Value = serde_json::from_str(&data).expect("data is JSON");
-                assert_eq!(
-                    Some(envelope["id"].as_str().unwrap().to_string()),
-                    id,
-                    "id: matches the envelope"
-                );
-                return Some(envelope);
+                return Some(frame);
             }
             if self.ended {
                 return None;
@@ -59,6 +68,23 @@ impl EventStream {
                     .push_str(std::str::from_utf8(&chunk.expect("chunk")).expect("utf-8")),
             }
         }
+    }
+
+    /// The next event envelope of a session stream, or `None` when the
+    /// stream ends. Panics after `timeout` without one.
+    pub async fn next(&mut self, timeout: Duration) -> Option<Value> {
+        let frame = self.frame(timeout).await?;
+        assert!(
+            frame.event.is_none(),
+            "frames must not carry an event: field"
+        );
+        let envelope: Value = serde_json::from_str(&frame.data).expect("data is JSON");
+        assert_eq!(
+            Some(envelope["id"].as_str().unwrap().to_string()),
+            frame.id,
+            "id: matches the envelope"
+        );
+        Some(envelope)
     }
 
     /// The next event, or `None` when the stream ends, breaks (the server

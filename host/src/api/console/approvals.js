@@ -1,8 +1,9 @@
 // approvals.js: the approvals inbox: every pending gated tool call across
-// apps (GET /approvals, refreshed every few seconds), decided in place.
+// apps, kept live by the approvals feed (feed.js), decided in place.
 
 import { api, seg } from './api.js';
-import { badge, describe, every, field, h, json, notice, shortId, time } from './dom.js';
+import { badge, describe, field, h, json, notice, shortId, time } from './dom.js';
+import { followApprovals } from './feed.js';
 import { decisionForm } from './decision.js';
 
 export function render(main, ctx) {
@@ -22,48 +23,69 @@ export function render(main, ctx) {
 
   // Cards are kept by session; a decided card stays until the view is left.
   const cards = new Map();
-  const load = async () => {
-    const query = new URLSearchParams({ limit: '100' });
-    if (appFilter.value) query.set('app', appFilter.value);
-    const page = await api('GET', `/approvals?${query}`);
-    const pending = new Set(page.items.map((item) => item.session.session_id));
-    for (const [id, card] of cards) {
-      if (!pending.has(id) && !card.dataset.decided) {
-        card.remove();
-        cards.delete(id);
-      }
+  const place = (item) => {
+    const id = item.session.session_id;
+    const old = cards.get(id);
+    if (old && old.dataset.call === item.event.payload.tool_call_id) return;
+    if (old) old.remove();
+    const card = approvalCard(item, ctx);
+    cards.set(id, card);
+    list.append(card); // oldest request first: a new one joins the end
+  };
+  const drop = (id) => {
+    const card = cards.get(id);
+    if (card && !card.dataset.decided) {
+      card.remove();
+      cards.delete(id);
     }
-    let previous = null;
-    for (const item of page.items) {
-      const id = item.session.session_id;
-      let card = cards.get(id);
-      if (!card || card.dataset.call !== item.event.payload.tool_call_id) {
-        if (card) card.remove();
-        card = approvalCard(item, ctx);
-        cards.set(id, card);
-        if (previous) previous.after(card);
-        else list.prepend(card);
-      }
-      previous = card;
-    }
+  };
+  const shown = () => {
     empty.hidden = cards.size > 0;
   };
-  appFilter.addEventListener('change', () => {
+  let stop = () => {};
+  let feedFailed = false;
+  const follow = () => {
+    stop();
     for (const card of cards.values()) card.remove();
     cards.clear();
-    load().catch((error) => note.show(describe(error), 'error'));
-  });
+    stop = followApprovals(appFilter.value, {
+      onSnapshot: (items) => {
+        const pending = new Set(items.map((item) => item.session.session_id));
+        for (const id of [...cards.keys()]) if (!pending.has(id)) drop(id);
+        for (const item of items) place(item);
+        shown();
+      },
+      onEntry: (kind, entry) => {
+        if (kind === 'APPROVAL_REQUESTED') {
+          const session = { session_id: entry.session_id, app: entry.app, status: 'awaiting_approval' };
+          place({ session, event: entry.event });
+        } else if (kind === 'APPROVAL_DECIDED') {
+          // Decided here or elsewhere: the card says so until the view is left.
+          const card = cards.get(entry.session_id);
+          const decision = entry.event?.payload;
+          if (card && decision && card.dataset.call === entry.tool_call_id && !card.dataset.decided) {
+            card.settle(entry.event.type === 'TOOL_APPROVAL_GRANTED', decision.approver);
+          }
+        } else {
+          drop(entry.session_id); // withdrawn: the session ended or was deleted
+        }
+        shown();
+        ctx.refreshApprovals?.();
+      },
+      onState: ({ state, error }) => {
+        if (state === 'live' && feedFailed) note.clear();
+        feedFailed = Boolean(error);
+        if (error) note.show(describe(error), 'error');
+      },
+    });
+  };
+  appFilter.addEventListener('change', follow);
   api('GET', '/apps').then((apps) => {
     for (const app of apps) appFilter.append(h('option', { value: app.slug }, app.slug));
   }).catch((error) => note.show(describe(error), 'error'));
 
-  return every(3000, async () => {
-    try {
-      await load();
-    } catch (error) {
-      note.show(describe(error), 'error');
-    }
-  });
+  follow();
+  return () => stop();
 }
 
 function approvalCard(item, ctx) {
@@ -85,11 +107,17 @@ function approvalCard(item, ctx) {
   h('div', { class: 'muted small' }, `Arguments of ${p.tool_call_id}`),
   json(p.arguments),
   outcome);
-  const form = decisionForm(session.session_id, ctx, (answer) => {
-    card.dataset.decided = answer.approved ? 'approved' : 'denied';
-    form.replaceWith(h('p', { class: `outcome outcome-${card.dataset.decided}`, role: 'status' },
-      `${answer.approved ? 'Approved' : 'Denied'} by ${answer.approver}; turn ${answer.turn} is running. `,
+  // The card's outcome, from this console's answer or from the feed,
+  // whichever comes first (the answer's text, naming the turn, wins).
+  card.settle = (approved, approver, turn) => {
+    card.dataset.decided = approved ? 'approved' : 'denied';
+    const running = turn ? `turn ${turn} is running` : 'the turn resumes';
+    outcome.replaceChildren(h('p', { class: `outcome outcome-${card.dataset.decided}`, role: 'status' },
+      `${approved ? 'Approved' : 'Denied'} by ${approver}; ${running}. `,
       h('a', { href: `#/sessions/${seg(session.session_id)}` }, 'Watch it')));
+  };
+  const form = decisionForm(session.session_id, ctx, (answer) => {
+    card.settle(answer.approved, answer.approver, answer.turn);
   });
   outcome.append(form);
   return card;
