@@ -12,6 +12,7 @@ mod control;
 mod ctx;
 mod engine;
 mod error;
+mod gate;
 mod gates;
 mod host;
 pub mod limits;
@@ -230,10 +231,10 @@ impl Runtime {
 
     /// Runs the turn once a slot is free, unless it is cancelled first.
     async fn run_when_free(self: Arc<Self>, ticket: TurnTicket, registered: Registered) {
-        let control = registered.control.clone();
+        let gate = registered.gate.clone();
         let slot = tokio::select! {
             slot = self.slots.clone().acquire_owned() => slot,
-            by = control.cancelled() => {
+            by = gate.cancelled() => {
                 let (session, turn) = (ticket.session_id, ticket.turn);
                 self.close_turn(session, turn, TurnErrorKind::Cancelled, cancelled(&by)).await;
                 return;
@@ -242,7 +243,7 @@ impl Runtime {
         let Ok(_slot) = slot else {
             return;
         };
-        self.run_turn(ticket, &control).await;
+        self.run_turn(ticket, gate).await;
         drop(registered);
     }
 

@@ -115,7 +115,7 @@ impl Runtime {
             .map_err(RuntimeError::io("start the describe runtime"))?;
         let mut store = Store::new(
             &self.engine,
-            State::new(&[("SERVICE_MANIFEST", "1")], DESCRIBE_MEMORY, None),
+            State::new(&[("SERVICE_MANIFEST", "1")], DESCRIBE_MEMORY),
         );
         apply_limits(&mut store, DESCRIBE_FUEL, DESCRIBE_DEADLINE, Instant::now())
             .map_err(|e| PrepareError::Describe(format!("{e:#}")))?;
