@@ -43,8 +43,10 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 use uuid::Uuid;
 
 pub use error::ApiError;
+pub use table::endpoints;
+#[cfg(test)]
+pub(crate) use table::openapi_document;
 use table::table;
-pub use table::{endpoints, openapi_document};
 
 use crate::build::Builder;
 use crate::keys::Keys;

@@ -10,4 +10,6 @@ mod event;
 pub mod payloads;
 
 pub use event::{EventType, NewEvent, StoredEvent, decode_record, encode_record};
-pub use payloads::{Payload, TurnErrorKind};
+#[cfg(test)]
+pub(crate) use payloads::Payload;
+pub use payloads::TurnErrorKind;

@@ -9,8 +9,7 @@ wasmtime::component::bindgen!({
 
 pub use self::agenthost::agent::host::Host;
 pub use self::agenthost::agent::types::{
-    Decision, Description, Event, HistoryPage, HostError, Reason, Step, ToolCall, ToolSpec,
-    ToolStatus, Turn,
+    Decision, Description, Event, HistoryPage, HostError, Reason, Step, ToolCall, ToolStatus, Turn,
 };
 
 /// The export every agent must provide.

@@ -34,7 +34,7 @@ use uuid::Uuid;
 use wasmtime::Engine;
 use wasmtime::component::Linker;
 
-pub use artifacts::{deployment_dir, sha256_hex};
+pub use artifacts::deployment_dir;
 pub use error::RuntimeError;
 pub use prepare::{PrepareError, Prepared, valid_tool_name};
 pub use redact::Redactor;

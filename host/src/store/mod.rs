@@ -26,19 +26,22 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use commands::WriterHandle;
+#[cfg(test)]
+use domain::IDEMPOTENCY_TTL;
 pub use domain::{
-    Answered, BuildOutcome, Decision, DecisionAnswer, DeploymentAnswer, IDEMPOTENCY_TTL,
-    Idempotency, MAX_KEY_LEN, NewDeployment, Quotas, Recovery, ThreadTurn, TurnAnswer, TurnOutcome,
-    TurnReason, TurnTicket, input_text, unix_ms,
+    BuildOutcome, Decision, Idempotency, MAX_KEY_LEN, NewDeployment, Quotas, ThreadTurn,
+    TurnOutcome, TurnReason, TurnTicket, unix_ms,
 };
-pub use engine::{ApprovalItem, Engine, EventPosition, SessionFilter};
+#[cfg(test)]
+use engine::EventPosition;
+pub use engine::{Engine, SessionFilter};
 pub use error::StoreError;
 pub use hub::{Hub, Subscription};
-pub use outbox::{AppendAck, Outbox};
+pub use outbox::Outbox;
 pub use records::{
     AgentDescription, ApiKeyRecord, AppRecord, Artifact, DeploymentRecord, DeploymentStatus,
-    KeyClass, LimitsRecord, PendingApproval, ResumeRecord, SecretRecord, SessionRecord,
-    SessionStatus, ToolCallRecord, ToolInfo,
+    KeyClass, LimitsRecord, PendingApproval, SecretRecord, SessionRecord, SessionStatus,
+    ToolCallRecord, ToolInfo,
 };
 pub use writer::Writer;
 

@@ -217,11 +217,6 @@ pub fn effective(declared: &[OriginPattern], ceiling: &[OriginPattern]) -> Vec<O
     out
 }
 
-/// Parses a list of patterns (stored ones were checked at deploy time).
-pub fn parse_all(texts: &[String]) -> Result<Vec<OriginPattern>, String> {
-    texts.iter().map(|t| OriginPattern::parse(t)).collect()
-}
-
 /// The ceiling that allows everything (the server's default).
 pub fn unrestricted() -> Vec<OriginPattern> {
     [Scheme::Http, Scheme::Https]

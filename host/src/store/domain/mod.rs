@@ -23,9 +23,10 @@ use super::records::{AgentDescription, Artifact, LimitsRecord, PendingApproval};
 
 pub(super) use deletion::DeleteSession;
 pub(super) use deployments::{Activate, CreateDeployment, FinishBuild, SetArtifact};
+#[cfg(test)]
+pub use idempotency::TTL as IDEMPOTENCY_TTL;
 pub use idempotency::{
-    Answered, DecisionAnswer, DeploymentAnswer, Idempotency, MAX_KEY_LEN, TTL as IDEMPOTENCY_TTL,
-    TurnAnswer, unix_ms,
+    Answered, DecisionAnswer, DeploymentAnswer, Idempotency, MAX_KEY_LEN, TurnAnswer, unix_ms,
 };
 pub(super) use idempotency::{Once, PurgeIdempotency};
 pub(super) use keys::{DeleteApiKey, PutApiKey, TouchApiKey};
@@ -33,7 +34,6 @@ pub use quotas::Quotas;
 pub use recovery::Recovery;
 pub(super) use recovery::{CloseTurn, Recover};
 pub(super) use secrets::{DeleteSecret, PutSecret};
-pub use sessions::input_text;
 pub(super) use sessions::{Append, CreateSession, Decide, EndSession, FinishTurn, PostInput};
 pub use threads::ThreadTurn;
 pub(super) use threads::{DecideAt, OpenThread};

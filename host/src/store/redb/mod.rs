@@ -53,6 +53,7 @@ impl RedbEngine {
     }
 
     /// Opens a database on a given storage backend (tests inject failures with it).
+    #[cfg(test)]
     pub fn open_with_backend(backend: impl redb::StorageBackend) -> Result<RedbEngine, StoreError> {
         RedbEngine::init(
             Database::builder()
@@ -63,6 +64,7 @@ impl RedbEngine {
 
     /// Another number of sessions the writer keeps cached (the model test
     /// evicts on every batch).
+    #[cfg(test)]
     pub fn with_session_cache(mut self, sessions: usize) -> Self {
         self.session_cache = sessions;
         self
