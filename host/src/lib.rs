@@ -4,6 +4,10 @@
 //! module is private; what the binary, the end-to-end tests and the
 //! benchmarks use is the list below, and nothing else is reachable.
 
+// Inside, an item is `pub(crate)` or narrower: a `pub` that the list
+// below does not reach is a warning (so `-D warnings` refuses it).
+#![warn(unreachable_pub)]
+
 mod api;
 mod build;
 mod cli;

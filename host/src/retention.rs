@@ -15,7 +15,7 @@ const EVERY: Duration = Duration::from_secs(60);
 const PAGE: usize = 500;
 
 /// Starts the purge of sessions ended longer than `retain` ago.
-pub fn start(store: Store, writer: WriterHandle, retain: Duration) {
+pub(crate) fn start(store: Store, writer: WriterHandle, retain: Duration) {
     tokio::spawn(async move {
         loop {
             match purge(&store, &writer, retain).await {
@@ -29,7 +29,7 @@ pub fn start(store: Store, writer: WriterHandle, retain: Duration) {
 }
 
 /// Deletes every session that ended before now − `retain`; returns how many.
-pub async fn purge(
+pub(crate) async fn purge(
     store: &Store,
     writer: &WriterHandle,
     retain: Duration,
@@ -73,7 +73,7 @@ const IDEMPOTENCY_EVERY: Duration = Duration::from_secs(600);
 const IDEMPOTENCY_PAGE: usize = 1000;
 
 /// Starts the purge of expired idempotency keys.
-pub fn start_idempotency_purge(writer: WriterHandle) {
+pub(crate) fn start_idempotency_purge(writer: WriterHandle) {
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(IDEMPOTENCY_EVERY).await;
@@ -87,7 +87,10 @@ pub fn start_idempotency_purge(writer: WriterHandle) {
 }
 
 /// Forgets every idempotency key expired at `now_ms`; returns how many.
-pub async fn purge_idempotency(writer: &WriterHandle, now_ms: u64) -> Result<usize, StoreError> {
+pub(crate) async fn purge_idempotency(
+    writer: &WriterHandle,
+    now_ms: u64,
+) -> Result<usize, StoreError> {
     let mut purged = 0;
     loop {
         let page = writer.purge_idempotency(now_ms, IDEMPOTENCY_PAGE).await?;

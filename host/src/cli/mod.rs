@@ -17,7 +17,8 @@ use clap::{Parser, Subcommand};
 pub use bench::{BenchArgs, bench};
 pub use build::build;
 pub use deploy::{DeployError, DeployOptions, deploy};
-pub use keys::{KeysAction, keys};
+pub(crate) use keys::KeysAction;
+pub use keys::keys;
 
 #[derive(Parser)]
 #[command(

@@ -6,7 +6,7 @@
 //! a guest yields to tokio every epoch tick and never blocks a worker.
 
 mod artifacts;
-pub mod bindings;
+pub(crate) mod bindings;
 mod compile_cache;
 mod control;
 mod ctx;
@@ -15,8 +15,8 @@ mod error;
 mod gate;
 mod gates;
 mod host;
-pub mod limits;
-pub mod outbound;
+pub(crate) mod limits;
+pub(crate) mod outbound;
 mod output;
 mod prepare;
 mod redact;
@@ -34,10 +34,10 @@ use uuid::Uuid;
 use wasmtime::Engine;
 use wasmtime::component::Linker;
 
-pub use artifacts::deployment_dir;
-pub use error::RuntimeError;
-pub use prepare::{PrepareError, Prepared, valid_tool_name};
-pub use redact::Redactor;
+pub(crate) use artifacts::deployment_dir;
+pub(crate) use error::RuntimeError;
+pub(crate) use prepare::{PrepareError, Prepared, valid_tool_name};
+pub(crate) use redact::Redactor;
 
 use bindings::AgentPre;
 use compile_cache::CompileCache;
@@ -52,7 +52,7 @@ use crate::secrets::Vault;
 use crate::store::{SessionRecord, SessionStatus, Store, StoreError, TurnTicket, WriterHandle};
 
 /// Turns running at once by default; the rest wait for a slot.
-pub const DEFAULT_MAX_CONCURRENT_TURNS: usize = 256;
+pub(crate) const DEFAULT_MAX_CONCURRENT_TURNS: usize = 256;
 
 /// The operator's settings for turns (`serve` flags).
 #[derive(Debug, Clone, Copy)]
@@ -74,7 +74,7 @@ impl Default for TurnSettings {
 }
 
 /// How long `cancel` waits for the cancelled turn's ending to be committed.
-pub const CANCEL_WAIT: Duration = Duration::from_secs(10);
+pub(crate) const CANCEL_WAIT: Duration = Duration::from_secs(10);
 
 /// A deployment ready to run turns.
 #[derive(Clone)]

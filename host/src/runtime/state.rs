@@ -14,7 +14,7 @@ use super::output::CappedOutput;
 /// Bytes of stdout and of stderr kept per instance.
 const OUTPUT_CAP: usize = 64 * 1024;
 
-pub struct State {
+pub(crate) struct State {
     wasi: WasiCtx,
     table: ResourceTable,
     http: WasiHttpCtx,
@@ -32,7 +32,7 @@ pub struct State {
 impl State {
     /// A state with no turn (`describe`), whose guest sees exactly `env`
     /// and nothing else of the host: no files, no sockets, no arguments.
-    pub fn new(env: &[(&str, &str)], memory_bytes: usize) -> State {
+    pub(crate) fn new(env: &[(&str, &str)], memory_bytes: usize) -> State {
         State::with_turn(env, memory_bytes, None)
     }
 
@@ -69,7 +69,7 @@ impl State {
 /// Puts a store under its limits: the memory limiter, `fuel`, and a
 /// wall-clock `deadline` counted from `started` (the guest yields to tokio
 /// every epoch tick and is interrupted past the deadline).
-pub fn apply_limits(
+pub(crate) fn apply_limits(
     store: &mut Store<State>,
     fuel: u64,
     deadline: Duration,
@@ -113,7 +113,7 @@ impl WasiHttpView for State {
 
 /// Caps each linear memory and remembers whether it refused a growth, so an
 /// out-of-memory abort is reported as the memory limit and not as a crash.
-pub struct MemoryLimiter {
+pub(crate) struct MemoryLimiter {
     max_memory: usize,
     pub(super) denied: bool,
 }

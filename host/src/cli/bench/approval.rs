@@ -16,7 +16,7 @@ use super::stats::Latency;
 use crate::api::views::DecisionAccepted;
 
 #[derive(Serialize)]
-pub struct Approval {
+pub(super) struct Approval {
     pub sessions: u64,
     /// POST approval → the resumed turn's TURN_STARTED (its first event).
     pub to_turn_started: Option<Latency>,
@@ -34,7 +34,7 @@ struct Samples {
     turn_ended: Vec<Duration>,
 }
 
-pub async fn approvals(
+pub(super) async fn approvals(
     api: &Api,
     app: &str,
     count: u64,

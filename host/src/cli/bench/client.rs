@@ -21,14 +21,14 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The server, its key and a pooled HTTP client.
 #[derive(Clone)]
-pub struct Api {
+pub(super) struct Api {
     base: String,
     key: String,
     http: reqwest::Client,
 }
 
 impl Api {
-    pub fn new(url: &str, key: &str) -> anyhow::Result<Api> {
+    pub(super) fn new(url: &str, key: &str) -> anyhow::Result<Api> {
         let http = reqwest::Client::builder()
             .tcp_nodelay(true)
             .connect_timeout(Duration::from_secs(10))
@@ -41,18 +41,18 @@ impl Api {
         })
     }
 
-    pub fn base(&self) -> &str {
+    pub(super) fn base(&self) -> &str {
         &self.base
     }
 
     /// `GET path`, its answer read as `T`.
-    pub async fn get<T: DeserializeOwned>(&self, path: &str) -> anyhow::Result<T> {
+    pub(super) async fn get<T: DeserializeOwned>(&self, path: &str) -> anyhow::Result<T> {
         let request = self.http.get(self.url(path)).timeout(REQUEST_TIMEOUT);
         self.send("GET", path, request).await
     }
 
     /// `POST path` with a JSON body, its answer read as `T`.
-    pub async fn post<T: DeserializeOwned>(
+    pub(super) async fn post<T: DeserializeOwned>(
         &self,
         path: &str,
         body: &impl Serialize,
@@ -64,7 +64,7 @@ impl Api {
     }
 
     /// Creates a session; returns its id.
-    pub async fn create_session(
+    pub(super) async fn create_session(
         &self,
         app: &str,
         route: &str,
@@ -76,13 +76,13 @@ impl Api {
     }
 
     /// The session's status.
-    pub async fn session_status(&self, session: &str) -> anyhow::Result<SessionStatus> {
+    pub(super) async fn session_status(&self, session: &str) -> anyhow::Result<SessionStatus> {
         let view: SessionView = self.get(&format!("/sessions/{session}")).await?;
         Ok(view.status)
     }
 
     /// Opens the session's event stream, after `last_event_id` if given.
-    pub async fn events(
+    pub(super) async fn events(
         &self,
         session: &str,
         last_event_id: Option<&str>,
@@ -109,7 +109,7 @@ impl Api {
     }
 
     /// A scrape of `GET /metrics`, or `None` if the server has no such endpoint.
-    pub async fn metrics(&self) -> anyhow::Result<Option<Snapshot>> {
+    pub(super) async fn metrics(&self) -> anyhow::Result<Option<Snapshot>> {
         let response = (self.http.get(self.url("/metrics")))
             .timeout(REQUEST_TIMEOUT)
             .bearer_auth(&self.key)

@@ -14,7 +14,7 @@ const SILENCE: Duration = Duration::from_secs(120);
 
 /// The envelope fields the bench uses; the payload is kept unparsed.
 #[derive(Deserialize)]
-pub struct Event {
+pub(super) struct Event {
     pub id: String,
     pub seq: u64,
     #[serde(rename = "type")]
@@ -24,7 +24,7 @@ pub struct Event {
 
 impl Event {
     /// `kind: message` of a `TURN_ERROR`, for error messages.
-    pub fn failure(&self) -> String {
+    pub(super) fn failure(&self) -> String {
         match serde_json::from_str::<TurnError>(self.payload.get()) {
             Ok(error) => format!("{}: {}", error.kind.as_str(), error.message),
             Err(_) => format!("(an unreadable {} payload)", self.kind),
@@ -33,7 +33,7 @@ impl Event {
 }
 
 /// One open event stream.
-pub struct EventStream {
+pub(super) struct EventStream {
     response: reqwest::Response,
     frames: Frames,
     session: String,
@@ -41,7 +41,7 @@ pub struct EventStream {
 }
 
 impl EventStream {
-    pub fn new(response: reqwest::Response, session: &str) -> EventStream {
+    pub(super) fn new(response: reqwest::Response, session: &str) -> EventStream {
         EventStream {
             response,
             frames: Frames::default(),
@@ -51,7 +51,7 @@ impl EventStream {
     }
 
     /// The next event, or `None` when the server closed the stream.
-    pub async fn next(&mut self) -> anyhow::Result<Option<Event>> {
+    pub(super) async fn next(&mut self) -> anyhow::Result<Option<Event>> {
         loop {
             if let Some(data) = self.frames.next_data() {
                 let event = serde_json::from_slice(&data).with_context(|| {
@@ -81,7 +81,7 @@ impl EventStream {
     }
 
     /// The next event; the stream's end is an error naming what was awaited.
-    pub async fn expect(&mut self, awaited: &str) -> anyhow::Result<Event> {
+    pub(super) async fn expect(&mut self, awaited: &str) -> anyhow::Result<Event> {
         match self.next().await? {
             Some(event) => Ok(event),
             None => bail!(

@@ -25,7 +25,7 @@
 //! Documented in docs/outbound.md.
 
 mod ip;
-pub mod origin;
+pub(crate) mod origin;
 mod send;
 
 use std::collections::BTreeMap;
@@ -37,7 +37,7 @@ use wasmtime_wasi_http::{RequestOptions, WasiBody, WasiHttpHooks};
 
 use crate::journal::{NewEvent, payloads};
 use crate::store::{Outbox, WriterHandle};
-pub use origin::OriginPattern;
+pub(crate) use origin::OriginPattern;
 
 use super::gate::Gate;
 use super::redact::Redactor;
@@ -74,10 +74,10 @@ impl OutboundPolicy {
 }
 
 /// Timeouts and bounds of one outbound request (the turn's deadline applies too).
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-pub const FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(120);
-pub const BETWEEN_BYTES_TIMEOUT: Duration = Duration::from_secs(60);
-pub const MAX_RESPONSE_BYTES: u64 = 32 << 20;
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(120);
+pub(crate) const BETWEEN_BYTES_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const MAX_RESPONSE_BYTES: u64 = 32 << 20;
 
 /// One turn's outbound access: owned by the turn's context (`OutboundHooks`),
 /// shared with its request futures.

@@ -203,7 +203,10 @@ impl Origin {
 }
 
 /// The effective allowlist: every origin both the declaration and the ceiling allow.
-pub fn effective(declared: &[OriginPattern], ceiling: &[OriginPattern]) -> Vec<OriginPattern> {
+pub(crate) fn effective(
+    declared: &[OriginPattern],
+    ceiling: &[OriginPattern],
+) -> Vec<OriginPattern> {
     let mut out: Vec<OriginPattern> = Vec::new();
     for d in declared {
         for c in ceiling {
@@ -218,7 +221,7 @@ pub fn effective(declared: &[OriginPattern], ceiling: &[OriginPattern]) -> Vec<O
 }
 
 /// The ceiling that allows everything (the server's default).
-pub fn unrestricted() -> Vec<OriginPattern> {
+pub(crate) fn unrestricted() -> Vec<OriginPattern> {
     [Scheme::Http, Scheme::Https]
         .into_iter()
         .map(|scheme| OriginPattern {

@@ -24,18 +24,18 @@ use super::records::{AgentDescription, Artifact, LimitsRecord, PendingApproval};
 pub(super) use deletion::DeleteSession;
 pub(super) use deployments::{Activate, CreateDeployment, FinishBuild, SetArtifact};
 #[cfg(test)]
-pub use idempotency::TTL as IDEMPOTENCY_TTL;
-pub use idempotency::{
+pub(crate) use idempotency::TTL as IDEMPOTENCY_TTL;
+pub(crate) use idempotency::{
     Answered, DecisionAnswer, DeploymentAnswer, Idempotency, MAX_KEY_LEN, TurnAnswer, unix_ms,
 };
 pub(super) use idempotency::{Once, PurgeIdempotency};
 pub(super) use keys::{DeleteApiKey, PutApiKey, TouchApiKey};
-pub use quotas::Quotas;
-pub use recovery::Recovery;
+pub(crate) use quotas::Quotas;
+pub(crate) use recovery::Recovery;
 pub(super) use recovery::{CloseTurn, Recover};
 pub(super) use secrets::{DeleteSecret, PutSecret};
 pub(super) use sessions::{Append, CreateSession, Decide, EndSession, FinishTurn, PostInput};
-pub use threads::ThreadTurn;
+pub(crate) use threads::ThreadTurn;
 pub(super) use threads::{DecideAt, OpenThread};
 
 /// A deployment to register (the writer assigns the version).
