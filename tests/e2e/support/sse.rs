@@ -1,21 +1,22 @@
-//! A small SSE reader over a real HTTP response: frames of `id:` and `data:`.
+//! The event stream as the tests read it: frames from the shared reader
+//! (`agenthost-sse`, crates/sse, which `agenthost bench` reads with too),
+//! each one checked to be an envelope with its `id:`.
 
 use std::time::Duration;
 
-use futures::StreamExt;
+use agenthost_sse::ReadError;
 use serde_json::Value;
 
 pub struct EventStream {
-    body: futures::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>,
-    buffer: String,
-    pub ended: bool,
+    frames: agenthost_sse::EventStream,
+    /// The stream ended, broke or went silent (`try_next`): nothing more is read.
+    ended: bool,
 }
 
 impl EventStream {
     pub fn new(response: reqwest::Response) -> Self {
         EventStream {
-            body: response.bytes_stream().boxed(),
-            buffer: String::new(),
+            frames: agenthost_sse::EventStream::new(response),
             ended: false,
         }
     }
@@ -23,66 +24,43 @@ impl EventStream {
     /// The next event envelope, or `None` when the stream ends. Panics after
     /// `timeout` without one (a hang is a failure, not a wait).
     pub async fn next(&mut self, timeout: Duration) -> Option<Value> {
-        loop {
-            if let Some(end) = self.buffer.find("\n\n") {
-                let frame: String = self.buffer.drain(..end + 2).collect();
-                let mut id = None;
-                let mut data = String::new();
-                for line in frame.lines() {
-                    if let Some(v) = line.strip_prefix("id:") {
-                        id = Some(v.trim().to_string());
-                    } else if let Some(v) = line.strip_prefix("data:") {
-                        data.push_str(v.strip_prefix(' ').unwrap_or(v));
-                    } else if line.starts_with("event:") {
-                        panic!("frames must not carry an event: field");
-                    }
-                }
-                if data.is_empty() {
-                    continue; // a keep-alive comment
-                }
-                let envelope: Value = serde_json::from_str(&data).expect("data is JSON");
-                assert_eq!(
-                    Some(envelope["id"].as_str().unwrap().to_string()),
-                    id,
-                    "id: matches the envelope"
-                );
-                return Some(envelope);
-            }
-            if self.ended {
+        if self.ended {
+            return None;
+        }
+        let frame = match self.frames.next_frame(timeout).await {
+            Ok(Some(frame)) => frame,
+            Ok(None) => {
+                self.ended = true;
                 return None;
             }
-            match tokio::time::timeout(timeout, self.body.next()).await {
-                Err(_) => panic!("no event within {timeout:?}"),
-                Ok(None) => self.ended = true,
-                Ok(Some(chunk)) => self
-                    .buffer
-                    .push_str(std::str::from_utf8(&chunk.expect("chunk")).expect("utf-8")),
-            }
-        }
+            Err(ReadError::Silent(_)) => panic!("no event within {timeout:?}"),
+            Err(ReadError::Broken(err)) => panic!("chunk: {err}"),
+        };
+        assert!(
+            frame.event.is_none(),
+            "frames must not carry an event: field"
+        );
+        let data = std::str::from_utf8(&frame.data).expect("utf-8");
+        let envelope: Value = serde_json::from_str(data).expect("data is JSON");
+        assert_eq!(
+            Some(envelope["id"].as_str().unwrap().to_string()),
+            frame.id,
+            "id: matches the envelope"
+        );
+        Some(envelope)
     }
 
     /// The next event, or `None` when the stream ends, breaks (the server
     /// died) or stays silent for `timeout`. Never panics: for crash tests.
     pub async fn try_next(&mut self, timeout: Duration) -> Option<Value> {
-        loop {
-            if let Some(end) = self.buffer.find("\n\n") {
-                let frame: String = self.buffer.drain(..end + 2).collect();
-                let data: String = frame
-                    .lines()
-                    .filter_map(|l| l.strip_prefix("data:"))
-                    .map(|v| v.strip_prefix(' ').unwrap_or(v))
-                    .collect();
-                if data.is_empty() {
-                    continue;
-                }
-                return serde_json::from_str(&data).ok();
-            }
-            match tokio::time::timeout(timeout, self.body.next()).await {
-                Ok(Some(Ok(chunk))) => self.buffer.push_str(&String::from_utf8_lossy(&chunk)),
-                _ => {
-                    self.ended = true;
-                    return None;
-                }
+        if self.ended {
+            return None;
+        }
+        match self.frames.next_frame(timeout).await {
+            Ok(Some(frame)) => serde_json::from_slice(&frame.data).ok(),
+            Ok(None) | Err(_) => {
+                self.ended = true;
+                None
             }
         }
     }

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use super::client::Api;
 use super::metrics::{Probe, Resources};
 use super::stats::Latency;
-use crate::api::views::DecisionAccepted;
+use crate::wire::Accepted;
 
 #[derive(Serialize)]
 pub(super) struct Approval {
@@ -85,7 +85,7 @@ async fn one(api: &Api, app: &str, samples: &mut Samples) -> anyhow::Result<()> 
     }
     let posted = Instant::now();
     let path = format!("/sessions/{session}/approval");
-    let _: DecisionAccepted = api.post(&path, &json!({"approved": true})).await?;
+    let _: Accepted = api.post(&path, &json!({"approved": true})).await?;
     let mut started = None;
     let mut result = None;
     loop {

@@ -15,7 +15,7 @@ use super::client::Api;
 use super::metrics::{Probe, Resources};
 use super::sse::EventStream;
 use super::stats::{Latency, rate};
-use crate::api::views::TurnAccepted;
+use crate::wire::Accepted;
 
 /// When the load phase stops starting turns.
 #[derive(Clone, Copy)]
@@ -134,7 +134,7 @@ async fn worker(
         }
         let posted = Instant::now();
         let body = json!({"input": input});
-        let _: TurnAccepted = (api.post(&format!("/sessions/{session}/input"), &body)).await?;
+        let _: Accepted = (api.post(&format!("/sessions/{session}/input"), &body)).await?;
         let mut events = api.events(&session, Some(&first.last_id)).await?;
         let followup = read_turn(&mut events, posted).await?;
         samples.turns += 1;

@@ -1,6 +1,6 @@
 //! The bench's HTTP client: the few API calls it makes, each refusing a
 //! non-2xx answer with the server's own error message. Answers are read
-//! into the API's own typed views (`api::views`), as the server writes them.
+//! into the few fields the bench uses (`wire.rs`).
 
 use std::time::Duration;
 
@@ -9,8 +9,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use crate::api::views::{CreatedSession, ErrorBody, SessionView};
-use crate::store::SessionStatus;
+use crate::wire::{CreatedSession, ErrorBody, SessionView};
 
 use super::metrics::Snapshot;
 use super::sse::EventStream;
@@ -72,11 +71,11 @@ impl Api {
     ) -> anyhow::Result<String> {
         let body = json!({"app": app, "route": route, "input": input});
         let created: CreatedSession = self.post("/sessions", &body).await?;
-        Ok(created.session.session_id.to_string())
+        Ok(created.session_id)
     }
 
-    /// The session's status.
-    pub(super) async fn session_status(&self, session: &str) -> anyhow::Result<SessionStatus> {
+    /// The session's status (`running`, `idle`, ...).
+    pub(super) async fn session_status(&self, session: &str) -> anyhow::Result<String> {
         let view: SessionView = self.get(&format!("/sessions/{session}")).await?;
         Ok(view.status)
     }

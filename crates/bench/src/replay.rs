@@ -10,7 +10,6 @@ use serde_json::json;
 use super::client::Api;
 use super::metrics::{Probe, Resources};
 use super::stats::rate;
-use crate::store::SessionStatus;
 
 #[derive(Serialize)]
 pub(super) struct Replay {
@@ -68,12 +67,11 @@ pub(super) async fn replay(api: &Api, app: &str, deltas: u64) -> anyhow::Result<
 /// Polls the session until its turn is over; anything but `idle` is an error.
 pub(super) async fn wait_idle(api: &Api, session: &str) -> anyhow::Result<()> {
     loop {
-        match api.session_status(session).await? {
-            SessionStatus::Running => tokio::time::sleep(Duration::from_millis(20)).await,
-            SessionStatus::Idle => return Ok(()),
+        match api.session_status(session).await?.as_str() {
+            "running" => tokio::time::sleep(Duration::from_millis(20)).await,
+            "idle" => return Ok(()),
             status => bail!(
-                "session {session}: the turn did not end normally (status {}; see GET /sessions/{session}/events)",
-                status.as_str()
+                "session {session}: the turn did not end normally (status {status}; see GET /sessions/{session}/events)"
             ),
         }
     }
