@@ -8,11 +8,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use agenthost::journal::NewEvent;
-use agenthost::journal::payloads::{Delta, MessageDelta};
-use agenthost::store::{
-    AgentDescription, Artifact, BuildOutcome, NewDeployment, Outbox, Store, Writer,
-};
+use agenthost::{AgentDescription, Artifact, BuildOutcome, NewDeployment, Outbox, Store, Writer};
+use agenthost::{Delta, MessageDelta, NewEvent};
 use serde_json::json;
 use uuid::Uuid;
 
@@ -107,7 +104,7 @@ fn open(dir: &str) -> anyhow::Result<()> {
     let started = Instant::now();
     let store = Store::open(&path)?;
     let opened = started.elapsed();
-    let sessions = store.sessions(&agenthost::store::SessionFilter {
+    let sessions = store.sessions(&agenthost::SessionFilter {
         limit: 1_000,
         ..Default::default()
     })?;

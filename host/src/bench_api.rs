@@ -71,7 +71,7 @@ pub async fn instantiate_and_describe(runtime: &Runtime, pre: &GuestPre) -> anyh
     let wasm_err = |e: wasmtime::Error| anyhow::anyhow!("{e:#}");
     let mut store = wasmtime::Store::new(
         runtime.engine(),
-        State::new(&[("SERVICE_MANIFEST", "1")], DESCRIBE_MEMORY, None),
+        State::new(&[("SERVICE_MANIFEST", "1")], DESCRIBE_MEMORY),
     );
     apply_limits(&mut store, DESCRIBE_FUEL, DESCRIBE_DEADLINE, Instant::now()).map_err(wasm_err)?;
     let agent = pre
@@ -94,7 +94,7 @@ pub async fn instantiate(runtime: &Runtime, pre: &GuestPre) -> anyhow::Result<()
     let wasm_err = |e: wasmtime::Error| anyhow::anyhow!("{e:#}");
     let mut store = wasmtime::Store::new(
         runtime.engine(),
-        State::new(&[("SERVICE_MANIFEST", "1")], DESCRIBE_MEMORY, None),
+        State::new(&[("SERVICE_MANIFEST", "1")], DESCRIBE_MEMORY),
     );
     apply_limits(&mut store, DESCRIBE_FUEL, DESCRIBE_DEADLINE, Instant::now()).map_err(wasm_err)?;
     pre.pre

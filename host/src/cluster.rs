@@ -18,7 +18,7 @@ use crate::store::{Store, StoreError, WriterHandle};
 
 /// What a host's cluster duties reach.
 #[derive(Clone)]
-pub struct Host {
+pub(crate) struct Host {
     pub store: Store,
     pub writer: WriterHandle,
     pub runtime: Arc<Runtime>,
@@ -32,7 +32,7 @@ pub struct Host {
 const CHUNK: usize = 512;
 
 /// Starts the lease keeper, the listener and the sweep of expired leases.
-pub fn start(engine: &PgEngine, lease: LeaseOptions, host: Host) -> Result<(), StoreError> {
+pub(crate) fn start(engine: &PgEngine, lease: LeaseOptions, host: Host) -> Result<(), StoreError> {
     engine.keep_leases()?;
     let (tx, rx) = mpsc::unbounded_channel();
     engine.listen(Box::new(move |change| {

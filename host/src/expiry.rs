@@ -15,10 +15,10 @@ const EVERY: Duration = Duration::from_secs(1);
 /// Pending approvals read per page.
 const PAGE: usize = 500;
 /// The approver (and key id) of a decision the deadline made.
-pub const TIMEOUT_APPROVER: &str = "timeout";
+pub(crate) const TIMEOUT_APPROVER: &str = "timeout";
 
 /// Starts the sweep; `boot` is this host's id (the resumed turns' owner).
-pub fn start(store: Store, writer: WriterHandle, runtime: Arc<Runtime>, boot: uuid::Uuid) {
+pub(crate) fn start(store: Store, writer: WriterHandle, runtime: Arc<Runtime>, boot: uuid::Uuid) {
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(EVERY).await;

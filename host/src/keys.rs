@@ -17,11 +17,11 @@ use uuid::Uuid;
 
 use crate::store::{ApiKeyRecord, KeyClass, now_rfc3339};
 
-pub const BOOTSTRAP_ID: &str = "bootstrap";
+pub(crate) const BOOTSTRAP_ID: &str = "bootstrap";
 
 /// What a verified caller may reach.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
+pub(crate) enum Scope {
     /// A platform key: everything.
     Platform,
     /// An invocation key: the session endpoints of one app.
@@ -32,19 +32,19 @@ pub enum Scope {
 
 /// Who is calling: the verified key (or the key behind a stream token).
 #[derive(Debug, Clone)]
-pub struct Principal {
+pub(crate) struct Principal {
     pub key_id: String,
     pub name: String,
     pub scope: Scope,
 }
 
 impl Principal {
-    pub fn is_platform(&self) -> bool {
+    pub(crate) fn is_platform(&self) -> bool {
         self.scope == Scope::Platform
     }
 
     /// May this caller create sessions of `app` and talk to them?
-    pub fn may_use_app(&self, app: Uuid) -> bool {
+    pub(crate) fn may_use_app(&self, app: Uuid) -> bool {
         match self.scope {
             Scope::Platform => true,
             Scope::App(own) => own == app,
@@ -53,7 +53,7 @@ impl Principal {
     }
 
     /// May this caller reach `session` (of `app`)?
-    pub fn may_use_session(&self, session: Uuid, app: Uuid) -> bool {
+    pub(crate) fn may_use_session(&self, session: Uuid, app: Uuid) -> bool {
         match self.scope {
             Scope::Platform => true,
             Scope::App(own) => own == app,
@@ -100,7 +100,7 @@ pub fn mint(class: KeyClass, name: &str, app_id: Option<Uuid>) -> Minted {
 }
 
 /// The record of a key whose secret the operator chose (the bootstrap key).
-pub fn bootstrap_record(key: &str) -> ApiKeyRecord {
+pub(crate) fn bootstrap_record(key: &str) -> ApiKeyRecord {
     // Any string may be a bootstrap key: none of it is shown.
     ApiKeyRecord {
         prefix: "(bootstrap)".into(),
@@ -135,7 +135,7 @@ struct Entry {
 /// The verified-key registry: every key's hash, in memory. Revoking a key
 /// removes it here at once and tells open streams.
 #[derive(Clone)]
-pub struct Keys {
+pub(crate) struct Keys {
     inner: Arc<RwLock<HashMap<String, Entry>>>,
     revoked: broadcast::Sender<String>,
 }
@@ -157,7 +157,7 @@ fn unix_now() -> u64 {
 }
 
 impl Keys {
-    pub fn insert(&self, record: &ApiKeyRecord) {
+    pub(crate) fn insert(&self, record: &ApiKeyRecord) {
         let mut hash = [0u8; 32];
         if hex::decode_to_slice(&record.sha256, &mut hash).is_err() {
             tracing::error!(key = %record.id, "stored key hash is malformed; key ignored");
@@ -187,7 +187,7 @@ impl Keys {
     }
 
     /// Forgets a key at once and ends its open streams.
-    pub fn remove(&self, id: &str) {
+    pub(crate) fn remove(&self, id: &str) {
         self.inner
             .write()
             .unwrap_or_else(PoisonError::into_inner)
@@ -197,11 +197,11 @@ impl Keys {
     }
 
     /// Key ids as they are revoked.
-    pub fn revocations(&self) -> broadcast::Receiver<String> {
+    pub(crate) fn revocations(&self) -> broadcast::Receiver<String> {
         self.revoked.subscribe()
     }
 
-    pub fn contains(&self, id: &str) -> bool {
+    pub(crate) fn contains(&self, id: &str) -> bool {
         self.inner
             .read()
             .unwrap_or_else(PoisonError::into_inner)
@@ -209,12 +209,12 @@ impl Keys {
     }
 
     /// The ids of every key held now.
-    pub fn ids(&self) -> Vec<String> {
+    pub(crate) fn ids(&self) -> Vec<String> {
         let keys = self.inner.read().unwrap_or_else(PoisonError::into_inner);
         keys.keys().cloned().collect()
     }
 
-    pub fn has_platform_key(&self) -> bool {
+    pub(crate) fn has_platform_key(&self) -> bool {
         self.inner
             .read()
             .unwrap_or_else(PoisonError::into_inner)
@@ -225,7 +225,7 @@ impl Keys {
     /// The principal of a presented key, or `None` for any unknown,
     /// malformed, revoked or wrong key (all the same to the caller). The
     /// flag says the key's last-used time is due to be written.
-    pub fn verify(&self, presented: &str) -> Option<(Principal, bool)> {
+    pub(crate) fn verify(&self, presented: &str) -> Option<(Principal, bool)> {
         let keys = self.inner.read().unwrap_or_else(PoisonError::into_inner);
         // A bootstrap key may itself look like one of ours: fall back to it.
         let entry = parse_id(presented)

@@ -1,21 +1,55 @@
 //! agenthost: a single-binary server that hosts AI agents built as WebAssembly components.
 //!
-//! See ARCHITECTURE.md for the bird's-eye view and the code map.
+//! See ARCHITECTURE.md for the bird's-eye view and the code map. Every
+//! module is private; what the binary, the end-to-end tests and the
+//! benchmarks use is the list below, and nothing else is reachable.
 
-pub mod api;
+// Inside, an item is `pub(crate)` or narrower: a `pub` that the list
+// below does not reach is a warning (so `-D warnings` refuses it).
+#![warn(unreachable_pub)]
+
+mod api;
+mod build;
+mod cli;
+mod cluster;
+mod expiry;
+mod journal;
+mod keys;
+mod metrics;
+mod retention;
+mod runtime;
+mod secrets;
+mod server;
+mod store;
+mod tokens;
+mod util;
+
+// The server: what it is started with, and the running server.
+pub use runtime::TurnSettings;
+pub use server::{ServeOptions, Server, StoreChoice};
+
+// The command line (`host/src/main.rs`): its arguments and subcommands.
+pub use cli::{
+    BenchArgs, Cli, Command, DeployError, DeployOptions, ServeArgs, bench, build as build_agent,
+    deploy, keys as keys_command,
+};
+pub use keys::mint as mint_key;
+pub use util::write_secret_file;
+
+// The HTTP contract as the end-to-end tests read it: the endpoint table
+// (the auth matrix) and the response bodies they decode.
+pub use api::views::{CreatedSession, DeploymentView, MintedKey};
+pub use api::{Access, endpoints};
+
+// Storage and the journal's encoding, for the benchmarks (`host/benches/`)
+// and `host/examples/restart_bench.rs`.
+pub use journal::payloads::{Delta, MessageDelta};
+pub use journal::{NewEvent, StoredEvent, decode_record, encode_record};
+pub use store::{
+    AgentDescription, Artifact, BuildOutcome, DeploymentStatus, KeyClass, LimitsRecord,
+    NewDeployment, Outbox, SessionFilter, Store, Writer, WriterHandle,
+};
+
+/// Internal steps the benchmarks time; not an API.
 #[doc(hidden)]
 pub mod bench_api;
-pub mod build;
-pub mod cli;
-pub mod cluster;
-mod expiry;
-pub mod journal;
-pub mod keys;
-pub mod metrics;
-mod retention;
-pub mod runtime;
-pub mod secrets;
-pub mod server;
-pub mod store;
-pub mod tokens;
-pub mod util;

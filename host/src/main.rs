@@ -6,11 +6,10 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 
-use agenthost::cli::{
-    Cli, Command, DeployError, DeployOptions, ServeArgs, bench, build, deploy, keys,
+use agenthost::{
+    Cli, Command, DeployError, DeployOptions, DeploymentStatus, KeyClass, ServeArgs, ServeOptions,
+    Server, TurnSettings, bench, build_agent, deploy, keys_command, mint_key, write_secret_file,
 };
-use agenthost::server::{ServeOptions, Server};
-use agenthost::util::write_secret_file;
 
 /// The server allocates per event (journal encoding, fan-out to streams);
 /// mimalloc's thread-local free lists beat glibc malloc there (BENCHMARKS.md).
@@ -72,7 +71,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     .unwrap_or_default(),
                 serde_json::to_value(&deployed.row.routes).unwrap_or_default(),
             );
-            if deployed.row.status == agenthost::store::DeploymentStatus::Retired {
+            if deployed.row.status == DeploymentStatus::Retired {
                 let current = deployed
                     .current
                     .map_or("a higher version".into(), |v| format!("v{v}"));
@@ -86,13 +85,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Dev { serve, dir } => dev(serve, dir).await,
         Command::Build(args) => {
             let output =
-                tokio::task::spawn_blocking(move || build(&args.dir, args.output.as_deref()))
+                tokio::task::spawn_blocking(move || build_agent(&args.dir, args.output.as_deref()))
                     .await
                     .context("the build task failed")??;
             println!("built {}", output.display());
             Ok(())
         }
-        Command::Keys(args) => keys(&args.remote, args.action).await,
+        Command::Keys(args) => keys_command(&args.remote, args.action).await,
         Command::Bench(args) => bench(args).await,
     }
 }
@@ -111,7 +110,7 @@ async fn start(args: &ServeArgs, bootstrap_key: Option<String>) -> anyhow::Resul
         master_key: std::env::var("AGENTHOST_MASTER_KEY").ok(),
         cors_origins: args.cors_origins.clone(),
         shutdown_grace: Duration::from_secs(args.shutdown_grace_secs),
-        turns: agenthost::runtime::TurnSettings {
+        turns: TurnSettings {
             max_concurrent: args.max_concurrent_turns,
             approval_timeout: args.approval_timeout.map(Into::into),
         },
@@ -167,7 +166,7 @@ fn dev_key(data_dir: &Path) -> anyhow::Result<String> {
         return Ok(saved.trim().to_string());
     }
     std::fs::create_dir_all(data_dir)?;
-    let key = agenthost::keys::mint(agenthost::store::KeyClass::Platform, "dev", None).secret;
+    let key = mint_key(KeyClass::Platform, "dev", None).secret;
     write_secret_file(&path, &key)?;
     Ok(key)
 }

@@ -15,7 +15,7 @@ use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-pub struct Metrics {
+pub(crate) struct Metrics {
     pub instantiate: Histogram,
     pub turn: Histogram,
     pub commit: Histogram,
@@ -52,7 +52,7 @@ fn batch_buckets() -> Vec<f64> {
 }
 
 /// The process's metrics.
-pub fn get() -> &'static Metrics {
+pub(crate) fn get() -> &'static Metrics {
     static METRICS: OnceLock<Metrics> = OnceLock::new();
     METRICS.get_or_init(|| {
         let metrics = Metrics {
@@ -129,12 +129,12 @@ pub fn get() -> &'static Metrics {
 
 impl Metrics {
     /// Counts a refusal by the per-app cap `cap` (`open_sessions`, `running_turns`).
-    pub fn quota_refusal(&self, cap: &'static str) {
+    pub(crate) fn quota_refusal(&self, cap: &'static str) {
         self.quota_refused.get_or_create(&[("cap", cap)]).inc();
     }
 
     /// The OpenMetrics text of every metric.
-    pub fn encode(&self) -> String {
+    pub(crate) fn encode(&self) -> String {
         let mut out = String::with_capacity(16 << 10);
         if let Err(err) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
             tracing::error!(error = %err, "cannot encode metrics");
@@ -144,7 +144,7 @@ impl Metrics {
 }
 
 /// Counts an open event stream while it lives.
-pub struct StreamGuard(());
+pub(crate) struct StreamGuard(());
 
 impl Default for StreamGuard {
     fn default() -> StreamGuard {

@@ -16,7 +16,7 @@ const EVERY: Duration = Duration::from_secs(60);
 const PAGE: usize = 500;
 
 /// Starts the purge of sessions ended longer than `retain` ago.
-pub fn start(store: Store, writer: WriterHandle, retain: Duration) {
+pub(crate) fn start(store: Store, writer: WriterHandle, retain: Duration) {
     tokio::spawn(async move {
         loop {
             match purge(&store, &writer, retain).await {
@@ -30,7 +30,7 @@ pub fn start(store: Store, writer: WriterHandle, retain: Duration) {
 }
 
 /// Deletes every session that ended before now − `retain`; returns how many.
-pub async fn purge(
+pub(crate) async fn purge(
     store: &Store,
     writer: &WriterHandle,
     retain: Duration,
@@ -76,11 +76,11 @@ const IDEMPOTENCY_PAGE: usize = 1000;
 
 /// How long the approvals feed keeps an entry: a feed reader away for
 /// longer resumes from a fresh snapshot (docs/approvals.md).
-pub const FEED_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
+pub(crate) const FEED_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// Starts the purges that always run: expired idempotency keys, and
 /// approvals-feed entries past `FEED_RETENTION`.
-pub fn start_purges(writer: WriterHandle) {
+pub(crate) fn start_purges(writer: WriterHandle) {
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(IDEMPOTENCY_EVERY).await;
@@ -104,7 +104,7 @@ pub fn start_purges(writer: WriterHandle) {
 }
 
 /// Forgets every approvals-feed entry appended before `before_ms`; returns how many.
-pub async fn purge_feed(writer: &WriterHandle, before_ms: u64) -> Result<usize, StoreError> {
+pub(crate) async fn purge_feed(writer: &WriterHandle, before_ms: u64) -> Result<usize, StoreError> {
     let mut purged = 0;
     loop {
         let page = writer.purge_feed(before_ms, IDEMPOTENCY_PAGE).await?;
@@ -116,7 +116,10 @@ pub async fn purge_feed(writer: &WriterHandle, before_ms: u64) -> Result<usize, 
 }
 
 /// Forgets every idempotency key expired at `now_ms`; returns how many.
-pub async fn purge_idempotency(writer: &WriterHandle, now_ms: u64) -> Result<usize, StoreError> {
+pub(crate) async fn purge_idempotency(
+    writer: &WriterHandle,
+    now_ms: u64,
+) -> Result<usize, StoreError> {
     let mut purged = 0;
     loop {
         let page = writer.purge_idempotency(now_ms, IDEMPOTENCY_PAGE).await?;

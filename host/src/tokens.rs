@@ -16,9 +16,9 @@ use crate::keys::{Keys, Principal, Scope};
 use crate::secrets::MasterKey;
 
 /// How long a stream token is valid (for connecting; an open stream stays open).
-pub const TOKEN_TTL: Duration = Duration::from_secs(15 * 60);
+pub(crate) const TOKEN_TTL: Duration = Duration::from_secs(15 * 60);
 
-pub struct StreamTokens {
+pub(crate) struct StreamTokens {
     key: [u8; 32],
 }
 
@@ -30,7 +30,7 @@ fn unix_now() -> u64 {
 }
 
 impl StreamTokens {
-    pub fn new(master: &MasterKey) -> StreamTokens {
+    pub(crate) fn new(master: &MasterKey) -> StreamTokens {
         StreamTokens {
             key: master.derive("agenthost stream tokens v1"),
         }
@@ -45,7 +45,7 @@ impl StreamTokens {
 
     /// A token for `session`, minted by key `key_id`; returns it and its
     /// expiry as an RFC 3339 timestamp.
-    pub fn mint(&self, session: Uuid, key_id: &str) -> (String, String) {
+    pub(crate) fn mint(&self, session: Uuid, key_id: &str) -> (String, String) {
         let expires = unix_now() + TOKEN_TTL.as_secs();
         let (token, _) = self.mint_until(session, key_id, expires);
         let at = UNIX_EPOCH + Duration::from_secs(expires);
@@ -59,7 +59,7 @@ impl StreamTokens {
     }
 
     /// The principal of a valid, unexpired token whose minting key still exists.
-    pub fn verify(&self, token: &str, keys: &Keys) -> Option<Principal> {
+    pub(crate) fn verify(&self, token: &str, keys: &Keys) -> Option<Principal> {
         let (body, tag) = token.rsplit_once('.')?;
         let mut parts = body.split('.');
         let (version, session, expires, key_id) =

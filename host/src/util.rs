@@ -3,7 +3,7 @@
 use anyhow::Context;
 
 /// Truncates `s` to at most `max` bytes, on a character boundary.
-pub fn truncate_utf8(s: &mut String, max: usize) {
+pub(crate) fn truncate_utf8(s: &mut String, max: usize) {
     if s.len() <= max {
         return;
     }
@@ -16,7 +16,7 @@ pub fn truncate_utf8(s: &mut String, max: usize) {
 
 /// Makes a directory's entries durable (a file created or renamed in it):
 /// `fsync` of the file alone does not cover its name after a power cut.
-pub fn sync_dir(dir: &std::path::Path) -> std::io::Result<()> {
+pub(crate) fn sync_dir(dir: &std::path::Path) -> std::io::Result<()> {
     std::fs::File::open(dir)?.sync_all()
 }
 
@@ -47,7 +47,7 @@ pub fn write_secret_file(path: &std::path::Path, secret: &str) -> anyhow::Result
 /// socket (the server's clients, the bench's idle streams). Failing is not an
 /// error: the process runs with the limit it has.
 #[cfg(unix)]
-pub fn raise_open_file_limit() {
+pub(crate) fn raise_open_file_limit() {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use agenthost::api::{Access, endpoints};
+use agenthost::{Access, endpoints};
 use serde_json::{Value, json};
 
 use crate::support::{self, KEY, Server};

@@ -19,13 +19,14 @@ fn fail_if_any(what: &str, problems: Vec<String>) {
     );
 }
 
-/// Every Rust file of the host, the SDK, the examples and the tests opens
+/// Every Rust file of the host, the workspace's other crates, the SDK, the
+/// examples and the tests opens
 /// with a `//!` line saying what it owns.
 #[test]
 fn every_rust_file_opens_with_a_doc_line() {
     let root = root();
     let mut problems = Vec::new();
-    for dir in ["host", "guest-sdk", "examples", "tests"] {
+    for dir in ["host", "crates", "guest-sdk", "examples", "tests"] {
         for path in files(&root.join(dir), ".rs") {
             let text = read(&path);
             if !text.lines().next().is_some_and(|l| l.starts_with("//!")) {

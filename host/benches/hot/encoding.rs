@@ -19,7 +19,7 @@
 use std::hint::black_box;
 
 use agenthost::bench_api;
-use agenthost::journal::{decode_record, encode_record};
+use agenthost::{decode_record, encode_record};
 use criterion::{Criterion, Throughput};
 use uuid::Uuid;
 

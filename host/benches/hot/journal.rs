@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use agenthost::store::Outbox;
+use agenthost::Outbox;
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput};
 
 use crate::support::{Session, message_delta, temp_dir};

@@ -4,12 +4,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use agenthost::journal::payloads::{Delta, MessageDelta};
-use agenthost::journal::{NewEvent, StoredEvent, decode_record, encode_record};
-use agenthost::store::{
+use agenthost::{
     AgentDescription, Artifact, BuildOutcome, LimitsRecord, NewDeployment, Store, Writer,
     WriterHandle,
 };
+use agenthost::{Delta, MessageDelta, NewEvent, StoredEvent, decode_record, encode_record};
 use serde_json::json;
 use uuid::Uuid;
 

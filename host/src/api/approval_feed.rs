@@ -33,18 +33,18 @@ const CHUNK: usize = 256;
 /// Keep-alive comment interval (as the session streams).
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// The snapshot frame's event name.
-pub const SNAPSHOT: &str = "APPROVALS_SNAPSHOT";
+pub(super) const SNAPSHOT: &str = "APPROVALS_SNAPSHOT";
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct FeedQuery {
+pub(super) struct FeedQuery {
     /// Only this app's approvals (slug or id).
     app: Option<String>,
     /// As the `Last-Event-ID` header (which wins).
     last_event_id: Option<String>,
 }
 
-pub async fn stream(
+pub(super) async fn stream(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     Query(query): Query<FeedQuery>,

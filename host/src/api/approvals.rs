@@ -17,7 +17,7 @@ use crate::store::{Decision, SessionStatus};
 
 #[derive(Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct DecideBody {
+pub(super) struct DecideBody {
     approved: bool,
     /// Who decides (1 to 200 bytes); by default the deciding key's name.
     #[serde(default)]
@@ -28,7 +28,7 @@ pub struct DecideBody {
 /// Longest `approver` accepted.
 const MAX_APPROVER: usize = 200;
 
-pub async fn decide(
+pub(super) async fn decide(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
@@ -78,13 +78,13 @@ pub async fn decide(
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ListQuery {
+pub(super) struct ListQuery {
     app: Option<String>,
     limit: Option<usize>,
     cursor: Option<String>,
 }
 
-pub async fn list(
+pub(super) async fn list(
     State(state): State<AppState>,
     Query(query): Query<ListQuery>,
 ) -> Result<Json<views::ApprovalPage>, ApiError> {

@@ -6,7 +6,7 @@ use super::extract::{Json, Path};
 use super::views::AppView;
 use super::{ApiError, AppState};
 
-pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<AppView>>, ApiError> {
+pub(super) async fn list(State(state): State<AppState>) -> Result<Json<Vec<AppView>>, ApiError> {
     let apps = state
         .store
         .read(|s| {
@@ -24,7 +24,7 @@ pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<AppView>>, A
     Ok(Json(apps))
 }
 
-pub async fn get(
+pub(super) async fn get(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<AppView>, ApiError> {

@@ -15,7 +15,7 @@ use super::{Access, ApiError, AppState};
 use crate::keys::Principal;
 use crate::store::now_rfc3339;
 
-pub async fn require_key(
+pub(super) async fn require_key(
     State((state, access)): State<(AppState, Access)>,
     mut request: Request,
     next: Next,

@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 
 /// One embedded file and the path it is served at.
-pub struct Asset {
+pub(super) struct Asset {
     pub path: &'static str,
     pub content_type: &'static str,
     body: &'static [u8],
@@ -31,7 +31,7 @@ const SVG: &str = "image/svg+xml";
 const JS: &str = "text/javascript; charset=utf-8";
 
 /// Every file of the console. Each becomes a `Public` row of the endpoint table.
-pub static ASSETS: &[Asset] = &[
+pub(super) static ASSETS: &[Asset] = &[
     asset!("/", "index.html", HTML),
     asset!("/console/console.css", "console.css", CSS),
     asset!("/console/icon.svg", "icon.svg", SVG),
@@ -71,7 +71,7 @@ static ETAGS: LazyLock<Vec<HeaderValue>> = LazyLock::new(|| {
 
 /// Serves `ASSETS[index]`. The names carry no content hash, so browsers
 /// revalidate every time (`no-cache`) and get `304` while the ETag matches.
-pub fn serve(index: usize, request: &HeaderMap) -> Response {
+pub(super) fn serve(index: usize, request: &HeaderMap) -> Response {
     let Some(asset) = ASSETS.get(index) else {
         return StatusCode::NOT_FOUND.into_response();
     };

@@ -26,7 +26,7 @@ fn canceller(principal: &Principal) -> String {
 /// `cancelled` (or its own ending, if it won the race) is committed: 200
 /// with the session then; 202 if the turn's host has not confirmed within
 /// `CANCEL_WAIT` (the turn ends when it does).
-pub async fn cancel(
+pub(super) async fn cancel(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
@@ -51,7 +51,7 @@ pub async fn cancel(
 
 #[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct EndSession {
+pub(super) struct EndSession {
     /// Why the session ends (at most 1 KiB), journaled in SESSION_ENDED.
     #[serde(default)]
     reason: Option<String>,
@@ -59,7 +59,7 @@ pub struct EndSession {
 
 /// Ends the session with SESSION_ENDED: a running turn is cancelled first,
 /// a pending approval is dropped. 409 when it has already ended.
-pub async fn end(
+pub(super) async fn end(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
@@ -89,7 +89,7 @@ pub async fn end(
 
 /// Deletes the session: its journal and records; its open streams end. A
 /// running turn is cancelled first. 404 afterwards.
-pub async fn delete(
+pub(super) async fn delete(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,

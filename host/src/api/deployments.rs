@@ -15,7 +15,7 @@ use crate::keys::Principal;
 use crate::runtime::valid_tool_name;
 use crate::store::{BuildOutcome, DeploymentRecord, Idempotency, NewDeployment};
 
-pub async fn create(
+pub(super) async fn create(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     headers: HeaderMap,
@@ -210,7 +210,7 @@ async fn accept(
     Ok((accepted, true))
 }
 
-pub async fn list(
+pub(super) async fn list(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<Vec<DeploymentView>>, ApiError> {
@@ -235,7 +235,7 @@ pub async fn list(
 }
 
 /// Makes a built deployment its app's current one (rollback or re-activation).
-pub async fn activate(
+pub(super) async fn activate(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<(StatusCode, Json<DeploymentView>), ApiError> {

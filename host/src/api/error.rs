@@ -12,14 +12,14 @@ use axum::response::{IntoResponse, Response};
 use crate::store::StoreError;
 
 #[derive(Debug)]
-pub struct ApiError {
+pub(crate) struct ApiError {
     pub status: StatusCode,
     pub code: &'static str,
     pub message: String,
 }
 
 impl ApiError {
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
         ApiError {
             status,
             code,
@@ -27,20 +27,20 @@ impl ApiError {
         }
     }
 
-    pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, code, message)
     }
 
-    pub fn not_found(code: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn not_found(code: &'static str, message: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, code, message)
     }
 
-    pub fn unprocessable(code: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn unprocessable(code: &'static str, message: impl Into<String>) -> Self {
         Self::new(StatusCode::UNPROCESSABLE_ENTITY, code, message)
     }
 
     /// A server-side failure: the detail goes to the log, the client gets a generic message.
-    pub fn internal(detail: impl std::fmt::Display) -> Self {
+    pub(crate) fn internal(detail: impl std::fmt::Display) -> Self {
         tracing::error!(error = %detail, "internal error");
         Self::new(
             StatusCode::INTERNAL_SERVER_ERROR,

@@ -34,7 +34,7 @@ const REPLAY_CHUNK: usize = 512;
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 #[derive(Deserialize)]
-pub struct EventsQuery {
+pub(crate) struct EventsQuery {
     last_event_id: Option<String>,
     /// `journal` (the default) or `ag-ui`.
     format: Option<String>,
@@ -43,7 +43,7 @@ pub struct EventsQuery {
     _token: Option<String>,
 }
 
-pub async fn stream(
+pub(crate) async fn stream(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,

@@ -11,7 +11,7 @@ use super::error::ApiError;
 /// `axum::Json` with JSON rejections, for bodies that are JSON objects:
 /// any other JSON value (an array, which serde would read into a struct
 /// field by field) is 422 `invalid_body`.
-pub struct Json<T>(pub T);
+pub(super) struct Json<T>(pub T);
 
 impl<S, T> FromRequest<S> for Json<T>
 where
@@ -47,7 +47,7 @@ impl<T: serde::Serialize> IntoResponse for Json<T> {
 
 /// `Json` for a body that may be left out: no body at all reads as
 /// `T::default()`; a body present is held to `Json`'s rules.
-pub struct OptionalJson<T>(pub T);
+pub(super) struct OptionalJson<T>(pub T);
 
 impl<S, T> FromRequest<S> for OptionalJson<T>
 where
@@ -73,15 +73,15 @@ where
 /// `axum::extract::Query` with JSON rejections.
 #[derive(FromRequestParts)]
 #[from_request(via(axum::extract::Query), rejection(ApiError))]
-pub struct Query<T>(pub T);
+pub(crate) struct Query<T>(pub T);
 
 /// `axum::extract::Path` with JSON rejections.
 #[derive(FromRequestParts)]
 #[from_request(via(axum::extract::Path), rejection(ApiError))]
-pub struct Path<T>(pub T);
+pub(crate) struct Path<T>(pub T);
 
 /// `axum::extract::Multipart` with JSON rejections.
-pub struct Multipart(pub axum::extract::Multipart);
+pub(super) struct Multipart(pub axum::extract::Multipart);
 
 impl<S: Send + Sync> FromRequest<S> for Multipart {
     type Rejection = ApiError;
@@ -95,7 +95,7 @@ impl<S: Send + Sync> FromRequest<S> for Multipart {
 }
 
 /// Parses a session id from a path: anything that is not a UUID cannot exist.
-pub fn session_id(raw: &str) -> Result<Uuid, ApiError> {
+pub(super) fn session_id(raw: &str) -> Result<Uuid, ApiError> {
     Uuid::parse_str(raw)
         .map_err(|_| ApiError::not_found("session_not_found", format!("session `{raw}` not found")))
 }

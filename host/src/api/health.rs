@@ -16,11 +16,11 @@ fn health(status: &str, reason: Option<&str>) -> Json<Health> {
     })
 }
 
-pub async fn healthz() -> Json<Health> {
+pub(super) async fn healthz() -> Json<Health> {
     health("ok", None)
 }
 
-pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Health>) {
+pub(super) async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Health>) {
     if state.store.is_degraded() {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
@@ -39,7 +39,7 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Health>)
     }
 }
 
-pub async fn metrics() -> impl IntoResponse {
+pub(super) async fn metrics() -> impl IntoResponse {
     (
         [(
             header::CONTENT_TYPE,

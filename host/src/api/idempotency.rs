@@ -16,15 +16,15 @@ use super::ApiError;
 use crate::keys::Principal;
 use crate::store::{Idempotency, MAX_KEY_LEN};
 
-pub const HEADER: HeaderName = HeaderName::from_static("idempotency-key");
+pub(super) const HEADER: HeaderName = HeaderName::from_static("idempotency-key");
 
 /// A request's fingerprint: SHA-256 of its method, path and body (the
 /// caller feeds the body: a JSON body in its canonical form, an upload part
 /// by part).
-pub struct Fingerprint(Sha256);
+pub(super) struct Fingerprint(Sha256);
 
 impl Fingerprint {
-    pub fn new(method: &str, path: &str) -> Self {
+    pub(super) fn new(method: &str, path: &str) -> Self {
         let mut hash = Sha256::new();
         hash.update(method.as_bytes());
         hash.update(b" ");
@@ -33,19 +33,19 @@ impl Fingerprint {
         Fingerprint(hash)
     }
 
-    pub fn update(&mut self, bytes: &[u8]) {
+    pub(super) fn update(&mut self, bytes: &[u8]) {
         self.0.update(bytes);
     }
 
     /// One part of a multipart body: its name, its length, its bytes.
-    pub fn part(&mut self, name: &str, bytes: &[u8]) {
+    pub(super) fn part(&mut self, name: &str, bytes: &[u8]) {
         self.part_start(name);
         self.update(&(bytes.len() as u64).to_be_bytes());
         self.update(bytes);
     }
 
     /// A part streamed in chunks: its name, then `update` per chunk.
-    pub fn part_start(&mut self, name: &str) {
+    pub(super) fn part_start(&mut self, name: &str) {
         self.update(&(name.len() as u64).to_be_bytes());
         self.update(name.as_bytes());
     }
@@ -57,7 +57,11 @@ impl Fingerprint {
     /// The fingerprint of a JSON body: its canonical form (the body as the
     /// handler read it, serialized again: whitespace and key order do not
     /// count, the values do).
-    pub fn json(method: &str, path: &str, body: &impl serde::Serialize) -> Result<Self, ApiError> {
+    pub(super) fn json(
+        method: &str,
+        path: &str,
+        body: &impl serde::Serialize,
+    ) -> Result<Self, ApiError> {
         let mut fingerprint = Fingerprint::new(method, path);
         fingerprint.update(&serde_json::to_vec(body).map_err(ApiError::internal)?);
         Ok(fingerprint)
@@ -66,7 +70,7 @@ impl Fingerprint {
 
 /// The request's `Idempotency-Key`, if it has one: 1 to 255 visible ASCII
 /// characters (400 `invalid_idempotency_key` otherwise, or when repeated).
-pub fn key_of(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+pub(super) fn key_of(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
     let mut values = headers.get_all(&HEADER).iter();
     let Some(value) = values.next() else {
         return Ok(None);
@@ -92,7 +96,7 @@ pub fn key_of(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
 
 /// The writer's view of the key: scoped to the calling API key, with the
 /// request's fingerprint.
-pub fn idempotency(
+pub(super) fn idempotency(
     key: Option<String>,
     principal: &Principal,
     fingerprint: Fingerprint,
@@ -110,7 +114,7 @@ pub fn idempotency(
 /// ends with it and which succeeded ends the process (exit status 137, as
 /// `kill -9`) before its response is written. Unset in any real deployment;
 /// read once, and the router adds this layer only when it is set.
-pub fn exit_after_commit_suffix() -> Option<&'static str> {
+pub(super) fn exit_after_commit_suffix() -> Option<&'static str> {
     static SUFFIX: OnceLock<Option<String>> = OnceLock::new();
     SUFFIX
         .get_or_init(|| {
@@ -122,7 +126,7 @@ pub fn exit_after_commit_suffix() -> Option<&'static str> {
 }
 
 /// The layer of `exit_after_commit_suffix`.
-pub async fn exit_after_commit(request: Request, next: Next) -> Response {
+pub(super) async fn exit_after_commit(request: Request, next: Next) -> Response {
     let suffix = exit_after_commit_suffix().unwrap_or_default();
     let hit = request.method() == Method::POST && request.uri().path().ends_with(suffix);
     let response = next.run(request).await;

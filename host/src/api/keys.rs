@@ -15,7 +15,7 @@ use crate::store::KeyClass;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct CreateKey {
+pub(super) struct CreateKey {
     class: KeyClass,
     name: String,
     /// The app (slug or id) of an invocation key.
@@ -25,7 +25,7 @@ pub struct CreateKey {
 
 /// `CreateKey` as the OpenAPI document gives it: `app` is there for an
 /// invocation key, and only for one (the handler checks the same).
-pub struct NewKey;
+pub(super) struct NewKey;
 
 impl utoipa::PartialSchema for NewKey {
     fn schema() -> RefOr<Schema> {
@@ -59,7 +59,7 @@ impl utoipa::PartialSchema for NewKey {
 
 impl utoipa::ToSchema for NewKey {}
 
-pub async fn create(
+pub(super) async fn create(
     State(state): State<AppState>,
     Json(body): Json<CreateKey>,
 ) -> Result<(StatusCode, Json<MintedKey>), ApiError> {
@@ -106,12 +106,12 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(out)))
 }
 
-pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<ApiKeyView>>, ApiError> {
+pub(super) async fn list(State(state): State<AppState>) -> Result<Json<Vec<ApiKeyView>>, ApiError> {
     let records = state.store.read(|s| s.api_keys()).await?;
     Ok(Json(records.iter().map(ApiKeyView::from).collect()))
 }
 
-pub async fn revoke(
+pub(super) async fn revoke(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {

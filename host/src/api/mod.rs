@@ -24,12 +24,12 @@ mod idempotency;
 mod keys;
 mod openapi;
 mod paging;
-pub mod rate_limit;
+pub(crate) mod rate_limit;
 mod secrets;
 mod serve;
 mod sessions;
 mod table;
-pub mod views;
+pub(crate) mod views;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -43,9 +43,11 @@ use tokio::sync::watch;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use uuid::Uuid;
 
-pub use error::ApiError;
+pub(crate) use error::ApiError;
+pub use table::endpoints;
+#[cfg(test)]
+pub(crate) use table::openapi_document;
 use table::table;
-pub use table::{endpoints, openapi_document};
 
 use crate::build::Builder;
 use crate::keys::Keys;
@@ -55,12 +57,12 @@ use crate::store::{Store, WriterHandle};
 use crate::tokens::StreamTokens;
 
 /// Largest request body of the JSON endpoints.
-pub const JSON_BODY_LIMIT: usize = 1 << 20;
+pub(crate) const JSON_BODY_LIMIT: usize = 1 << 20;
 /// Largest `POST /deployments` body (the bundle and the manifest).
-pub const BUNDLE_BODY_LIMIT: usize = 128 << 20;
+pub(crate) const BUNDLE_BODY_LIMIT: usize = 128 << 20;
 
 /// What every handler can reach.
-pub struct Services {
+pub(crate) struct Services {
     pub store: Store,
     pub writer: WriterHandle,
     pub runtime: Arc<Runtime>,
@@ -78,7 +80,7 @@ pub struct Services {
     pub rate_limit: rate_limit::KeyLimiter,
 }
 
-pub type AppState = Arc<Services>;
+pub(crate) type AppState = Arc<Services>;
 
 /// Who may call an endpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,7 +105,7 @@ pub struct Endpoint {
 
 /// The router: every endpoint of `table`, each behind its access check
 /// and, where it applies, the per-key rate limit.
-pub fn router(state: AppState) -> Router {
+pub(crate) fn router(state: AppState) -> Router {
     let mut router = Router::new();
     for (endpoint, _, handler) in table() {
         let handler = if rate_limit::applies(&endpoint) {
@@ -164,7 +166,7 @@ fn cors(origins: &[String]) -> CorsLayer {
 
 impl Services {
     /// New turns are refused once shutdown began (they would not start).
-    pub fn refuse_if_shutting_down(&self) -> Result<(), ApiError> {
+    pub(crate) fn refuse_if_shutting_down(&self) -> Result<(), ApiError> {
         if *self.shutdown.borrow() {
             return Err(ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -206,7 +208,7 @@ async fn log_request(request: Request, next: Next) -> Response {
 
 /// Serves the API on `listener` until `shutdown` resolves, then stops
 /// accepting and waits for open connections to close (`serve.rs`).
-pub async fn serve(
+pub(crate) async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,

@@ -24,25 +24,25 @@ use crate::journal::payloads::*;
 use crate::store::{ApprovalFeedEntry, FeedKind};
 
 /// Component schemas collected while the document is built.
-pub type Schemas = Vec<(String, RefOr<Schema>)>;
+pub(super) type Schemas = Vec<(String, RefOr<Schema>)>;
 /// Adds a type's schema (and those it refers to) and returns a reference.
-pub type SchemaFn = fn(&mut Schemas) -> RefOr<Schema>;
+pub(super) type SchemaFn = fn(&mut Schemas) -> RefOr<Schema>;
 
 /// A reference to `T`'s component schema, which is added with its own.
-pub fn schema<T: ToSchema>(schemas: &mut Schemas) -> RefOr<Schema> {
+pub(super) fn schema<T: ToSchema>(schemas: &mut Schemas) -> RefOr<Schema> {
     schemas.push((T::name().into_owned(), T::schema()));
     T::schemas(schemas);
     RefOr::Ref(Ref::from_schema_name(T::name()))
 }
 
 /// An array of `T`.
-pub fn list<T: ToSchema>(schemas: &mut Schemas) -> RefOr<Schema> {
+pub(super) fn list<T: ToSchema>(schemas: &mut Schemas) -> RefOr<Schema> {
     ArrayBuilder::new().items(schema::<T>(schemas)).into()
 }
 
 /// An endpoint's request body.
 #[derive(Clone, Copy)]
-pub enum Body {
+pub(super) enum Body {
     None,
     Json(SchemaFn),
     /// A JSON body that may be left out (`extract::OptionalJson`).
@@ -53,7 +53,7 @@ pub enum Body {
 
 /// An endpoint's success response.
 #[derive(Clone, Copy)]
-pub enum Reply {
+pub(super) enum Reply {
     /// No body (`204`).
     Empty,
     Json(SchemaFn),
@@ -69,7 +69,7 @@ pub enum Reply {
 
 /// The values a query parameter takes.
 #[derive(Clone, Copy)]
-pub enum Query {
+pub(super) enum Query {
     Text,
     Uuid,
     /// An event id, or empty (as an empty `Last-Event-ID`: from the start).
@@ -83,7 +83,7 @@ pub enum Query {
 
 /// What the document says of one endpoint, beside its table row.
 #[derive(Clone, Copy)]
-pub struct Doc {
+pub(super) struct Doc {
     summary: &'static str,
     body: Body,
     status: u16,
@@ -101,7 +101,7 @@ pub struct Doc {
 }
 
 impl Doc {
-    pub const fn new(summary: &'static str, status: u16, reply: Reply) -> Doc {
+    pub(super) const fn new(summary: &'static str, status: u16, reply: Reply) -> Doc {
         Doc {
             summary,
             body: Body::None,
@@ -115,39 +115,42 @@ impl Doc {
         }
     }
 
-    pub const fn idempotent(mut self) -> Doc {
+    pub(super) const fn idempotent(mut self) -> Doc {
         self.idempotent = true;
         self
     }
 
-    pub const fn body(mut self, body: Body) -> Doc {
+    pub(super) const fn body(mut self, body: Body) -> Doc {
         self.body = body;
         self
     }
 
-    pub const fn also(mut self, status: u16) -> Doc {
+    pub(super) const fn also(mut self, status: u16) -> Doc {
         self.also = Some(status);
         self
     }
 
-    pub const fn empty(mut self, statuses: &'static [u16]) -> Doc {
+    pub(super) const fn empty(mut self, statuses: &'static [u16]) -> Doc {
         self.empty = statuses;
         self
     }
 
-    pub const fn errors(mut self, errors: &'static [u16]) -> Doc {
+    pub(super) const fn errors(mut self, errors: &'static [u16]) -> Doc {
         self.errors = errors;
         self
     }
 
-    pub const fn query(mut self, query: &'static [(&'static str, &'static str, Query)]) -> Doc {
+    pub(super) const fn query(
+        mut self,
+        query: &'static [(&'static str, &'static str, Query)],
+    ) -> Doc {
         self.query = query;
         self
     }
 }
 
 /// The whole document.
-pub fn document(rows: &[(Endpoint, Doc)]) -> OpenApi {
+pub(super) fn document(rows: &[(Endpoint, Doc)]) -> OpenApi {
     let mut schemas = Schemas::new();
     let mut paths = PathsBuilder::new();
     for (endpoint, doc) in rows {
@@ -426,7 +429,7 @@ fn operation_id(endpoint: &Endpoint) -> String {
 }
 
 /// The `{name}`s of a path.
-pub fn path_parameters(path: &str) -> Vec<String> {
+pub(super) fn path_parameters(path: &str) -> Vec<String> {
     path.split('/')
         .filter_map(|part| part.strip_prefix('{')?.strip_suffix('}'))
         .map(str::to_string)
@@ -464,9 +467,9 @@ fn feed_frame_schema(schemas: &mut Schemas) -> RefOr<Schema> {
     let data = "An `ApprovalFeedEntry`; for `APPROVALS_SNAPSHOT`, an `ApprovalSnapshot`";
     let kinds = [
         super::approval_feed::SNAPSHOT,
-        FeedKind::ApprovalRequested.as_str(),
-        FeedKind::ApprovalDecided.as_str(),
-        FeedKind::ApprovalWithdrawn.as_str(),
+        FeedKind::Requested.as_str(),
+        FeedKind::Decided.as_str(),
+        FeedKind::Withdrawn.as_str(),
     ];
     let frame = sse_frame(id, data)
         .property("event", text().enum_values(Some(kinds)))
@@ -508,7 +511,7 @@ const FRAME_ID_OR_EMPTY: &str =
     "^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(:[0-9]+)?)?$";
 
 /// The document as JSON, with what utoipa cannot express added.
-pub fn to_json(document: &OpenApi) -> String {
+pub(super) fn to_json(document: &OpenApi) -> String {
     let mut value = serde_json::to_value(document).unwrap_or_default();
     let data = &mut value["components"]["schemas"][FRAME]["properties"]["data"];
     if data.is_object() {

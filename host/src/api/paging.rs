@@ -10,13 +10,13 @@ const MAX_PAGE: usize = 500;
 
 /// A page request: at most `limit` items strictly past `cursor` (the key
 /// of the previous page's last item) in the list's order.
-pub struct Page {
+pub(super) struct Page {
     pub cursor: Option<Uuid>,
     pub limit: usize,
 }
 
 impl Page {
-    pub fn new(cursor: Option<&str>, limit: Option<usize>) -> Result<Page, ApiError> {
+    pub(super) fn new(cursor: Option<&str>, limit: Option<usize>) -> Result<Page, ApiError> {
         let after = match cursor {
             None => None,
             Some(c) => Some(Uuid::parse_str(c).map_err(|_| {
@@ -33,7 +33,7 @@ impl Page {
     }
 
     /// Trims `items` (read with `limit + 1`) to the page; the next cursor if more remain.
-    pub fn finish<T>(
+    pub(super) fn finish<T>(
         &self,
         mut items: Vec<T>,
         id: impl Fn(&T) -> Uuid,
@@ -49,7 +49,10 @@ impl Page {
 
 /// The `app` filter of a list: `Ok(None)` for no filter, `Ok(Some(None))`
 /// for an app that does not exist (an empty list, not an error).
-pub fn app_filter(store: &Store, app: Option<String>) -> Result<Option<Option<Uuid>>, StoreError> {
+pub(super) fn app_filter(
+    store: &Store,
+    app: Option<String>,
+) -> Result<Option<Option<Uuid>>, StoreError> {
     match app {
         None => Ok(None),
         Some(app) => Ok(Some(store.app(&app)?.map(|app| app.id))),

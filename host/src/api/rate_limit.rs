@@ -18,7 +18,7 @@ use super::{Access, ApiError, AppState, Endpoint};
 use crate::keys::Principal;
 
 /// Requests per second per key unless the operator says otherwise (`--rate-limit`).
-pub const DEFAULT_RATE: u32 = 5000;
+pub(crate) const DEFAULT_RATE: u32 = 5000;
 
 /// The operator's limit (`--rate-limit`, `--rate-limit-burst`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,12 +30,12 @@ pub struct RateLimit {
 }
 
 /// Each key's bucket on this host; `None` when the limit is off.
-pub struct KeyLimiter {
+pub(crate) struct KeyLimiter {
     limit: Option<(RateLimit, DefaultKeyedRateLimiter<String>)>,
 }
 
 impl KeyLimiter {
-    pub fn new(limit: Option<RateLimit>) -> KeyLimiter {
+    pub(crate) fn new(limit: Option<RateLimit>) -> KeyLimiter {
         KeyLimiter {
             limit: limit.map(|limit| {
                 let quota = Quota::per_second(limit.per_second).allow_burst(limit.burst);
@@ -60,14 +60,14 @@ impl KeyLimiter {
 /// but the event streams (a reconnect resumes with Last-Event-ID and must
 /// not be refused) and `GET /metrics` (a scraper's gaps would hide the very
 /// refusals it counts).
-pub fn applies(endpoint: &Endpoint) -> bool {
+pub(crate) fn applies(endpoint: &Endpoint) -> bool {
     !matches!(endpoint.access, Access::Public | Access::SessionStream)
         && !endpoint.path.ends_with("/events")
         && endpoint.path != "/metrics"
 }
 
 /// The middleware, after `auth::require_key` (which names the key).
-pub async fn limit(State(state): State<AppState>, request: Request, next: Next) -> Response {
+pub(crate) async fn limit(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let Some(principal) = request.extensions().get::<Principal>() else {
         return next.run(request).await;
     };

@@ -13,7 +13,7 @@ use crate::secrets::{MAX_SECRET_BYTES, valid_name};
 
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct PutSecret {
+pub(super) struct PutSecret {
     value: String,
 }
 
@@ -27,7 +27,7 @@ fn check_name(name: &str) -> Result<(), ApiError> {
     ))
 }
 
-pub async fn put(
+pub(super) async fn put(
     State(state): State<AppState>,
     Path(name): Path<String>,
     Json(body): Json<PutSecret>,
@@ -53,12 +53,12 @@ pub async fn put(
     Ok((status, Json(SecretView::from(&record))))
 }
 
-pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<SecretView>>, ApiError> {
+pub(super) async fn list(State(state): State<AppState>) -> Result<Json<Vec<SecretView>>, ApiError> {
     let records = state.store.read(|s| s.secrets()).await?;
     Ok(Json(records.iter().map(SecretView::from).collect()))
 }
 
-pub async fn delete(
+pub(super) async fn delete(
     State(state): State<AppState>,
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {

@@ -39,7 +39,7 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
 /// Serves `router` on `listener` until `shutdown` resolves, then stops
 /// accepting and waits for every connection to close.
-pub async fn serve(
+pub(super) async fn serve(
     listener: TcpListener,
     router: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,

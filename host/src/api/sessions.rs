@@ -17,14 +17,14 @@ use crate::store::{SessionFilter, SessionRecord, SessionStatus};
 
 #[derive(Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct CreateSession {
+pub(super) struct CreateSession {
     app: String,
     route: String,
     #[serde(default)]
     input: Value,
 }
 
-pub async fn create(
+pub(super) async fn create(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     headers: HeaderMap,
@@ -69,7 +69,7 @@ pub async fn create(
 
 /// The session, if this caller may reach it; 404 otherwise (an invocation
 /// key never learns that another app's session exists).
-pub async fn visible_session(
+pub(super) async fn visible_session(
     state: &AppState,
     principal: &Principal,
     raw_id: &str,
@@ -88,7 +88,7 @@ pub async fn visible_session(
     Ok(record)
 }
 
-pub async fn get(
+pub(super) async fn get(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
@@ -99,7 +99,7 @@ pub async fn get(
 
 /// Mints a stream token for the session's event stream (`?token=`), for
 /// browsers whose EventSource cannot send an Authorization header.
-pub async fn stream_token(
+pub(super) async fn stream_token(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
@@ -118,14 +118,14 @@ pub async fn stream_token(
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ListQuery {
+pub(super) struct ListQuery {
     app: Option<String>,
     status: Option<String>,
     limit: Option<usize>,
     cursor: Option<String>,
 }
 
-pub async fn list(
+pub(super) async fn list(
     State(state): State<AppState>,
     Query(query): Query<ListQuery>,
 ) -> Result<Json<views::SessionPage>, ApiError> {
@@ -162,12 +162,12 @@ pub async fn list(
 
 #[derive(Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct PostInput {
+pub(super) struct PostInput {
     #[serde(default)]
     input: Value,
 }
 
-pub async fn input(
+pub(super) async fn input(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,

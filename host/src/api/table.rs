@@ -419,7 +419,7 @@ pub fn endpoints() -> Vec<Endpoint> {
 }
 
 /// The OpenAPI document (`GET /openapi.json`).
-pub fn openapi_document() -> utoipa::openapi::OpenApi {
+pub(crate) fn openapi_document() -> utoipa::openapi::OpenApi {
     let rows: Vec<(Endpoint, Doc)> = (table().into_iter())
         .map(|(endpoint, doc, _)| (endpoint, doc))
         .collect();

@@ -82,7 +82,7 @@ pub struct CreatedSession {
 
 /// `201` of `POST /sessions/{id}/stream-token`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct StreamToken {
+pub(crate) struct StreamToken {
     pub session_id: Uuid,
     pub stream_token: String,
     pub stream_token_expires_at: String,
@@ -90,7 +90,7 @@ pub struct StreamToken {
 
 /// `202` of `POST /sessions/{id}/input`: the turn is scheduled.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct TurnAccepted {
+pub(crate) struct TurnAccepted {
     pub session_id: Uuid,
     pub turn: u32,
     /// Always `running`.
@@ -99,7 +99,7 @@ pub struct TurnAccepted {
 
 /// `202` of `POST /sessions/{id}/approval`: decided; the turn resumes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct DecisionAccepted {
+pub(crate) struct DecisionAccepted {
     pub session_id: Uuid,
     pub tool_call_id: String,
     pub approved: bool,
@@ -112,7 +112,7 @@ pub struct DecisionAccepted {
 
 /// A page of `GET /sessions`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct SessionPage {
+pub(crate) struct SessionPage {
     pub items: Vec<SessionView>,
     /// The `cursor` of the next page; `null` on the last one.
     pub next_cursor: Option<String>,
@@ -120,7 +120,7 @@ pub struct SessionPage {
 
 /// A page of `GET /approvals`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct ApprovalPage {
+pub(crate) struct ApprovalPage {
     pub items: Vec<ApprovalItemView>,
     /// The `cursor` of the next page; `null` on the last one.
     pub next_cursor: Option<String>,
@@ -130,7 +130,7 @@ pub struct ApprovalPage {
 /// `Last-Event-ID`: every pending approval as of the feed position that is
 /// the frame's id, so the entries after it are exactly what changed since.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct ApprovalSnapshot {
+pub(crate) struct ApprovalSnapshot {
     /// Oldest request first.
     pub items: Vec<ApprovalItemView>,
 }
@@ -138,14 +138,14 @@ pub struct ApprovalSnapshot {
 /// A pending approval (`GET /approvals`): the session and its
 /// `TOOL_APPROVAL_REQUIRED` event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct ApprovalItemView {
+pub(crate) struct ApprovalItemView {
     pub session: SessionView,
     pub event: ApprovalEvent,
 }
 
 /// A `TOOL_APPROVAL_REQUIRED` event in its envelope.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct ApprovalEvent {
+pub(crate) struct ApprovalEvent {
     pub id: Uuid,
     pub seq: u64,
     pub session_id: Uuid,
@@ -224,7 +224,7 @@ impl DeploymentView {
 
 /// An app (`GET /apps`, `GET /apps/{id}`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct AppView {
+pub(crate) struct AppView {
     pub id: Uuid,
     pub slug: String,
     pub created_at: String,
@@ -237,13 +237,13 @@ pub struct AppView {
 
 /// Which deployment of an app is current.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct CurrentDeployment {
+pub(crate) struct CurrentDeployment {
     pub id: Uuid,
     pub version: u64,
 }
 
 impl AppView {
-    pub fn new(a: &AppRecord, current: Option<&DeploymentRecord>) -> Self {
+    pub(crate) fn new(a: &AppRecord, current: Option<&DeploymentRecord>) -> Self {
         let description = current.and_then(|d| d.description.as_ref());
         AppView {
             id: a.id,
@@ -298,7 +298,7 @@ pub struct MintedKey {
 
 /// A secret's name and dates, never its value (`GET /secrets`, `PUT`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct SecretView {
+pub(crate) struct SecretView {
     pub name: String,
     pub created_at: String,
     pub updated_at: String,
@@ -316,7 +316,7 @@ impl From<&SecretRecord> for SecretView {
 
 /// `GET /healthz` and `GET /readyz`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct Health {
+pub(crate) struct Health {
     /// `ok` (healthz), `ready` or `not_ready` (readyz).
     pub status: String,
     /// Why not ready.
@@ -326,13 +326,13 @@ pub struct Health {
 
 /// Every error response: `{"error": {"code", "message"}}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct ErrorBody {
+pub(crate) struct ErrorBody {
     pub error: ErrorDetail,
 }
 
 /// What went wrong: a stable `code` for programs, a `message` for people.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct ErrorDetail {
+pub(crate) struct ErrorDetail {
     pub code: String,
     pub message: String,
 }

@@ -31,7 +31,7 @@ impl Builder {
 
     /// Adopts every orphaned build: claims it, and queues it when its
     /// bundle was stored, or fails it when its host stopped before that.
-    pub async fn adopt_orphans(&self) -> Result<(), StoreError> {
+    pub(crate) async fn adopt_orphans(&self) -> Result<(), StoreError> {
         let builder = self.clone();
         let adopted = self
             .store

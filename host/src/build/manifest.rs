@@ -15,11 +15,11 @@ use crate::runtime::valid_tool_name;
 use crate::store::LimitsRecord;
 
 /// Largest manifest accepted, in bytes.
-pub const MAX_MANIFEST_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_MANIFEST_BYTES: usize = 64 * 1024;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Manifest {
+pub(crate) struct Manifest {
     pub app: AppSection,
     pub agent: AgentSection,
     /// Per-tool platform settings, keyed by tool name.
@@ -34,12 +34,12 @@ pub struct Manifest {
 }
 
 /// Most origins one manifest may list.
-pub const MAX_OUTBOUND_ORIGINS: usize = 64;
+pub(crate) const MAX_OUTBOUND_ORIGINS: usize = 64;
 
 /// `[outbound]`: the origins the agent may call; none by default.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct OutboundSection {
+pub(crate) struct OutboundSection {
     #[serde(default)]
     pub allow: Vec<String>,
 }
@@ -69,7 +69,7 @@ impl From<&LimitsSection> for LimitsRecord {
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ToolSettings {
+pub(crate) struct ToolSettings {
     /// Calls of this tool wait for a human decision (in addition to the
     /// agent's own flag and the operator's policy).
     #[serde(default)]
@@ -78,7 +78,7 @@ pub struct ToolSettings {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct AppSection {
+pub(crate) struct AppSection {
     /// The app's slug: created on its first deploy.
     pub slug: String,
     /// Pins this deployment's version; refused when that version exists.
@@ -88,7 +88,7 @@ pub struct AppSection {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct AgentSection {
+pub(crate) struct AgentSection {
     /// What the agent is written in: how `agenthost deploy` builds it.
     #[serde(default)]
     pub language: Language,
@@ -105,7 +105,7 @@ pub struct AgentSection {
 /// (`cli::lang`). The server runs every component the same way.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Language {
+pub(crate) enum Language {
     /// A Rust `cdylib` built with cargo for wasm32-wasip2.
     #[default]
     Rust,
@@ -118,7 +118,7 @@ pub enum Language {
 
 impl Language {
     /// The manifest's spelling.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Language::Rust => "rust",
             Language::Python => "python",
@@ -137,7 +137,7 @@ impl Language {
 
 impl AgentSection {
     /// Path of the component inside the bundle (`Manifest::parse` made sure there is one).
-    pub fn entry(&self) -> &str {
+    pub(crate) fn entry(&self) -> &str {
         self.entry
             .as_deref()
             .or(self.language.default_entry())
@@ -146,7 +146,7 @@ impl AgentSection {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum ManifestError {
+pub(crate) enum ManifestError {
     #[error("the manifest is larger than {MAX_MANIFEST_BYTES} bytes")]
     TooLarge,
     #[error("the manifest is not valid TOML for agenthost: {0}")]
@@ -156,7 +156,7 @@ pub enum ManifestError {
 }
 
 impl Manifest {
-    pub fn parse(text: &str) -> Result<Manifest, ManifestError> {
+    pub(crate) fn parse(text: &str) -> Result<Manifest, ManifestError> {
         if text.len() > MAX_MANIFEST_BYTES {
             return Err(ManifestError::TooLarge);
         }
@@ -247,7 +247,7 @@ impl Manifest {
 
 impl Manifest {
     /// The tools this manifest gates.
-    pub fn gated_tools(&self) -> Vec<String> {
+    pub(crate) fn gated_tools(&self) -> Vec<String> {
         (self.tools.iter())
             .filter(|(_, settings)| settings.needs_approval)
             .map(|(name, _)| name.clone())
@@ -255,7 +255,7 @@ impl Manifest {
     }
 }
 
-pub fn valid_slug(slug: &str) -> bool {
+pub(crate) fn valid_slug(slug: &str) -> bool {
     (1..=63).contains(&slug.len())
         && slug
             .chars()

@@ -8,8 +8,8 @@
 //! adopted by another when that host stops (`adopt.rs`).
 
 mod adopt;
-pub mod manifest;
-pub mod unpack;
+pub(crate) mod manifest;
+pub(crate) mod unpack;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -25,7 +25,7 @@ use unpack::UnpackLimits;
 const MAX_ERROR_BYTES: usize = 8 * 1024;
 
 #[derive(Debug, thiserror::Error)]
-pub enum BuildError {
+pub(crate) enum BuildError {
     #[error("{0}")]
     Bundle(String),
     #[error("the entry `{0}` named by agent.entry is missing from the bundle")]
@@ -47,7 +47,7 @@ struct Job {
 
 /// Queues builds for the builder thread. Cheap to clone.
 #[derive(Clone)]
-pub struct Builder {
+pub(crate) struct Builder {
     tx: mpsc::Sender<Job>,
     data_dir: PathBuf,
     store: Store,
@@ -55,7 +55,7 @@ pub struct Builder {
 }
 
 impl Builder {
-    pub fn spawn(
+    pub(crate) fn spawn(
         runtime: Arc<Runtime>,
         store: Store,
         writer: WriterHandle,
@@ -85,12 +85,12 @@ impl Builder {
     }
 
     /// Where an uploaded bundle waits for its build.
-    pub fn bundle_path(&self, deployment: Uuid) -> PathBuf {
+    pub(crate) fn bundle_path(&self, deployment: Uuid) -> PathBuf {
         self.data_dir.join("bundles").join(deployment.to_string())
     }
 
     /// A fresh path to receive an upload before its deployment exists.
-    pub fn upload_path(&self) -> std::io::Result<PathBuf> {
+    pub(crate) fn upload_path(&self) -> std::io::Result<PathBuf> {
         let dir = self.data_dir.join("uploads");
         std::fs::create_dir_all(&dir)?;
         Ok(dir.join(Uuid::now_v7().to_string()))
@@ -99,7 +99,7 @@ impl Builder {
     /// Moves an upload into place and queues its build; on a shared store,
     /// first claims the build and stores the bundle where any host can
     /// adopt it.
-    pub async fn enqueue(
+    pub(crate) async fn enqueue(
         &self,
         record: &DeploymentRecord,
         upload: &Path,
@@ -137,7 +137,7 @@ impl Builder {
     /// At startup: builds interrupted by a restart run again when their
     /// bundle survived, and fail otherwise. On a shared store the sweep
     /// adopts them instead, once their claim expired (`adopt.rs`).
-    pub async fn resume_interrupted(&self) -> Result<(), StoreError> {
+    pub(crate) async fn resume_interrupted(&self) -> Result<(), StoreError> {
         if self.store.shared() {
             return Ok(());
         }

@@ -10,7 +10,7 @@ use super::BuildError;
 
 /// Bounds on an unpacked bundle.
 #[derive(Debug, Clone, Copy)]
-pub struct UnpackLimits {
+pub(crate) struct UnpackLimits {
     pub max_bytes: u64,
     pub max_files: usize,
 }
@@ -25,7 +25,7 @@ impl Default for UnpackLimits {
 }
 
 /// A relative path made only of normal components, or `None`.
-pub fn safe_relative_path(path: impl AsRef<Path>) -> Option<PathBuf> {
+pub(crate) fn safe_relative_path(path: impl AsRef<Path>) -> Option<PathBuf> {
     let mut out = PathBuf::new();
     for part in path.as_ref().components() {
         match part {
@@ -38,7 +38,7 @@ pub fn safe_relative_path(path: impl AsRef<Path>) -> Option<PathBuf> {
 }
 
 /// Unpacks `bundle` into `dest` (which must exist and be empty).
-pub fn unpack(bundle: &Path, dest: &Path, limits: UnpackLimits) -> Result<(), BuildError> {
+pub(crate) fn unpack(bundle: &Path, dest: &Path, limits: UnpackLimits) -> Result<(), BuildError> {
     let mut file =
         fs::File::open(bundle).map_err(|e| BuildError::Io(format!("open the bundle: {e}")))?;
     let mut magic = [0u8; 2];

@@ -16,8 +16,9 @@ use clap::{Parser, Subcommand};
 
 pub use bench::{BenchArgs, bench};
 pub use build::build;
-pub use deploy::{DeployError, DeployOptions, Failure, deploy};
-pub use keys::{KeysAction, keys};
+pub use deploy::{DeployError, DeployOptions, deploy};
+pub(crate) use keys::KeysAction;
+pub use keys::keys;
 
 #[derive(Parser)]
 #[command(

@@ -14,7 +14,7 @@ use flate2::write::GzEncoder;
 /// Packages `dir` as a gzipped tar, putting `component` at `entry` and
 /// leaving out the top-level directories `skip` names (besides `target`
 /// and `.git`).
-pub fn package(
+pub(super) fn package(
     dir: &Path,
     entry: &str,
     component: &[u8],

@@ -7,7 +7,10 @@
 //! never rewritten, so every change must stay readable by later versions.
 
 mod event;
-pub mod payloads;
+pub(crate) mod payloads;
 
-pub use event::{EventType, NewEvent, StoredEvent, decode_record, encode_record};
-pub use payloads::{Payload, TurnErrorKind};
+pub(crate) use event::EventType;
+pub use event::{NewEvent, StoredEvent, decode_record, encode_record};
+#[cfg(test)]
+pub(crate) use payloads::Payload;
+pub(crate) use payloads::TurnErrorKind;

@@ -45,7 +45,7 @@ bind! {
 
 /// `SESSION_CREATED`: always seq 0.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct SessionCreated {
+pub(crate) struct SessionCreated {
     pub app_id: Uuid,
     /// The app's slug.
     pub app: String,
@@ -58,7 +58,7 @@ pub struct SessionCreated {
 
 /// `TURN_STARTED`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct TurnStarted {
+pub(crate) struct TurnStarted {
     pub turn: u32,
     pub reason: StartReason,
     /// The turn's input; for an approval decision, the suspended turn's input.
@@ -68,7 +68,7 @@ pub struct TurnStarted {
 /// Why a turn started. Clients ignore kinds they do not know.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-pub enum StartReason {
+pub(crate) enum StartReason {
     /// A new input.
     Input,
     /// A decision on a gated call resumes the suspended step.
@@ -82,7 +82,7 @@ pub enum StartReason {
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum Role {
+pub(crate) enum Role {
     /// Written by the host from a text input.
     User,
     /// Written by the agent.
@@ -91,7 +91,7 @@ pub enum Role {
 
 /// `MESSAGE_START`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct MessageStart {
+pub(crate) struct MessageStart {
     /// `msg_` and 32 hex digits.
     pub message_id: String,
     pub role: Role,
@@ -113,7 +113,7 @@ pub enum Delta {
 
 /// `MESSAGE_END`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct MessageEnd {
+pub(crate) struct MessageEnd {
     pub message_id: String,
     pub role: Role,
     /// The message's full text (its deltas, concatenated).
@@ -126,7 +126,7 @@ pub struct MessageEnd {
 
 /// `TOOL_CALL`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct ToolCall {
+pub(crate) struct ToolCall {
     pub tool_call_id: String,
     pub name: String,
     pub arguments: Value,
@@ -135,7 +135,7 @@ pub struct ToolCall {
 /// How a tool call ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum ToolStatus {
+pub(crate) enum ToolStatus {
     Ok,
     Error,
     /// Only for a call a human denied.
@@ -144,7 +144,7 @@ pub enum ToolStatus {
 
 /// `TOOL_RESULT`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct ToolResult {
+pub(crate) struct ToolResult {
     pub tool_call_id: String,
     pub name: String,
     pub status: ToolStatus,
@@ -153,7 +153,7 @@ pub struct ToolResult {
 
 /// `TOOL_APPROVAL_REQUIRED`: the turn is suspended; its last event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct ToolApprovalRequired {
+pub(crate) struct ToolApprovalRequired {
     pub tool_call_id: String,
     pub name: String,
     pub arguments: Value,
@@ -169,7 +169,7 @@ pub struct ToolApprovalRequired {
 
 /// `TOOL_APPROVAL_GRANTED`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct ToolApprovalGranted {
+pub(crate) struct ToolApprovalGranted {
     pub tool_call_id: String,
     pub name: String,
     /// Who decided: the request's `approver`, else the deciding key's name.
@@ -180,7 +180,7 @@ pub struct ToolApprovalGranted {
 
 /// `TOOL_APPROVAL_DENIED`: the same fields as `TOOL_APPROVAL_GRANTED`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct ToolApprovalDenied {
+pub(crate) struct ToolApprovalDenied {
     pub tool_call_id: String,
     pub name: String,
     pub approver: String,
@@ -256,7 +256,7 @@ impl TurnErrorKind {
 
 /// `TURN_ERROR`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct TurnError {
+pub(crate) struct TurnError {
     pub turn: u32,
     pub kind: TurnErrorKind,
     /// Human-readable, at most 4096 bytes.
@@ -265,13 +265,13 @@ pub struct TurnError {
 
 /// `TURN_ENDED`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct TurnEnded {
+pub(crate) struct TurnEnded {
     pub turn: u32,
 }
 
 /// `SESSION_ENDED`: the session's last event.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct SessionEnded {
+pub(crate) struct SessionEnded {
     /// Why an operator or client ended it (`POST /sessions/{id}/end`);
     /// absent when the agent ended it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -283,7 +283,7 @@ pub struct SessionEnded {
 
 /// `HTTP_REQUEST`: committed before the request leaves.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct HttpRequest {
+pub(crate) struct HttpRequest {
     /// `http_<turn>_<n>`.
     pub request_id: String,
     pub method: String,
@@ -295,7 +295,7 @@ pub struct HttpRequest {
 
 /// `HTTP_REQUEST_DENIED`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct HttpRequestDenied {
+pub(crate) struct HttpRequestDenied {
     pub request_id: String,
     pub method: String,
     pub origin: String,
@@ -306,7 +306,7 @@ pub struct HttpRequestDenied {
 
 /// `HTTP_RESPONSE`: how a request that left ended.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct HttpResponse {
+pub(crate) struct HttpResponse {
     pub request_id: String,
     /// `null` when no response head arrived.
     pub status: Option<u16>,

@@ -14,12 +14,12 @@ use crate::store::{Artifact, DeploymentRecord, StoreError};
 const COMPONENT_FILE: &str = "component.wasm";
 const ARTIFACT_FILE: &str = "component.cwasm";
 
-pub fn sha256_hex(bytes: &[u8]) -> String {
+pub(super) fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
 /// Where a deployment's files live.
-pub fn deployment_dir(data_dir: &Path, id: uuid::Uuid) -> PathBuf {
+pub(crate) fn deployment_dir(data_dir: &Path, id: uuid::Uuid) -> PathBuf {
     data_dir.join("deployments").join(id.to_string())
 }
 
@@ -37,7 +37,7 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 /// Stores a component and its precompiled artifact; returns their hashes.
-pub fn store(
+pub(super) fn store(
     engine: &Engine,
     dir: &Path,
     component: &[u8],
@@ -61,7 +61,7 @@ pub fn store(
 }
 
 /// A loaded component, and the new artifact record when it had to be recompiled.
-pub struct Loaded {
+pub(super) struct Loaded {
     pub component: Component,
     pub recompiled: Option<Artifact>,
 }
@@ -70,7 +70,7 @@ pub struct Loaded {
 /// engine match, otherwise a fresh compilation of the (hash-checked)
 /// original, which `shared` brings from the store when this host never had
 /// it (another host built the deployment).
-pub fn load(
+pub(super) fn load(
     engine: &Engine,
     data_dir: &Path,
     record: &DeploymentRecord,

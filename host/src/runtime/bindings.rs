@@ -7,11 +7,10 @@ wasmtime::component::bindgen!({
     exports: { default: async },
 });
 
-pub use self::agenthost::agent::host::Host;
-pub use self::agenthost::agent::types::{
-    Decision, Description, Event, HistoryPage, HostError, Reason, Step, ToolCall, ToolSpec,
-    ToolStatus, Turn,
+pub(crate) use self::agenthost::agent::host::Host;
+pub(crate) use self::agenthost::agent::types::{
+    Decision, Description, Event, HistoryPage, HostError, Reason, Step, ToolCall, ToolStatus, Turn,
 };
 
 /// The export every agent must provide.
-pub const GUEST_EXPORT: &str = "agenthost:agent/guest@0.1.0";
+pub(crate) const GUEST_EXPORT: &str = "agenthost:agent/guest@0.1.0";

@@ -23,7 +23,7 @@ const CHECKSUM: usize = 32;
 
 /// Cranelift's incremental cache in a directory.
 #[derive(Debug)]
-pub struct CompileCache {
+pub(super) struct CompileCache {
     dir: PathBuf,
     hits: AtomicU64,
     misses: AtomicU64,
@@ -31,7 +31,7 @@ pub struct CompileCache {
 
 impl CompileCache {
     /// A cache in `dir`, created if missing.
-    pub fn open(dir: &Path) -> std::io::Result<CompileCache> {
+    pub(super) fn open(dir: &Path) -> std::io::Result<CompileCache> {
         std::fs::create_dir_all(dir)?;
         Ok(CompileCache {
             dir: dir.to_path_buf(),
@@ -41,7 +41,7 @@ impl CompileCache {
     }
 
     /// Functions found in the cache and functions compiled, since the start.
-    pub fn counts(&self) -> (u64, u64) {
+    pub(super) fn counts(&self) -> (u64, u64) {
         (
             self.hits.load(Ordering::Relaxed),
             self.misses.load(Ordering::Relaxed),

@@ -1,49 +1,28 @@
 //! The turns this host runs, and how one is stopped from outside: a cancel
 //! (`POST /sessions/{id}/cancel`, the end of a session, or another host's
-//! request heard by the PostgreSQL listener) reaches the turn's runner,
-//! which drops the guest's call at once — whatever the guest is doing,
-//! waiting on outbound HTTP included — and ends the turn with TURN_ERROR
-//! `cancelled`. The runner's final commit stays the only ending.
+//! request heard by the PostgreSQL listener) closes the turn's gate
+//! (`gate.rs`), which refuses every later effect, and the turn's runner
+//! drops the guest's call at once — whatever the guest is doing, waiting on
+//! outbound HTTP included — and ends the turn with TURN_ERROR `cancelled`.
+//! The runner's final commit stays the only ending.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use tokio::sync::watch;
 use uuid::Uuid;
 
-/// The turns registered on this host, by session (a session runs one turn at a time).
+use super::gate::Gate;
+
+/// The turns registered on this host, by session (a session runs one turn
+/// at a time): each one's gate.
 #[derive(Default)]
-pub(super) struct Controls(Mutex<HashMap<Uuid, Arc<Control>>>);
-
-/// One registered turn.
-pub(super) struct Control {
-    turn: u32,
-    /// Who cancelled the turn, once someone has.
-    cancelled_by: watch::Sender<Option<String>>,
-}
-
-impl Control {
-    /// Resolves once the turn is cancelled, with who cancelled it.
-    pub(super) async fn cancelled(&self) -> String {
-        let mut rx = self.cancelled_by.subscribe();
-        loop {
-            let current = rx.borrow_and_update().clone();
-            if let Some(by) = current {
-                return by;
-            }
-            if rx.changed().await.is_err() {
-                // The sender lives in `self`: unreachable while borrowed.
-                std::future::pending::<()>().await;
-            }
-        }
-    }
-}
+pub(super) struct Controls(Mutex<HashMap<Uuid, Arc<Gate>>>);
 
 /// A turn's place in the registry, given up when its task ends or unwinds.
 pub(super) struct Registered {
     controls: Arc<Controls>,
     session: Uuid,
-    pub(super) control: Arc<Control>,
+    pub(super) gate: Arc<Gate>,
 }
 
 impl Drop for Registered {
@@ -55,7 +34,7 @@ impl Drop for Registered {
             .unwrap_or_else(PoisonError::into_inner);
         if map
             .get(&self.session)
-            .is_some_and(|c| Arc::ptr_eq(c, &self.control))
+            .is_some_and(|g| Arc::ptr_eq(g, &self.gate))
         {
             map.remove(&self.session);
         }
@@ -63,17 +42,14 @@ impl Drop for Registered {
 }
 
 impl Controls {
-    /// Registers `turn` of `session` as run by this host.
+    /// Registers `turn` of `session` as run by this host, with its new gate.
     pub(super) fn register(self: &Arc<Self>, session: Uuid, turn: u32) -> Registered {
-        let control = Arc::new(Control {
-            turn,
-            cancelled_by: watch::Sender::new(None),
-        });
-        (self.0.lock().unwrap_or_else(PoisonError::into_inner)).insert(session, control.clone());
+        let gate = Arc::new(Gate::new(turn));
+        (self.0.lock().unwrap_or_else(PoisonError::into_inner)).insert(session, gate.clone());
         Registered {
             controls: self.clone(),
             session,
-            control,
+            gate,
         }
     }
 
@@ -81,16 +57,10 @@ impl Controls {
     /// The first cancel names the turn's canceller; later ones change nothing.
     pub(super) fn cancel(&self, session: Uuid, turn: u32, by: &str) -> bool {
         let map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(control) = map.get(&session).filter(|c| c.turn == turn) else {
+        let Some(gate) = map.get(&session).filter(|g| g.turn() == turn) else {
             return false;
         };
-        control.cancelled_by.send_if_modified(|current| {
-            if current.is_some() {
-                return false;
-            }
-            *current = Some(by.to_string());
-            true
-        });
+        gate.cancel(by);
         true
     }
 }

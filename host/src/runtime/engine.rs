@@ -11,13 +11,16 @@ use super::limits::MEMORY_MB;
 
 /// How often the engine's epoch advances: the granularity of deadlines and
 /// of a busy guest yielding to the async runtime.
-pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+pub(super) const EPOCH_TICK: Duration = Duration::from_millis(10);
 
 /// Builds the engine every component is compiled and run with; `slots` is
 /// how many component instances may live at once (one per running turn,
 /// plus `describe` at deploy time); `cache`, when given, keeps every
 /// function Cranelift compiles, so later compilations reuse them.
-pub fn new_engine_with(slots: u32, cache: Option<Arc<CompileCache>>) -> wasmtime::Result<Engine> {
+pub(super) fn new_engine_with(
+    slots: u32,
+    cache: Option<Arc<CompileCache>>,
+) -> wasmtime::Result<Engine> {
     let mut config = Config::new();
     config.wasm_component_model(true);
     config.cranelift_opt_level(OptLevel::Speed);
@@ -55,7 +58,7 @@ pub fn new_engine_with(slots: u32, cache: Option<Arc<CompileCache>>) -> wasmtime
 
 /// Starts the thread that advances the engine's epoch; it stops when the
 /// engine is dropped everywhere else.
-pub fn start_epoch_ticker(engine: &Engine) -> std::io::Result<()> {
+pub(super) fn start_epoch_ticker(engine: &Engine) -> std::io::Result<()> {
     let weak = engine.weak();
     std::thread::Builder::new()
         .name("epoch-ticker".into())
@@ -71,7 +74,7 @@ pub fn start_epoch_ticker(engine: &Engine) -> std::io::Result<()> {
 
 /// A fingerprint of everything that makes precompiled artifacts compatible.
 /// An artifact made under another fingerprint is recompiled from its component.
-pub fn fingerprint(engine: &Engine) -> String {
+pub(super) fn fingerprint(engine: &Engine) -> String {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     engine.precompile_compatibility_hash().hash(&mut hasher);
     format!("{:016x}", hasher.finish())

@@ -9,14 +9,14 @@ use crate::store::DeploymentRecord;
 
 /// The gating of one deployment's tools.
 #[derive(Debug, Default)]
-pub struct Gates {
+pub(super) struct Gates {
     by_tool: HashMap<String, Vec<&'static str>>,
     /// The policy as injected into the guest's environment (a JSON array).
     pub policy_json: String,
 }
 
 impl Gates {
-    pub fn from_record(record: &DeploymentRecord) -> Gates {
+    pub(super) fn from_record(record: &DeploymentRecord) -> Gates {
         let mut by_tool: HashMap<String, Vec<&'static str>> = HashMap::new();
         let code = (record.description.iter())
             .flat_map(|d| d.tools.iter())
@@ -39,7 +39,7 @@ impl Gates {
     }
 
     /// The mechanisms that gate `tool` (`code`, `manifest`, `policy`); empty when ungated.
-    pub fn gated_by(&self, tool: &str) -> &[&'static str] {
+    pub(super) fn gated_by(&self, tool: &str) -> &[&'static str] {
         self.by_tool
             .get(tool)
             .map(Vec::as_slice)

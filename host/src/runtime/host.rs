@@ -4,7 +4,9 @@
 //! (they stream as their batch commits); the turn's final commit, made by
 //! `runtime::turn`, waits. The order rules live here: no delta outside its
 //! message, no result without its call, nothing after the session ended.
-//! A broken rule refuses the effect and fails the turn.
+//! A broken rule refuses the effect and fails the turn. Every effect first
+//! asks the turn's gate (`TurnCtx::open`): a suspended, failed, ended or
+//! cancelled turn has none.
 //!
 //! Gated tool calls: `tool-calls` journals every call of a step, then asks the
 //! deployment's `Gates`. One gated call suspends the turn: from then on every
@@ -17,7 +19,8 @@ use serde::Deserialize;
 use uuid::Uuid;
 
 use super::bindings::{Event, HistoryPage, Host, HostError, Step, ToolCall, ToolStatus};
-use super::ctx::{Suspension, TurnCtx};
+use super::ctx::TurnCtx;
+use super::gate::Suspension;
 use super::state::State;
 use crate::journal::payloads::{self, Delta, Role};
 use crate::journal::{NewEvent, TurnErrorKind};
@@ -41,19 +44,10 @@ struct EnvelopeIn<'a> {
 
 impl super::bindings::agenthost::agent::types::Host for State {}
 
+/// Each import is the turn's method of the same name, below.
 impl Host for State {
     async fn message_start(&mut self) -> wasmtime::Result<Result<String, HostError>> {
-        let turn = ctx(self)?;
-        if let Err(e) = turn.check_open() {
-            return Ok(Err(e));
-        }
-        let id = format!("msg_{}", Uuid::now_v7().simple());
-        turn.open_messages.push((id.clone(), String::new()));
-        let event = NewEvent::of(&payloads::MessageStart {
-            message_id: id.clone(),
-            role: Role::Assistant,
-        });
-        Ok(turn.emit(vec![event]).await.map(|()| id))
+        Ok(ctx(self)?.message_start().await)
     }
 
     async fn message_delta(
@@ -61,10 +55,64 @@ impl Host for State {
         message_id: String,
         text: String,
     ) -> wasmtime::Result<Result<(), HostError>> {
-        let turn = ctx(self)?;
-        if let Err(e) = turn.check_open() {
-            return Ok(Err(e));
-        }
+        Ok(ctx(self)?.message_delta(message_id, text).await)
+    }
+
+    async fn message_end(&mut self, message_id: String) -> wasmtime::Result<Result<(), HostError>> {
+        Ok(ctx(self)?.message_end(message_id).await)
+    }
+
+    async fn tool_calls(
+        &mut self,
+        calls: Vec<ToolCall>,
+        reason: Option<String>,
+    ) -> wasmtime::Result<Result<Step, HostError>> {
+        Ok(ctx(self)?.tool_calls(calls, reason).await)
+    }
+
+    async fn tool_result(
+        &mut self,
+        tool_call_id: String,
+        output: String,
+        status: ToolStatus,
+    ) -> wasmtime::Result<Result<(), HostError>> {
+        Ok(ctx(self)?.tool_result(tool_call_id, output, status).await)
+    }
+
+    async fn read_history(
+        &mut self,
+        after: Option<u64>,
+        limit: u32,
+    ) -> wasmtime::Result<Result<HistoryPage, HostError>> {
+        ctx(self)?.read_history(after, limit).await
+    }
+
+    async fn end_session(&mut self) -> wasmtime::Result<Result<(), HostError>> {
+        Ok(ctx(self)?.end_session())
+    }
+
+    async fn report_panic(&mut self, message: String) -> wasmtime::Result<()> {
+        let mut message = message;
+        crate::util::truncate_utf8(&mut message, 4096);
+        self.panic = Some(message);
+        Ok(())
+    }
+}
+
+impl TurnCtx {
+    async fn message_start(&mut self) -> Result<String, HostError> {
+        let mut turn = self.open()?;
+        let id = format!("msg_{}", Uuid::now_v7().simple());
+        turn.open_messages.push((id.clone(), String::new()));
+        let event = NewEvent::of(&payloads::MessageStart {
+            message_id: id.clone(),
+            role: Role::Assistant,
+        });
+        turn.emit(vec![event]).await.map(|()| id)
+    }
+
+    async fn message_delta(&mut self, message_id: String, text: String) -> Result<(), HostError> {
+        let mut turn = self.open()?;
         super::control::injected_panic(&text);
         let text = turn.redactor.redact(&text).into_owned();
         let max = turn.limits.max_message_bytes;
@@ -74,32 +122,29 @@ impl Host for State {
             .find(|(id, _)| *id == message_id)
         else {
             let message = format!("MESSAGE_DELTA for message `{message_id}`, which is not open");
-            return Ok(Err(turn.fail(TurnErrorKind::InvalidOrder, message)));
+            return Err(turn.fail(TurnErrorKind::InvalidOrder, message));
         };
         if open.1.len() + text.len() > max {
             let message = format!("message `{message_id}` is longer than {max} bytes");
-            return Ok(Err(turn.fail(TurnErrorKind::Limit, message)));
+            return Err(turn.fail(TurnErrorKind::Limit, message));
         }
         open.1.push_str(&text);
         let event = NewEvent::of(&payloads::MessageDelta {
             message_id,
             delta: Delta::Text { text },
         });
-        Ok(turn.emit(vec![event]).await)
+        turn.emit(vec![event]).await
     }
 
-    async fn message_end(&mut self, message_id: String) -> wasmtime::Result<Result<(), HostError>> {
-        let turn = ctx(self)?;
-        if let Err(e) = turn.check_open() {
-            return Ok(Err(e));
-        }
+    async fn message_end(&mut self, message_id: String) -> Result<(), HostError> {
+        let mut turn = self.open()?;
         let Some(index) = turn
             .open_messages
             .iter()
             .position(|(id, _)| *id == message_id)
         else {
             let message = format!("MESSAGE_END for message `{message_id}`, which is not open");
-            return Ok(Err(turn.fail(TurnErrorKind::InvalidOrder, message)));
+            return Err(turn.fail(TurnErrorKind::InvalidOrder, message));
         };
         let (id, text) = turn.open_messages.remove(index);
         // A secret split across deltas is whole here: redact the full text too.
@@ -110,23 +155,20 @@ impl Host for State {
             text,
             incomplete: None,
         });
-        Ok(turn.emit(vec![event]).await)
+        turn.emit(vec![event]).await
     }
 
     async fn tool_calls(
         &mut self,
         calls: Vec<ToolCall>,
         reason: Option<String>,
-    ) -> wasmtime::Result<Result<Step, HostError>> {
-        let turn = ctx(self)?;
-        if let Err(e) = turn.check_open() {
-            return Ok(Err(e));
-        }
+    ) -> Result<Step, HostError> {
+        let mut turn = self.open()?;
         let reason = match reason {
-            Some(reason) => match turn.check_text("the step's reason", &reason) {
-                Ok(()) => Some(turn.redactor.redact(&reason).into_owned()),
-                Err(e) => return Ok(Err(e)),
-            },
+            Some(reason) => {
+                turn.check_text("the step's reason", &reason)?;
+                Some(turn.redactor.redact(&reason).into_owned())
+            }
             None => None,
         };
         let mut step = Vec::with_capacity(calls.len());
@@ -134,22 +176,19 @@ impl Host for State {
             let id = &call.tool_call_id;
             if id.is_empty() || id.len() > 128 {
                 let message = format!("tool call #{i} has an empty or over-long id");
-                return Ok(Err(turn.fail(TurnErrorKind::InvalidOrder, message)));
+                return Err(turn.fail(TurnErrorKind::InvalidOrder, message));
             }
             if turn.seen_calls.contains(id) || calls[..i].iter().any(|c| c.tool_call_id == *id) {
                 let message = format!("tool call id `{id}` is used twice");
-                return Ok(Err(turn.fail(TurnErrorKind::InvalidOrder, message)));
+                return Err(turn.fail(TurnErrorKind::InvalidOrder, message));
             }
             if !super::valid_tool_name(&call.name) {
                 let message = format!(
                     "tool call `{id}` names no valid tool (1 to 64 letters, digits, _ or -)"
                 );
-                return Ok(Err(turn.fail(TurnErrorKind::InvalidOrder, message)));
+                return Err(turn.fail(TurnErrorKind::InvalidOrder, message));
             }
-            let arguments = match turn.parse_json("tool call arguments", &call.arguments) {
-                Ok(v) => v,
-                Err(e) => return Ok(Err(e)),
-            };
+            let arguments = turn.parse_json("tool call arguments", &call.arguments)?;
             step.push(ToolCallRecord {
                 tool_call_id: id.clone(),
                 name: call.name.clone(),
@@ -167,9 +206,7 @@ impl Host for State {
             .collect();
         turn.seen_calls
             .extend(step.iter().map(|c| c.tool_call_id.clone()));
-        if let Err(e) = turn.emit(events).await {
-            return Ok(Err(e));
-        }
+        turn.emit(events).await?;
         let gates = turn.gates.clone();
         let gated: Vec<&ToolCallRecord> = (step.iter())
             .filter(|c| !gates.gated_by(&c.name).is_empty())
@@ -180,7 +217,7 @@ impl Host for State {
                     turn.pending_calls
                         .insert(call.tool_call_id.clone(), call.name.clone());
                 }
-                Ok(Ok(Step::Run))
+                Ok(Step::Run)
             }
             [call] => {
                 let call = (*call).clone();
@@ -189,14 +226,13 @@ impl Host for State {
                     name: call.name.clone(),
                     arguments: call.arguments.to_string(),
                 };
-                turn.stop_outbound();
-                turn.suspension = Some(Suspension {
+                turn.gate.suspend(Suspension {
                     gated_by: gates.gated_by(&call.name).to_vec(),
                     call,
                     reason,
                     step,
                 });
-                Ok(Ok(Step::Suspend(wire)))
+                Ok(Step::Suspend(wire))
             }
             several => {
                 let names: Vec<String> = (several.iter())
@@ -207,7 +243,7 @@ impl Host for State {
                     several.len(),
                     names.join(", ")
                 );
-                Ok(Err(turn.fail(TurnErrorKind::MultipleGatedCalls, message)))
+                Err(turn.fail(TurnErrorKind::MultipleGatedCalls, message))
             }
         }
     }
@@ -217,15 +253,12 @@ impl Host for State {
         tool_call_id: String,
         output: String,
         status: ToolStatus,
-    ) -> wasmtime::Result<Result<(), HostError>> {
-        let turn = ctx(self)?;
-        if let Err(e) = turn.check_open() {
-            return Ok(Err(e));
-        }
+    ) -> Result<(), HostError> {
+        let mut turn = self.open()?;
         let Some(name) = turn.pending_calls.get(&tool_call_id).cloned() else {
             let message =
                 format!("TOOL_RESULT for tool call `{tool_call_id}`, which is not waiting for one");
-            return Ok(Err(turn.fail(TurnErrorKind::InvalidOrder, message)));
+            return Err(turn.fail(TurnErrorKind::InvalidOrder, message));
         };
         let denied = turn.denied_call.as_deref() == Some(tool_call_id.as_str());
         if denied != matches!(status, ToolStatus::Denied) {
@@ -238,12 +271,9 @@ impl Host for State {
                     "tool call `{tool_call_id}` was not denied: only a denied call has a `denied` result"
                 )
             };
-            return Ok(Err(turn.fail(TurnErrorKind::InvalidOrder, message)));
+            return Err(turn.fail(TurnErrorKind::InvalidOrder, message));
         }
-        let output = match turn.parse_json("tool output", &output) {
-            Ok(v) => v,
-            Err(e) => return Ok(Err(e)),
-        };
+        let output = turn.parse_json("tool output", &output)?;
         turn.pending_calls.remove(&tool_call_id);
         let status = match status {
             ToolStatus::Ok => payloads::ToolStatus::Ok,
@@ -256,29 +286,26 @@ impl Host for State {
             status,
             output,
         });
-        Ok(turn.emit(vec![event]).await)
+        turn.emit(vec![event]).await
     }
 
+    /// Not an effect: a failed or ended turn may still read; a suspended one may not.
     async fn read_history(
         &mut self,
         after: Option<u64>,
         limit: u32,
     ) -> wasmtime::Result<Result<HistoryPage, HostError>> {
-        let turn = ctx(self)?;
-        if turn.suspension.is_some() {
-            return Ok(turn.check_open().map(|()| HistoryPage {
-                events: Vec::new(),
-                next: None,
-            }));
+        if let Err(refused) = self.gate.check_read() {
+            return Ok(Err(refused));
         }
         // The agent reads its own turn's effects too: wait for their commit.
-        if let Err(err) = turn.flush().await {
-            return Ok(Err(turn.storage_failed(err)));
+        if let Err(err) = self.flush().await {
+            return Ok(Err(self.storage_failed(err)));
         }
-        let limit = (limit as usize).clamp(1, turn.limits.max_history_page);
+        let limit = (limit as usize).clamp(1, self.limits.max_history_page);
         let from = after.map_or(0, |seq| seq.saturating_add(1));
-        let session = turn.session;
-        let events = match turn
+        let session = self.session;
+        let events = match self
             .store
             .read(move |s| s.events(session, from, limit))
             .await
@@ -301,20 +328,9 @@ impl Host for State {
         Ok(Ok(HistoryPage { events: page, next }))
     }
 
-    async fn end_session(&mut self) -> wasmtime::Result<Result<(), HostError>> {
-        let turn = ctx(self)?;
-        if let Err(e) = turn.check_open() {
-            return Ok(Err(e));
-        }
-        turn.ended = true;
-        turn.stop_outbound();
-        Ok(Ok(()))
-    }
-
-    async fn report_panic(&mut self, message: String) -> wasmtime::Result<()> {
-        let mut message = message;
-        crate::util::truncate_utf8(&mut message, 4096);
-        self.panic = Some(message);
+    fn end_session(&mut self) -> Result<(), HostError> {
+        self.open()?;
+        self.gate.end_session();
         Ok(())
     }
 }

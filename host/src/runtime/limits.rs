@@ -8,7 +8,7 @@ use crate::store::LimitsRecord;
 
 /// What one turn may use.
 #[derive(Debug, Clone)]
-pub struct TurnLimits {
+pub(crate) struct TurnLimits {
     /// Wall clock over the whole turn, host I/O (and waiting on a model) included.
     pub deadline: Duration,
     /// CPU, as wasm fuel (about one unit per instruction): independent of machine load.
@@ -29,28 +29,28 @@ pub struct TurnLimits {
 }
 
 /// A limit the manifest may set: its default and the server's maximum.
-pub struct Bound {
+pub(crate) struct Bound {
     pub key: &'static str,
     pub default: u64,
     pub max: u64,
 }
 
-pub const WALL_CLOCK_SECS: Bound = Bound {
+pub(crate) const WALL_CLOCK_SECS: Bound = Bound {
     key: "wall_clock_secs",
     default: 300,
     max: 3600,
 };
-pub const CPU_FUEL: Bound = Bound {
+pub(crate) const CPU_FUEL: Bound = Bound {
     key: "cpu_fuel",
     default: 20_000_000_000,
     max: 200_000_000_000,
 };
-pub const MEMORY_MB: Bound = Bound {
+pub(crate) const MEMORY_MB: Bound = Bound {
     key: "memory_mb",
     default: 256,
     max: 2048,
 };
-pub const MAX_EVENTS: Bound = Bound {
+pub(crate) const MAX_EVENTS: Bound = Bound {
     key: "max_events",
     default: 100_000,
     max: 1_000_000,
@@ -58,10 +58,10 @@ pub const MAX_EVENTS: Bound = Bound {
 
 /// The longest `limits.approval_timeout_secs` (30 days); unset, an
 /// approval waits for the operator's `--approval-timeout`, or forever.
-pub const APPROVAL_TIMEOUT_MAX_SECS: u64 = 30 * 24 * 3600;
+pub(crate) const APPROVAL_TIMEOUT_MAX_SECS: u64 = 30 * 24 * 3600;
 
 /// Every per-turn limit the manifest may set.
-pub const BOUNDS: [&Bound; 4] = [&WALL_CLOCK_SECS, &CPU_FUEL, &MEMORY_MB, &MAX_EVENTS];
+pub(crate) const BOUNDS: [&Bound; 4] = [&WALL_CLOCK_SECS, &CPU_FUEL, &MEMORY_MB, &MAX_EVENTS];
 
 impl Default for TurnLimits {
     fn default() -> Self {
@@ -72,7 +72,7 @@ impl Default for TurnLimits {
 impl TurnLimits {
     /// The defaults, overridden by what a deployment's manifest set (already
     /// checked against the maxima at deploy time; clamped again here).
-    pub fn from_record(record: &LimitsRecord) -> TurnLimits {
+    pub(crate) fn from_record(record: &LimitsRecord) -> TurnLimits {
         let pick =
             |value: Option<u64>, bound: &Bound| value.unwrap_or(bound.default).min(bound.max);
         TurnLimits {
@@ -90,6 +90,6 @@ impl TurnLimits {
 }
 
 /// The limits `describe` runs under at deploy time.
-pub const DESCRIBE_DEADLINE: Duration = Duration::from_secs(5);
-pub const DESCRIBE_MEMORY: usize = 64 << 20;
-pub const DESCRIBE_FUEL: u64 = 2_000_000_000;
+pub(crate) const DESCRIBE_DEADLINE: Duration = Duration::from_secs(5);
+pub(crate) const DESCRIBE_MEMORY: usize = 64 << 20;
+pub(crate) const DESCRIBE_FUEL: u64 = 2_000_000_000;

@@ -6,16 +6,17 @@
 //! a guest yields to tokio every epoch tick and never blocks a worker.
 
 mod artifacts;
-pub mod bindings;
+pub(crate) mod bindings;
 mod compile_cache;
 mod control;
 mod ctx;
 mod engine;
 mod error;
+mod gate;
 mod gates;
 mod host;
-pub mod limits;
-pub mod outbound;
+pub(crate) mod limits;
+pub(crate) mod outbound;
 mod output;
 mod prepare;
 mod redact;
@@ -33,10 +34,10 @@ use uuid::Uuid;
 use wasmtime::Engine;
 use wasmtime::component::Linker;
 
-pub use artifacts::{deployment_dir, sha256_hex};
-pub use error::RuntimeError;
-pub use prepare::{PrepareError, Prepared, valid_tool_name};
-pub use redact::Redactor;
+pub(crate) use artifacts::deployment_dir;
+pub(crate) use error::RuntimeError;
+pub(crate) use prepare::{PrepareError, Prepared, valid_tool_name};
+pub(crate) use redact::Redactor;
 
 use bindings::AgentPre;
 use compile_cache::CompileCache;
@@ -51,7 +52,7 @@ use crate::secrets::Vault;
 use crate::store::{SessionRecord, SessionStatus, Store, StoreError, TurnTicket, WriterHandle};
 
 /// Turns running at once by default; the rest wait for a slot.
-pub const DEFAULT_MAX_CONCURRENT_TURNS: usize = 256;
+pub(crate) const DEFAULT_MAX_CONCURRENT_TURNS: usize = 256;
 
 /// The operator's settings for turns (`serve` flags).
 #[derive(Debug, Clone, Copy)]
@@ -73,7 +74,7 @@ impl Default for TurnSettings {
 }
 
 /// How long `cancel` waits for the cancelled turn's ending to be committed.
-pub const CANCEL_WAIT: Duration = Duration::from_secs(10);
+pub(crate) const CANCEL_WAIT: Duration = Duration::from_secs(10);
 
 /// A deployment ready to run turns.
 #[derive(Clone)]
@@ -230,10 +231,10 @@ impl Runtime {
 
     /// Runs the turn once a slot is free, unless it is cancelled first.
     async fn run_when_free(self: Arc<Self>, ticket: TurnTicket, registered: Registered) {
-        let control = registered.control.clone();
+        let gate = registered.gate.clone();
         let slot = tokio::select! {
             slot = self.slots.clone().acquire_owned() => slot,
-            by = control.cancelled() => {
+            by = gate.cancelled() => {
                 let (session, turn) = (ticket.session_id, ticket.turn);
                 self.close_turn(session, turn, TurnErrorKind::Cancelled, cancelled(&by)).await;
                 return;
@@ -242,7 +243,7 @@ impl Runtime {
         let Ok(_slot) = slot else {
             return;
         };
-        self.run_turn(ticket, &control).await;
+        self.run_turn(ticket, gate).await;
         drop(registered);
     }
 

@@ -17,7 +17,7 @@ use crate::store::{AgentDescription, Artifact, ToolInfo};
 /// A tool name: 1 to 64 ASCII letters, digits, `_` or `-`. One rule for
 /// every place a tool is named: `describe`, a turn's tool calls, the
 /// manifest's `[tools.<name>]` and the approval policy.
-pub fn valid_tool_name(name: &str) -> bool {
+pub(crate) fn valid_tool_name(name: &str) -> bool {
     (1..=64).contains(&name.len())
         && name
             .chars()
@@ -115,7 +115,7 @@ impl Runtime {
             .map_err(RuntimeError::io("start the describe runtime"))?;
         let mut store = Store::new(
             &self.engine,
-            State::new(&[("SERVICE_MANIFEST", "1")], DESCRIBE_MEMORY, None),
+            State::new(&[("SERVICE_MANIFEST", "1")], DESCRIBE_MEMORY),
         );
         apply_limits(&mut store, DESCRIBE_FUEL, DESCRIBE_DEADLINE, Instant::now())
             .map_err(|e| PrepareError::Describe(format!("{e:#}")))?;
@@ -163,7 +163,7 @@ impl Runtime {
 }
 
 /// The short, meaningful part of a trap (the full error goes to the log).
-pub fn trap_message(err: &wasmtime::Error) -> String {
+pub(super) fn trap_message(err: &wasmtime::Error) -> String {
     match err.downcast_ref::<Trap>() {
         Some(trap) => trap.to_string(),
         None => format!("{:#}", err.root_cause()),

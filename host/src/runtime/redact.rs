@@ -10,15 +10,15 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-pub const MIN_REDACTED: usize = 4;
+pub(super) const MIN_REDACTED: usize = 4;
 
 #[derive(Default, Clone)]
-pub struct Redactor {
+pub(crate) struct Redactor {
     secrets: Vec<(String, Arc<str>)>,
 }
 
 impl Redactor {
-    pub fn new(secrets: Vec<(String, Arc<str>)>) -> Self {
+    pub(crate) fn new(secrets: Vec<(String, Arc<str>)>) -> Self {
         let mut secrets: Vec<_> = secrets
             .into_iter()
             .filter(|(_, value)| value.len() >= MIN_REDACTED)
@@ -28,7 +28,7 @@ impl Redactor {
         Redactor { secrets }
     }
 
-    pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
+    pub(crate) fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let mut out = Cow::Borrowed(text);
         for (name, value) in &self.secrets {
             if out.contains(&**value) {
@@ -39,7 +39,7 @@ impl Redactor {
     }
 
     /// Redacts every string (keys included) of a JSON value.
-    pub fn redact_value(&self, value: Value) -> Value {
+    pub(crate) fn redact_value(&self, value: Value) -> Value {
         if self.secrets.is_empty() {
             return value;
         }

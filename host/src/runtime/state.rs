@@ -8,31 +8,40 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::ctx::TurnCtx;
-use super::outbound::OutboundHooks;
+use super::outbound::NoOutbound;
 use super::output::CappedOutput;
 
 /// Bytes of stdout and of stderr kept per instance.
 const OUTPUT_CAP: usize = 64 * 1024;
 
-pub struct State {
+pub(crate) struct State {
     wasi: WasiCtx,
     table: ResourceTable,
     http: WasiHttpCtx,
-    /// Outbound HTTP: the turn's allowlist, or nothing at all.
-    pub outbound: OutboundHooks,
-    pub limiter: MemoryLimiter,
-    pub stdout: CappedOutput,
-    pub stderr: CappedOutput,
+    /// Outbound HTTP without a turn (`describe`): every request is refused.
+    no_outbound: NoOutbound,
+    pub(super) limiter: MemoryLimiter,
+    pub(super) stdout: CappedOutput,
+    pub(super) stderr: CappedOutput,
     /// The running turn; `None` while `describe` runs.
-    pub turn: Option<TurnCtx>,
+    pub(super) turn: Option<TurnCtx>,
     /// The message the guest's panic hook reported, if any.
-    pub panic: Option<String>,
+    pub(super) panic: Option<String>,
 }
 
 impl State {
-    /// A state whose guest sees exactly `env` and nothing else of the host:
-    /// no files, no sockets, no arguments.
-    pub fn new(env: &[(&str, &str)], memory_bytes: usize, turn: Option<TurnCtx>) -> State {
+    /// A state with no turn (`describe`), whose guest sees exactly `env`
+    /// and nothing else of the host: no files, no sockets, no arguments.
+    pub(crate) fn new(env: &[(&str, &str)], memory_bytes: usize) -> State {
+        State::with_turn(env, memory_bytes, None)
+    }
+
+    /// The state of `turn`'s instance: its effects and outbound HTTP are the turn's.
+    pub(super) fn for_turn(env: &[(&str, &str)], memory_bytes: usize, turn: TurnCtx) -> State {
+        State::with_turn(env, memory_bytes, Some(turn))
+    }
+
+    fn with_turn(env: &[(&str, &str)], memory_bytes: usize, turn: Option<TurnCtx>) -> State {
         let stdout = CappedOutput::new(OUTPUT_CAP);
         let stderr = CappedOutput::new(OUTPUT_CAP);
         let wasi = WasiCtx::builder()
@@ -44,7 +53,7 @@ impl State {
             wasi,
             table: ResourceTable::new(),
             http: WasiHttpCtx::new(),
-            outbound: OutboundHooks::default(),
+            no_outbound: NoOutbound,
             limiter: MemoryLimiter {
                 max_memory: memory_bytes,
                 denied: false,
@@ -60,7 +69,7 @@ impl State {
 /// Puts a store under its limits: the memory limiter, `fuel`, and a
 /// wall-clock `deadline` counted from `started` (the guest yields to tokio
 /// every epoch tick and is interrupted past the deadline).
-pub fn apply_limits(
+pub(crate) fn apply_limits(
     store: &mut Store<State>,
     fuel: u64,
     deadline: Duration,
@@ -90,19 +99,23 @@ impl WasiView for State {
 
 impl WasiHttpView for State {
     fn http(&mut self) -> WasiHttpCtxView<'_> {
+        let hooks: &mut dyn wasmtime_wasi_http::WasiHttpHooks = match &mut self.turn {
+            Some(turn) => &mut turn.outbound,
+            None => &mut self.no_outbound,
+        };
         WasiHttpCtxView {
             ctx: &mut self.http,
             table: &mut self.table,
-            hooks: &mut self.outbound,
+            hooks,
         }
     }
 }
 
 /// Caps each linear memory and remembers whether it refused a growth, so an
 /// out-of-memory abort is reported as the memory limit and not as a crash.
-pub struct MemoryLimiter {
+pub(crate) struct MemoryLimiter {
     max_memory: usize,
-    pub denied: bool,
+    pub(super) denied: bool,
 }
 
 impl ResourceLimiter for MemoryLimiter {

@@ -10,15 +10,15 @@ use std::time::Instant;
 
 use wasmtime::{Store, Trap};
 
-use super::Runtime;
 use super::bindings::{Decision, Reason, ToolCall, Turn};
-use super::control::Control;
-use super::ctx::{Failure, Suspension, TurnCtx};
+use super::ctx::{Terms, TurnCtx};
+use super::gate::{Failure, Gate, Settled, Suspension, TurnState};
 use super::limits::TurnLimits;
-use super::outbound::{Outbound, OutboundHooks};
+use super::outbound::Access;
 use super::prepare::trap_message;
 use super::redact::Redactor;
 use super::state::{State, apply_limits};
+use super::{Deployed, Runtime};
 use crate::journal::payloads;
 use crate::journal::{NewEvent, TurnErrorKind};
 use crate::store::{PendingApproval, ToolCallRecord, TurnOutcome, TurnReason, TurnTicket};
@@ -27,78 +27,36 @@ use crate::store::{PendingApproval, ToolCallRecord, TurnOutcome, TurnReason, Tur
 enum GuestEnd {
     Returned,
     Failed(Failure),
-    /// Stopped from outside (`control.rs`): this ending wins over whatever
-    /// the turn did before, a suspension included.
-    Cancelled(Failure),
+    /// Stopped from outside (the turn's gate was cancelled, by whom): this
+    /// ending wins over whatever the turn did before, a suspension included.
+    Cancelled(String),
+}
+
+/// A turn as its preparation left it: its context, whatever happened, and
+/// the guest to run or the failure that ends the turn before the guest runs.
+struct Prepared {
+    ctx: TurnCtx,
+    guest: Result<Guest, Failure>,
+}
+
+/// What the turn's instance is made of.
+struct Guest {
+    deployed: Deployed,
+    /// The values of the secrets the deployment declares.
+    secrets: Vec<(String, Arc<str>)>,
 }
 
 impl Runtime {
-    pub(super) async fn run_turn(&self, ticket: TurnTicket, control: &Control) {
+    pub(super) async fn run_turn(&self, ticket: TurnTicket, gate: Arc<Gate>) {
         let started = Instant::now();
-        let new_ctx = |gates, redactor, limits| {
-            let (writer, store) = (self.writer.clone(), self.store.clone());
-            TurnCtx::new(writer, store, &ticket, limits, gates, redactor)
-        };
-        let (end, mut state) = match self.deployed(ticket.deployment_id).await {
-            Ok(deployed) => match self.secrets_of(&deployed) {
-                Ok(secrets) => {
-                    // The platform's environment for the agent: nothing of the host's own.
-                    let policy = deployed.gates.policy_json.as_str();
-                    let mut env = vec![("SERVICE_APPROVAL_POLICY", policy)];
-                    env.extend(
-                        secrets
-                            .iter()
-                            .map(|(name, value)| (name.as_str(), &**value)),
-                    );
-                    let redactor = Redactor::new(secrets.clone());
-                    let limits = &deployed.limits;
-                    let mut ctx = new_ctx(deployed.gates.clone(), redactor.clone(), limits.clone());
-                    let outbound = Outbound::new(
-                        deployed.outbound.clone(),
-                        self.outbound.allow_private,
-                        self.writer.clone(),
-                        ctx.outbox.clone(),
-                        redactor,
-                    );
-                    ctx.outbound = Some(outbound.clone());
-                    let mut state = State::new(&env, limits.memory_bytes, Some(ctx));
-                    state.outbound = OutboundHooks(Some(outbound));
-                    let mut store = Store::new(&self.engine, state);
-                    let end = self
-                        .call_handle(&mut store, &deployed.pre, &ticket, started, limits, control)
-                        .await;
-                    (end, store.into_data())
-                }
-                Err(failure) => {
-                    let ctx = new_ctx(
-                        deployed.gates.clone(),
-                        Redactor::default(),
-                        deployed.limits.clone(),
-                    );
-                    (GuestEnd::Failed(failure), State::new(&[], 0, Some(ctx)))
-                }
+        let Prepared { ctx, guest } = self.prepare_turn(&ticket, gate).await;
+        let (end, ctx) = match guest {
+            Ok(guest) => match self.run_guest(guest, ctx, &ticket, started).await {
+                Some(ran) => ran,
+                None => return,
             },
-            Err(err) => {
-                tracing::error!(deployment = %ticket.deployment_id, error = %err, "cannot load deployment");
-                let failure = GuestEnd::Failed(Failure {
-                    kind: TurnErrorKind::DeploymentUnavailable,
-                    message: "the host could not load this session's deployment".into(),
-                });
-                let ctx = new_ctx(
-                    Default::default(),
-                    Redactor::default(),
-                    TurnLimits::default(),
-                );
-                (failure, State::new(&[], 0, Some(ctx)))
-            }
+            Err(failure) => (GuestEnd::Failed(failure), ctx),
         };
-        let Some(ctx) = state.turn.take() else {
-            return;
-        };
-        log_output(&ticket, &state, &ctx.redactor);
-        // Ends what the guest left open (response bodies, requests in flight)
-        // so their records are among the turn's last events.
-        drop(state);
         let (events, outcome, label) = closing_events(ctx, end, &ticket).await;
         let result = self
             .writer
@@ -117,6 +75,87 @@ impl Runtime {
             duration_ms = started.elapsed().as_secs_f64() * 1000.0,
             "turn"
         );
+    }
+
+    /// The turn's context under its deployment's terms, and its guest: a
+    /// deployment that cannot be loaded or a declared secret that does not
+    /// exist ends the turn before the guest runs.
+    async fn prepare_turn(&self, ticket: &TurnTicket, gate: Arc<Gate>) -> Prepared {
+        let ctx =
+            |terms| TurnCtx::new(self.writer.clone(), self.store.clone(), ticket, gate, terms);
+        let deployed = match self.deployed(ticket.deployment_id).await {
+            Ok(deployed) => deployed,
+            Err(err) => {
+                tracing::error!(deployment = %ticket.deployment_id, error = %err, "cannot load deployment");
+                let terms = Terms {
+                    gates: Default::default(),
+                    limits: TurnLimits::default(),
+                    redactor: Redactor::default(),
+                    outbound: Access {
+                        allow: Arc::new([]),
+                        allow_private: false,
+                    },
+                };
+                return Prepared {
+                    ctx: ctx(terms),
+                    guest: Err(Failure {
+                        kind: TurnErrorKind::DeploymentUnavailable,
+                        message: "the host could not load this session's deployment".into(),
+                    }),
+                };
+            }
+        };
+        let secrets = self.secrets_of(&deployed);
+        let terms = Terms {
+            gates: deployed.gates.clone(),
+            limits: deployed.limits.clone(),
+            redactor: match &secrets {
+                Ok(secrets) => Redactor::new(secrets.clone()),
+                Err(_) => Redactor::default(),
+            },
+            outbound: Access {
+                allow: deployed.outbound.clone(),
+                allow_private: self.outbound.allow_private,
+            },
+        };
+        Prepared {
+            ctx: ctx(terms),
+            guest: secrets.map(|secrets| Guest { deployed, secrets }),
+        }
+    }
+
+    /// Calls the guest's `handle` in a fresh instance with the turn's
+    /// context; returns how it ended, and the context back once the
+    /// instance is gone (with it whatever the guest left open: response
+    /// bodies, requests in flight, whose records are among the turn's last).
+    async fn run_guest(
+        &self,
+        guest: Guest,
+        ctx: TurnCtx,
+        ticket: &TurnTicket,
+        started: Instant,
+    ) -> Option<(GuestEnd, TurnCtx)> {
+        let Guest { deployed, secrets } = guest;
+        // The platform's environment for the agent: nothing of the host's own.
+        let policy = deployed.gates.policy_json.as_str();
+        let mut env = vec![("SERVICE_APPROVAL_POLICY", policy)];
+        env.extend(
+            secrets
+                .iter()
+                .map(|(name, value)| (name.as_str(), &**value)),
+        );
+        let limits = &deployed.limits;
+        let gate = ctx.gate.clone();
+        let state = State::for_turn(&env, limits.memory_bytes, ctx);
+        let mut store = Store::new(&self.engine, state);
+        let end = self
+            .call_handle(&mut store, &deployed.pre, ticket, started, limits, &gate)
+            .await;
+        let mut state = store.into_data();
+        let ctx = state.turn.take()?;
+        log_output(ticket, &state, &ctx.redactor);
+        drop(state);
+        Some((end, ctx))
     }
 
     /// The values of the secrets a deployment declares; a missing one fails the turn.
@@ -141,7 +180,7 @@ impl Runtime {
         ticket: &TurnTicket,
         started: Instant,
         limits: &TurnLimits,
-        control: &Control,
+        gate: &Gate,
     ) -> GuestEnd {
         let deadline = limits.deadline;
         if let Err(err) = apply_limits(store, limits.fuel, deadline, started) {
@@ -178,12 +217,7 @@ impl Runtime {
         // A cancel drops the guest's call where it stands, as the deadline does.
         let result = tokio::select! {
             result = tokio::time::timeout(deadline, call) => result,
-            by = control.cancelled() => {
-                return GuestEnd::Cancelled(Failure {
-                    kind: TurnErrorKind::Cancelled,
-                    message: super::cancelled(&by),
-                });
-            }
+            by = gate.cancelled() => return GuestEnd::Cancelled(by),
         };
         let secs = deadline.as_secs();
         match result {
@@ -252,19 +286,23 @@ async fn closing_events(
     ticket: &TurnTicket,
 ) -> (Vec<NewEvent>, TurnOutcome, &'static str) {
     let turn = ticket.turn;
-    let suspension = ctx.suspension.take();
-    if let Some(suspension) = suspension
-        && !matches!(end, GuestEnd::Cancelled(_))
-    {
-        return suspended(ctx, suspension, end, ticket).await;
-    }
-    // A rule the host saw broken is the root cause of whatever the guest did
-    // next; a cancel ends the turn whatever it did.
-    let mut failure = match (ctx.failure.take(), end) {
-        (_, GuestEnd::Cancelled(cancel)) => Some(cancel),
-        (Some(host_saw), _) => Some(host_saw),
-        (None, GuestEnd::Failed(failure)) => Some(failure),
-        (None, GuestEnd::Returned) => None,
+    let Settled {
+        state,
+        session_ended,
+    } = ctx.settle();
+    // A cancel ends the turn whatever it did; a rule the host saw broken is
+    // the root cause of whatever the guest did next.
+    let mut failure = match (state, end) {
+        (TurnState::Cancelled(by), _) | (_, GuestEnd::Cancelled(by)) => Some(Failure {
+            kind: TurnErrorKind::Cancelled,
+            message: super::cancelled(&by),
+        }),
+        (TurnState::Suspended(suspension), end) => {
+            return suspended(ctx, suspension, end, ticket).await;
+        }
+        (TurnState::Failed(host_saw), _) => Some(host_saw),
+        (_, GuestEnd::Failed(failure)) => Some(failure),
+        (_, GuestEnd::Returned) => None,
     };
     if failure.is_none() && !ctx.pending_calls.is_empty() {
         let mut ids: Vec<&String> = ctx.pending_calls.keys().collect();
@@ -300,7 +338,7 @@ async fn closing_events(
             (TurnOutcome::Errored, kind.as_str())
         }
     };
-    if ctx.ended {
+    if session_ended {
         events.push(NewEvent::of(&payloads::SessionEnded::default()));
         return (events, TurnOutcome::SessionEnded, label);
     }

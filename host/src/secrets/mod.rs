@@ -16,12 +16,12 @@ use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 use rand::RngCore;
 
-pub use master::MasterKey;
+pub(crate) use master::MasterKey;
 
 use crate::store::{SecretRecord, now_rfc3339};
 
 /// Largest secret value, in bytes.
-pub const MAX_SECRET_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_SECRET_BYTES: usize = 64 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SecretError {
@@ -38,7 +38,7 @@ pub struct Vault {
 
 /// `[A-Za-z_][A-Za-z0-9_]{0,127}`, not starting with `SERVICE_` or `AGENTHOST_`
 /// (names the platform injects itself).
-pub fn valid_name(name: &str) -> bool {
+pub(crate) fn valid_name(name: &str) -> bool {
     let mut chars = name.chars();
     let first_ok = chars
         .next()

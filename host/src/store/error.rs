@@ -54,6 +54,6 @@ impl StoreError {
 }
 
 /// Maps a record decoding error to `StoreError::Corrupt`.
-pub fn corrupt(err: impl std::fmt::Display) -> StoreError {
+pub(super) fn corrupt(err: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt(err.to_string())
 }

@@ -15,9 +15,9 @@ mod engine;
 mod error;
 mod hub;
 mod outbox;
-pub mod postgres;
+pub(crate) mod postgres;
 mod records;
-pub mod redb;
+pub(crate) mod redb;
 mod writer;
 
 use std::ops::Deref;
@@ -26,25 +26,32 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use commands::WriterHandle;
-pub use domain::{
-    Answered, BuildOutcome, Decision, DecisionAnswer, DeploymentAnswer, IDEMPOTENCY_TTL,
-    Idempotency, MAX_KEY_LEN, NewDeployment, Quotas, Recovery, ThreadTurn, TurnAnswer, TurnOutcome,
-    TurnReason, TurnTicket, input_text, unix_ms,
+#[cfg(test)]
+use domain::IDEMPOTENCY_TTL;
+pub use domain::{BuildOutcome, NewDeployment};
+pub(crate) use domain::{
+    Decision, Idempotency, MAX_KEY_LEN, Quotas, ThreadTurn, TurnOutcome, TurnReason, TurnTicket,
+    unix_ms,
 };
-pub use engine::{ApprovalItem, Engine, EventPosition, FeedItem, FeedPage, SessionFilter};
-pub use error::StoreError;
-pub use hub::{Hub, Subscription};
-pub use outbox::{AppendAck, Outbox};
-pub use records::{
-    AgentDescription, ApiKeyRecord, AppRecord, ApprovalFeedEntry, Artifact, DeploymentRecord,
-    DeploymentStatus, FeedKind, KeyClass, LimitsRecord, PendingApproval, ResumeRecord,
-    SecretRecord, SessionRecord, SessionStatus, ToolCallRecord, ToolInfo, WithdrawReason,
+#[cfg(test)]
+use engine::EventPosition;
+pub use engine::SessionFilter;
+pub(crate) use engine::{ApprovalItem, Engine, FeedPage};
+pub(crate) use error::StoreError;
+pub(crate) use hub::{Hub, Subscription};
+pub use outbox::Outbox;
+#[cfg(test)]
+use records::WithdrawReason;
+pub use records::{AgentDescription, Artifact, DeploymentStatus, KeyClass, LimitsRecord};
+pub(crate) use records::{
+    ApiKeyRecord, AppRecord, ApprovalFeedEntry, DeploymentRecord, FeedKind, PendingApproval,
+    SecretRecord, SessionRecord, SessionStatus, ToolCallRecord, ToolInfo,
 };
 pub use writer::Writer;
 
 /// Takes secret values out of a text the writer rebuilt from the journal
 /// (a message it closes itself after a crash or a failed write).
-pub type Redact = Arc<dyn Fn(&str) -> String + Send + Sync>;
+pub(crate) type Redact = Arc<dyn Fn(&str) -> String + Send + Sync>;
 
 /// Shared handle to the engine: cheap to clone. Its read queries are the
 /// engine's (`Engine`), reached through `Deref`.
@@ -111,7 +118,7 @@ impl Deref for Store {
 }
 
 /// The current time as an RFC 3339 UTC timestamp with milliseconds.
-pub fn now_rfc3339() -> String {
+pub(crate) fn now_rfc3339() -> String {
     humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
 }
 
@@ -121,7 +128,8 @@ mod idempotency_tests;
 mod model_tests;
 #[cfg(test)]
 #[path = "../../../tests/support/pg_cluster.rs"]
-#[allow(dead_code)] // OwnCluster serves the e2e tests only.
+#[allow(dead_code, unreachable_pub)]
+// OwnCluster serves the e2e tests only; its items are the e2e crate's.
 mod pg_cluster;
 #[cfg(test)]
 mod tests;

@@ -21,7 +21,7 @@ use super::StoreError;
 use crate::journal::NewEvent;
 
 /// Resolves once the events it was handed out for are committed (or failed).
-pub type AppendAck = Shared<oneshot::Receiver<Result<(), StoreError>>>;
+pub(super) type AppendAck = Shared<oneshot::Receiver<Result<(), StoreError>>>;
 
 /// The events of one turn not yet taken by the writer.
 pub struct Outbox {

@@ -262,7 +262,7 @@ pub struct IdempotencyRecord {
 /// approval becomes pending, is decided (a timeout included) or is
 /// withdrawn (`store::domain::feed`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct ApprovalFeedEntry {
+pub(crate) struct ApprovalFeedEntry {
     /// What happened; also the frame's SSE `event` name.
     #[serde(rename = "type")]
     pub kind: FeedKind,
@@ -283,29 +283,31 @@ pub struct ApprovalFeedEntry {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum FeedKind {
+pub(crate) enum FeedKind {
     /// A gated call waits for a decision.
-    ApprovalRequested,
+    #[serde(rename = "APPROVAL_REQUESTED")]
+    Requested,
     /// It was decided (by a human, or denied by `timeout`).
-    ApprovalDecided,
+    #[serde(rename = "APPROVAL_DECIDED")]
+    Decided,
     /// It will never be decided: its session ended or was deleted.
-    ApprovalWithdrawn,
+    #[serde(rename = "APPROVAL_WITHDRAWN")]
+    Withdrawn,
 }
 
 impl FeedKind {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
-            FeedKind::ApprovalRequested => "APPROVAL_REQUESTED",
-            FeedKind::ApprovalDecided => "APPROVAL_DECIDED",
-            FeedKind::ApprovalWithdrawn => "APPROVAL_WITHDRAWN",
+            FeedKind::Requested => "APPROVAL_REQUESTED",
+            FeedKind::Decided => "APPROVAL_DECIDED",
+            FeedKind::Withdrawn => "APPROVAL_WITHDRAWN",
         }
     }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum WithdrawReason {
+pub(crate) enum WithdrawReason {
     SessionEnded,
     SessionDeleted,
 }

@@ -532,9 +532,9 @@ async fn the_approvals_feed_follows_every_approval_in_commit_order() {
     assert_eq!(
         kinds,
         [
-            (FeedKind::ApprovalRequested, a.id, "call_a"),
-            (FeedKind::ApprovalRequested, b.id, "call_b"),
-            (FeedKind::ApprovalDecided, a.id, "call_a"),
+            (FeedKind::Requested, a.id, "call_a"),
+            (FeedKind::Requested, b.id, "call_b"),
+            (FeedKind::Decided, a.id, "call_a"),
         ]
     );
     let event_type = |e: &ApprovalFeedEntry| e.event.as_ref().unwrap()["type"].clone();
@@ -569,7 +569,7 @@ async fn the_approvals_feed_follows_every_approval_in_commit_order() {
         .collect();
     assert_eq!(left.len(), 3);
     assert_eq!(left[2].0, 4);
-    assert_eq!(left[2].1.kind, FeedKind::ApprovalWithdrawn);
+    assert_eq!(left[2].1.kind, FeedKind::Withdrawn);
     assert_eq!(left[2].1.reason, Some(WithdrawReason::SessionDeleted));
     assert!(left[2].1.event.is_none());
     assert!(

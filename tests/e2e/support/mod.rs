@@ -16,8 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use agenthost::api::views::{CreatedSession, DeploymentView, MintedKey};
-use agenthost::store::DeploymentStatus;
+use agenthost::{CreatedSession, DeploymentStatus, DeploymentView, MintedKey};
 use serde_json::{Value, json};
 
 pub use sse::{EventStream, Frame, types};

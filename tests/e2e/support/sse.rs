@@ -1,12 +1,14 @@
-//! A small SSE reader over a real HTTP response: frames of `id:`, `event:`
-//! and `data:`.
+//! The event stream as the tests read it: frames from the shared reader
+//! (`agenthost-sse`, crates/sse, which `agenthost bench` reads with too),
+//! each one checked to be an envelope with its `id:` (or, for the approvals
+//! feed, read as a `Frame` with its `event:` name).
 
 use std::time::Duration;
 
-use futures::StreamExt;
+use agenthost_sse::ReadError;
 use serde_json::Value;
 
-/// One SSE frame: its `id:`, `event:` and `data:` lines.
+/// One frame as a test reads it: its `id:`, `event:` and `data:` (text).
 #[derive(Debug, Default, Clone)]
 pub struct Frame {
     pub id: Option<String>,
@@ -22,52 +24,39 @@ impl Frame {
 }
 
 pub struct EventStream {
-    body: futures::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>,
-    buffer: String,
-    pub ended: bool,
+    frames: agenthost_sse::EventStream,
+    /// The stream ended, broke or went silent (`try_next`): nothing more is read.
+    ended: bool,
 }
 
 impl EventStream {
     pub fn new(response: reqwest::Response) -> Self {
         EventStream {
-            body: response.bytes_stream().boxed(),
-            buffer: String::new(),
+            frames: agenthost_sse::EventStream::new(response),
             ended: false,
         }
     }
 
-    /// The next frame with data, or `None` when the stream ends. Panics
-    /// after `timeout` without one (a hang is a failure, not a wait).
+    /// The next frame, or `None` when the stream ends. Panics after
+    /// `timeout` without one (a hang is a failure, not a wait).
     pub async fn frame(&mut self, timeout: Duration) -> Option<Frame> {
-        loop {
-            if let Some(end) = self.buffer.find("\n\n") {
-                let text: String = self.buffer.drain(..end + 2).collect();
-                let mut frame = Frame::default();
-                for line in text.lines() {
-                    if let Some(v) = line.strip_prefix("id:") {
-                        frame.id = Some(v.trim().to_string());
-                    } else if let Some(v) = line.strip_prefix("event:") {
-                        frame.event = Some(v.trim().to_string());
-                    } else if let Some(v) = line.strip_prefix("data:") {
-                        frame.data.push_str(v.strip_prefix(' ').unwrap_or(v));
-                    }
-                }
-                if frame.data.is_empty() {
-                    continue; // a keep-alive comment
-                }
-                return Some(frame);
-            }
-            if self.ended {
+        if self.ended {
+            return None;
+        }
+        let frame = match self.frames.next_frame(timeout).await {
+            Ok(Some(frame)) => frame,
+            Ok(None) => {
+                self.ended = true;
                 return None;
             }
-            match tokio::time::timeout(timeout, self.body.next()).await {
-                Err(_) => panic!("no event within {timeout:?}"),
-                Ok(None) => self.ended = true,
-                Ok(Some(chunk)) => self
-                    .buffer
-                    .push_str(std::str::from_utf8(&chunk.expect("chunk")).expect("utf-8")),
-            }
-        }
+            Err(ReadError::Silent(_)) => panic!("no event within {timeout:?}"),
+            Err(ReadError::Broken(err)) => panic!("chunk: {err}"),
+        };
+        Some(Frame {
+            id: frame.id,
+            event: frame.event,
+            data: String::from_utf8(frame.data).expect("utf-8"),
+        })
     }
 
     /// The next event envelope of a session stream, or `None` when the
@@ -78,7 +67,7 @@ impl EventStream {
             frame.event.is_none(),
             "frames must not carry an event: field"
         );
-        let envelope: Value = serde_json::from_str(&frame.data).expect("data is JSON");
+        let envelope = frame.json();
         assert_eq!(
             Some(envelope["id"].as_str().unwrap().to_string()),
             frame.id,
@@ -90,25 +79,14 @@ impl EventStream {
     /// The next event, or `None` when the stream ends, breaks (the server
     /// died) or stays silent for `timeout`. Never panics: for crash tests.
     pub async fn try_next(&mut self, timeout: Duration) -> Option<Value> {
-        loop {
-            if let Some(end) = self.buffer.find("\n\n") {
-                let frame: String = self.buffer.drain(..end + 2).collect();
-                let data: String = frame
-                    .lines()
-                    .filter_map(|l| l.strip_prefix("data:"))
-                    .map(|v| v.strip_prefix(' ').unwrap_or(v))
-                    .collect();
-                if data.is_empty() {
-                    continue;
-                }
-                return serde_json::from_str(&data).ok();
-            }
-            match tokio::time::timeout(timeout, self.body.next()).await {
-                Ok(Some(Ok(chunk))) => self.buffer.push_str(&String::from_utf8_lossy(&chunk)),
-                _ => {
-                    self.ended = true;
-                    return None;
-                }
+        if self.ended {
+            return None;
+        }
+        match self.frames.next_frame(timeout).await {
+            Ok(Some(frame)) => serde_json::from_slice(&frame.data).ok(),
+            Ok(None) | Err(_) => {
+                self.ended = true;
+                None
             }
         }
     }

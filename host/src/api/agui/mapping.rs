@@ -40,7 +40,7 @@ struct Run {
 
 /// Maps one session's journal, event after event, to AG-UI events.
 #[derive(Debug, Clone)]
-pub struct Mapper {
+pub(crate) struct Mapper {
     session: Uuid,
     naming: Naming,
     run: Option<Run>,
@@ -59,7 +59,7 @@ struct Envelope<'a> {
 
 impl Mapper {
     /// The mapping of the events endpoint (`?format=ag-ui`).
-    pub fn journal(session: Uuid) -> Mapper {
+    pub(crate) fn journal(session: Uuid) -> Mapper {
         Mapper {
             session,
             naming: Naming::Journal,
@@ -70,7 +70,7 @@ impl Mapper {
 
     /// The mapping of one run's POST response: named as the client named
     /// it, without the user message the client sent.
-    pub fn client(session: Uuid, thread_id: String, run_id: String) -> Mapper {
+    pub(crate) fn client(session: Uuid, thread_id: String, run_id: String) -> Mapper {
         Mapper {
             session,
             naming: Naming::Client { thread_id, run_id },
@@ -81,7 +81,7 @@ impl Mapper {
 
     /// The AG-UI events of the next journal event. A journal event that
     /// cannot be read (it never happens: the host wrote it) maps to none.
-    pub fn map(&mut self, event: &StoredEvent) -> Vec<AgUiEvent> {
+    pub(crate) fn map(&mut self, event: &StoredEvent) -> Vec<AgUiEvent> {
         let Ok(envelope) = serde_json::from_str::<Envelope<'_>>(&event.json) else {
             tracing::warn!(event = %event.id, "unreadable journal event; not mapped to AG-UI");
             return Vec::new();
@@ -291,7 +291,7 @@ fn payload<T: DeserializeOwned>(e: &Envelope<'_>) -> Option<T> {
 }
 
 /// `Interrupt.responseSchema`: what a `resume` entry's payload takes.
-pub fn response_schema() -> Value {
+pub(super) fn response_schema() -> Value {
     json!({
         "type": "object",
         "properties": {

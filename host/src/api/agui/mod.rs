@@ -11,15 +11,15 @@
 //! any two frames.
 
 mod mapping;
-pub mod protocol;
+pub(super) mod protocol;
 mod run;
 
 use axum::response::sse::Event;
 use uuid::Uuid;
 
-pub use mapping::Mapper;
-pub use protocol::{AgUiEvent, RunAgentInput};
-pub use run::run;
+pub(crate) use mapping::Mapper;
+pub(crate) use protocol::{AgUiEvent, RunAgentInput};
+pub(crate) use run::run;
 
 use super::{ApiError, AppState};
 use crate::journal::StoredEvent;
@@ -30,14 +30,14 @@ const SCAN_CHUNK: usize = 256;
 /// How far a client got: the frames of the event at `seq` it has, all of
 /// them (`delivered: None`) or the first `n + 1` (`Some(n)`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Position {
+pub(super) struct Position {
     pub seq: u64,
     pub delivered: Option<usize>,
 }
 
 impl Position {
     /// The first seq with frames the client does not have.
-    pub fn next_seq(self) -> u64 {
+    pub(super) fn next_seq(self) -> u64 {
         match self.delivered {
             None => self.seq + 1,
             Some(_) => self.seq,
@@ -51,7 +51,7 @@ impl Position {
 }
 
 /// Splits an AG-UI frame id into its event id and frame number.
-pub fn parse_frame_id(raw: &str) -> Option<(Uuid, Option<usize>)> {
+pub(super) fn parse_frame_id(raw: &str) -> Option<(Uuid, Option<usize>)> {
     let (event, index) = match raw.split_once(':') {
         Some((event, index)) => (event, Some(index.parse().ok()?)),
         None => (raw, None),
@@ -61,7 +61,11 @@ pub fn parse_frame_id(raw: &str) -> Option<(Uuid, Option<usize>)> {
 
 /// The SSE frames of one journal event's AG-UI events, numbered, without
 /// those the client already has (`after`).
-pub fn frames(event: &StoredEvent, mapped: Vec<AgUiEvent>, after: Option<Position>) -> Vec<Event> {
+pub(super) fn frames(
+    event: &StoredEvent,
+    mapped: Vec<AgUiEvent>,
+    after: Option<Position>,
+) -> Vec<Event> {
     let last = mapped.len().saturating_sub(1);
     mapped
         .into_iter()
@@ -79,7 +83,7 @@ pub fn frames(event: &StoredEvent, mapped: Vec<AgUiEvent>, after: Option<Positio
 }
 
 /// One AG-UI event as an SSE frame (without an id).
-pub fn frame(event: &AgUiEvent) -> Event {
+pub(super) fn frame(event: &AgUiEvent) -> Event {
     // The AG-UI types serialize infallibly (string keys, no custom code).
     let json = serde_json::to_string(event).unwrap_or_default();
     Event::default().data(json)
@@ -88,7 +92,7 @@ pub fn frame(event: &AgUiEvent) -> Event {
 /// The seq of the `TURN_STARTED` of the turn the event at `seq` belongs
 /// to, or 0 when it is in none: where mapping must begin to resume there.
 /// Reads back from `seq` a chunk at a time, so its cost is that of a turn.
-pub async fn turn_start(state: &AppState, session: Uuid, seq: u64) -> Result<u64, ApiError> {
+pub(super) async fn turn_start(state: &AppState, session: Uuid, seq: u64) -> Result<u64, ApiError> {
     let mut end = seq + 1;
     loop {
         let begin = end.saturating_sub(SCAN_CHUNK as u64);
@@ -110,7 +114,7 @@ pub async fn turn_start(state: &AppState, session: Uuid, seq: u64) -> Result<u64
 /// The framing of the events endpoint's AG-UI form: every journal event
 /// from `start` is mapped (a resumed stream maps its turn again from its
 /// start, to name the run), and only frames after `after` are sent.
-pub fn journal_framer(
+pub(super) fn journal_framer(
     session: Uuid,
     after: Option<Position>,
 ) -> impl FnMut(&StoredEvent) -> (Vec<Event>, bool) + Send + 'static {

@@ -12,7 +12,7 @@ use uuid::Uuid;
 use crate::journal::payloads::{StartReason, ToolStatus};
 
 /// Longest `threadId` accepted (in characters): it names a session.
-pub const MAX_THREAD_ID: usize = 256;
+pub(crate) const MAX_THREAD_ID: usize = 256;
 
 /// AG-UI's `RunAgentInput`: a run on a thread. The newest `user` message is
 /// the turn's input; `resume` answers the interrupt a previous run ended with.
@@ -22,7 +22,7 @@ pub const MAX_THREAD_ID: usize = 256;
 #[allow(dead_code)]
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct RunAgentInput {
+pub(crate) struct RunAgentInput {
     /// Names the session (docs/ag-ui.md, "Threads").
     #[schema(min_length = 1, max_length = 256)]
     pub thread_id: String,
@@ -50,7 +50,7 @@ pub struct RunAgentInput {
 /// messages are read, and only the newest one.
 #[allow(dead_code)]
 #[derive(Debug, Clone, Deserialize, ToSchema)]
-pub struct InputMessage {
+pub(crate) struct InputMessage {
     pub id: String,
     /// `user`, `assistant`, `tool`, `system`, `developer`, ...
     pub role: String,
@@ -63,7 +63,7 @@ pub struct InputMessage {
 #[allow(dead_code)]
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct ResumeEntry {
+pub(crate) struct ResumeEntry {
     pub interrupt_id: String,
     pub status: ResumeStatus,
     /// For `resolved`: `{"approved": bool, "approver"?: string}`.
@@ -75,7 +75,7 @@ pub struct ResumeEntry {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum ResumeStatus {
+pub(crate) enum ResumeStatus {
     Resolved,
     Cancelled,
 }
@@ -83,7 +83,7 @@ pub enum ResumeStatus {
 /// One AG-UI event, as sent in the `data:` of an SSE frame.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "type", rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum AgUiEvent {
+pub(crate) enum AgUiEvent {
     RunStarted(RunStarted),
     RunFinished(RunFinished),
     RunError(RunError),
@@ -99,20 +99,20 @@ pub enum AgUiEvent {
 
 impl AgUiEvent {
     /// Whether the event ends its run.
-    pub fn ends_run(&self) -> bool {
+    pub(crate) fn ends_run(&self) -> bool {
         matches!(self, AgUiEvent::RunFinished(_) | AgUiEvent::RunError(_))
     }
 }
 
 /// `metadata` of our events: everything of ours is under `agenthost`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct Metadata {
+pub(crate) struct Metadata {
     pub agenthost: HostMetadata,
 }
 
 /// What agenthost adds to an AG-UI event; each event sets its own fields.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct HostMetadata {
+pub(crate) struct HostMetadata {
     /// RUN_STARTED, RUN_ERROR, interrupts: the session the thread names.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<Uuid>,
@@ -140,14 +140,14 @@ pub struct HostMetadata {
 }
 
 impl HostMetadata {
-    pub fn wrap(self) -> Option<Metadata> {
+    pub(crate) fn wrap(self) -> Option<Metadata> {
         Some(Metadata { agenthost: self })
     }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct RunStarted {
+pub(crate) struct RunStarted {
     pub thread_id: String,
     pub run_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -156,7 +156,7 @@ pub struct RunStarted {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct RunFinished {
+pub(crate) struct RunFinished {
     pub thread_id: String,
     pub run_id: String,
     pub outcome: Outcome,
@@ -165,7 +165,7 @@ pub struct RunFinished {
 /// How a run that did not fail ended.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
-pub enum Outcome {
+pub(crate) enum Outcome {
     Success,
     /// The run waits for a decision: resume it with `resume` in the next run.
     Interrupt {
@@ -176,7 +176,7 @@ pub enum Outcome {
 /// A gated tool call waiting for a decision (AG-UI reason `tool_call`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct Interrupt {
+pub(crate) struct Interrupt {
     /// The id of the journal's TOOL_APPROVAL_REQUIRED event.
     pub id: String,
     /// Always `tool_call`.
@@ -195,7 +195,7 @@ pub struct Interrupt {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct RunError {
+pub(crate) struct RunError {
     pub message: String,
     /// A TURN_ERROR kind (`agent_error`, `deadline`, ...), or an API error
     /// code when the run could not start (`conflict`, ...).
@@ -206,7 +206,7 @@ pub struct RunError {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct TextMessageStart {
+pub(crate) struct TextMessageStart {
     pub message_id: String,
     /// `assistant`, or `user` (the events endpoint replays user messages).
     pub role: String,
@@ -214,14 +214,14 @@ pub struct TextMessageStart {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct TextMessageContent {
+pub(crate) struct TextMessageContent {
     pub message_id: String,
     pub delta: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct TextMessageEnd {
+pub(crate) struct TextMessageEnd {
     pub message_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Metadata>,
@@ -229,14 +229,14 @@ pub struct TextMessageEnd {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct ToolCallStart {
+pub(crate) struct ToolCallStart {
     pub tool_call_id: String,
     pub tool_call_name: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct ToolCallArgs {
+pub(crate) struct ToolCallArgs {
     pub tool_call_id: String,
     /// The whole arguments, as JSON text.
     pub delta: String,
@@ -244,13 +244,13 @@ pub struct ToolCallArgs {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct ToolCallEnd {
+pub(crate) struct ToolCallEnd {
     pub tool_call_id: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct ToolCallResult {
+pub(crate) struct ToolCallResult {
     /// `msg_` and the journal event's id in 32 hex digits.
     pub message_id: String,
     pub tool_call_id: String,
@@ -263,7 +263,7 @@ pub struct ToolCallResult {
 
 /// A journal event AG-UI has no event for (`HTTP_REQUEST`, ...), inside its run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct Custom {
+pub(crate) struct Custom {
     /// `agenthost.` and the journal event's type, e.g. `agenthost.HTTP_REQUEST`.
     pub name: String,
     /// The journal event's payload.

@@ -29,7 +29,7 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// Longest `approver` accepted (as `POST /sessions/{id}/approval`).
 const MAX_APPROVER: usize = 200;
 
-pub async fn run(
+pub(crate) async fn run(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     Path((app, route)): Path<(String, String)>,

@@ -16,7 +16,7 @@ use crate::build::manifest::{Language, Manifest};
 /// Builds the component of the project in `dir`. Blocking: it runs the
 /// language's toolchain (cargo; componentize-py; esbuild and
 /// componentize-js), whose output goes to the terminal.
-pub fn build_component(dir: &Path, manifest: &Manifest) -> anyhow::Result<Vec<u8>> {
+pub(super) fn build_component(dir: &Path, manifest: &Manifest) -> anyhow::Result<Vec<u8>> {
     match manifest.agent.language {
         Language::Rust => rust::build(dir),
         Language::Python => python::build(dir),
@@ -26,7 +26,7 @@ pub fn build_component(dir: &Path, manifest: &Manifest) -> anyhow::Result<Vec<u8
 
 /// Top-level directories of a project that never go into its bundle
 /// (besides `target/` and `.git/`, left out for every language).
-pub fn always_left_out(language: Language) -> &'static [&'static str] {
+pub(super) fn always_left_out(language: Language) -> &'static [&'static str] {
     match language {
         Language::Rust => &[],
         Language::Python => python::LEFT_OUT,

@@ -19,7 +19,7 @@ use super::{BuildDir, write};
 use super::python_files::FILES;
 
 /// The componentize-py version the SDK is built and tested with.
-pub const COMPONENTIZE_PY_VERSION: &str = "0.25.1";
+pub(super) const COMPONENTIZE_PY_VERSION: &str = "0.25.1";
 
 /// The environment variable that names componentize-py explicitly.
 const COMPONENTIZE_PY_VAR: &str = "AGENTHOST_COMPONENTIZE_PY";
@@ -36,10 +36,10 @@ from agenthost._export import export\n\
 Guest = export(app)\n";
 
 /// A project's directories that never go into its bundle.
-pub const LEFT_OUT: &[&str] = &[".venv", "venv", "__pycache__"];
+pub(super) const LEFT_OUT: &[&str] = &[".venv", "venv", "__pycache__"];
 
 /// Builds the Python agent in `dir` and returns the component.
-pub fn build(dir: &Path) -> anyhow::Result<Vec<u8>> {
+pub(super) fn build(dir: &Path) -> anyhow::Result<Vec<u8>> {
     if !dir.join("app.py").is_file() && !dir.join("app/__init__.py").is_file() {
         bail!(
             "{} is a Python agent (`[agent] language = \"python\"`) without its code: \

@@ -6,7 +6,7 @@
 
 /// `(path in the build directory, contents)`: the `agenthost` package under
 /// `sdk/`, the WIT under `wit/`.
-pub const FILES: &[(&str, &str)] = &[
+pub(super) const FILES: &[(&str, &str)] = &[
     (
         "sdk/agenthost/__init__.py",
         include_str!("../../../../guest-sdk/python/agenthost/__init__.py"),

@@ -37,7 +37,7 @@ fn ensure_target() -> anyhow::Result<()> {
 }
 
 /// Runs `cargo build --release --target wasm32-wasip2` in `dir` and returns the built component.
-pub fn build(dir: &Path) -> anyhow::Result<Vec<u8>> {
+pub(super) fn build(dir: &Path) -> anyhow::Result<Vec<u8>> {
     let built = built_component(dir)?;
     std::fs::read(&built).with_context(|| format!("cannot read {}", built.display()))
 }

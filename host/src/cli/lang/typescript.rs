@@ -19,15 +19,15 @@ use anyhow::{Context, bail};
 use super::{BuildDir, write};
 
 /// The componentize-js version the SDK is built and tested with.
-pub const COMPONENTIZE_JS_VERSION: &str = "0.23.0";
+pub(super) const COMPONENTIZE_JS_VERSION: &str = "0.23.0";
 
 /// The esbuild version the SDK is built and tested with.
-pub const ESBUILD_VERSION: &str = "0.28.2";
+pub(super) const ESBUILD_VERSION: &str = "0.28.2";
 
 /// The preview2-shim version installed beside componentize-js, which imports
 /// it without declaring it (componentize-js 0.23.0 lists it as a dev
 /// dependency only).
-pub const PREVIEW2_SHIM_VERSION: &str = "0.25.0";
+pub(super) const PREVIEW2_SHIM_VERSION: &str = "0.25.0";
 
 /// The environment variable that names a `node_modules` directory explicitly.
 const NODE_MODULES_VAR: &str = "AGENTHOST_NODE_MODULES";
@@ -49,10 +49,10 @@ fn entry_source(module: &str) -> String {
 const MODULES: &[&str] = &["agent.ts", "agent.js"];
 
 /// A project's directories that never go into its bundle.
-pub const LEFT_OUT: &[&str] = &["node_modules", "dist"];
+pub(super) const LEFT_OUT: &[&str] = &["node_modules", "dist"];
 
 /// The WIT a TypeScript agent is built against: `(path in the build directory, contents)`.
-pub const WIT: &[(&str, &str)] = &[
+pub(super) const WIT: &[(&str, &str)] = &[
     (
         "wit/world.wit",
         include_str!("../../../../guest-sdk/typescript/wit/world.wit"),
@@ -68,7 +68,7 @@ pub const WIT: &[(&str, &str)] = &[
 ];
 
 /// Builds the TypeScript agent in `dir` and returns the component.
-pub fn build(dir: &Path) -> anyhow::Result<Vec<u8>> {
+pub(super) fn build(dir: &Path) -> anyhow::Result<Vec<u8>> {
     let Some(module) = MODULES.iter().find(|m| dir.join(m).is_file()) else {
         bail!(
             "{} is a TypeScript agent (`[agent] language = \"typescript\"`) without its code: \

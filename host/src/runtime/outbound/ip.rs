@@ -5,7 +5,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// Why an address is not public, or `None` for a public unicast address.
-pub fn non_public(ip: IpAddr) -> Option<&'static str> {
+pub(super) fn non_public(ip: IpAddr) -> Option<&'static str> {
     match ip {
         IpAddr::V4(v4) => non_public_v4(v4),
         IpAddr::V6(v6) => {

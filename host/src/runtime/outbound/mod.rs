@@ -25,11 +25,11 @@
 //! Documented in docs/outbound.md.
 
 mod ip;
-pub mod origin;
+pub(crate) mod origin;
 mod send;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -37,8 +37,9 @@ use wasmtime_wasi_http::{RequestOptions, WasiBody, WasiHttpHooks};
 
 use crate::journal::{NewEvent, payloads};
 use crate::store::{Outbox, WriterHandle};
-pub use origin::OriginPattern;
+pub(crate) use origin::OriginPattern;
 
+use super::gate::Gate;
 use super::redact::Redactor;
 
 /// The operator's outbound settings (`serve` flags).
@@ -73,13 +74,14 @@ impl OutboundPolicy {
 }
 
 /// Timeouts and bounds of one outbound request (the turn's deadline applies too).
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-pub const FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(120);
-pub const BETWEEN_BYTES_TIMEOUT: Duration = Duration::from_secs(60);
-pub const MAX_RESPONSE_BYTES: u64 = 32 << 20;
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(120);
+pub(crate) const BETWEEN_BYTES_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const MAX_RESPONSE_BYTES: u64 = 32 << 20;
 
-/// One turn's outbound access, shared by the request futures and the turn.
-pub struct Outbound {
+/// One turn's outbound access: owned by the turn's context (`OutboundHooks`),
+/// shared with its request futures.
+pub(super) struct Outbound {
     allow: Arc<[OriginPattern]>,
     allow_private: bool,
     writer: WriterHandle,
@@ -88,8 +90,9 @@ pub struct Outbound {
     redactor: Redactor,
     next_id: AtomicU32,
     records: Mutex<Records>,
-    /// The turn was suspended, failed or ended: no request may leave.
-    stopped: AtomicBool,
+    /// The turn's gate: once it is closed (suspended, failed, ended,
+    /// cancelled) no request may leave.
+    gate: Arc<Gate>,
 }
 
 #[derive(Default)]
@@ -110,32 +113,9 @@ pub(super) struct Ended {
 }
 
 impl Outbound {
-    pub fn new(
-        allow: Arc<[OriginPattern]>,
-        allow_private: bool,
-        writer: WriterHandle,
-        outbox: Arc<Outbox>,
-        redactor: Redactor,
-    ) -> Arc<Outbound> {
-        Arc::new(Outbound {
-            allow,
-            allow_private,
-            writer,
-            outbox,
-            redactor,
-            next_id: AtomicU32::new(1),
-            records: Mutex::new(Records::default()),
-            stopped: AtomicBool::new(false),
-        })
-    }
-
-    /// Refuses every later request (the turn is suspended, failed or ended).
-    pub fn stop(&self) {
-        self.stopped.store(true, Ordering::Relaxed);
-    }
-
+    /// Whether the turn's gate refuses requests.
     fn is_stopped(&self) -> bool {
-        self.stopped.load(Ordering::Relaxed)
+        !self.gate.is_open()
     }
 
     fn records(&self) -> MutexGuard<'_, Records> {
@@ -144,13 +124,13 @@ impl Outbound {
 
     /// Records that could not go to the writer when they happened (its queue
     /// was full), in order; the turn's next write takes them first.
-    pub fn take_finished(&self) -> Vec<NewEvent> {
+    fn take_finished(&self) -> Vec<NewEvent> {
         std::mem::take(&mut self.records().finished)
     }
 
     /// The turn's last records: those not yet taken, then an `HTTP_RESPONSE`
     /// for each request still in flight. Later ends are not recorded.
-    pub fn close(&self) -> Vec<NewEvent> {
+    fn close(&self) -> Vec<NewEvent> {
         let mut records = self.records();
         records.closed = true;
         let mut out = std::mem::take(&mut records.finished);
@@ -226,10 +206,57 @@ fn response_event(id: &str, started: Instant, ended: &Ended) -> NewEvent {
     })
 }
 
-/// The `wasi:http` hooks of one instance: `None` (describe, or a turn
-/// without outbound access) refuses every request.
+/// A turn's outbound HTTP, the `wasi:http` hooks of its instance: the one
+/// owner of the turn's `Outbound` (its request futures share it).
+pub(super) struct OutboundHooks(Arc<Outbound>);
+
+/// What a turn's outbound access is made of.
+pub(super) struct Access {
+    /// The deployment's effective allowlist.
+    pub allow: Arc<[OriginPattern]>,
+    /// The operator's `--outbound-allow-private`.
+    pub allow_private: bool,
+}
+
+impl OutboundHooks {
+    /// The outbound access of the turn whose events go to `outbox` and
+    /// whose effects `gate` allows.
+    pub(super) fn new(
+        access: Access,
+        writer: WriterHandle,
+        outbox: Arc<Outbox>,
+        redactor: Redactor,
+        gate: Arc<Gate>,
+    ) -> OutboundHooks {
+        OutboundHooks(Arc::new(Outbound {
+            allow: access.allow,
+            allow_private: access.allow_private,
+            writer,
+            outbox,
+            redactor,
+            next_id: AtomicU32::new(1),
+            records: Mutex::new(Records::default()),
+            gate,
+        }))
+    }
+
+    /// Records that could not go to the writer when they happened, in
+    /// order; the turn's next write takes them first.
+    pub(super) fn take_finished(&self) -> Vec<NewEvent> {
+        self.0.take_finished()
+    }
+
+    /// The turn's last records: those not yet taken, then an `HTTP_RESPONSE`
+    /// for each request still in flight. Later ends are not recorded.
+    pub(super) fn close(&self) -> Vec<NewEvent> {
+        self.0.close()
+    }
+}
+
+/// The `wasi:http` hooks of an instance with no outbound access at all
+/// (`describe`): every request is refused.
 #[derive(Default)]
-pub struct OutboundHooks(pub Option<Arc<Outbound>>);
+pub(super) struct NoOutbound;
 
 type Sent = Result<
     (
@@ -238,6 +265,17 @@ type Sent = Result<
     ),
     wasmtime_wasi_http::Error,
 >;
+
+impl WasiHttpHooks for NoOutbound {
+    fn send_request(
+        &mut self,
+        _request: http::Request<WasiBody>,
+        _options: Option<RequestOptions>,
+        _fut: Box<dyn Future<Output = Result<(), wasmtime_wasi_http::Error>> + Send>,
+    ) -> Box<dyn Future<Output = Sent> + Send> {
+        Box::new(async { Err(wasmtime_wasi_http::Error::HttpRequestDenied) })
+    }
+}
 
 impl WasiHttpHooks for OutboundHooks {
     fn send_request(
@@ -248,7 +286,6 @@ impl WasiHttpHooks for OutboundHooks {
     ) -> Box<dyn Future<Output = Sent> + Send> {
         let outbound = self.0.clone();
         Box::new(async move {
-            let outbound = outbound.ok_or(wasmtime_wasi_http::Error::HttpRequestDenied)?;
             let response = outbound.send(request, options).await?;
             // The connection is driven by a task the response body owns.
             Ok((

@@ -203,7 +203,10 @@ impl Origin {
 }
 
 /// The effective allowlist: every origin both the declaration and the ceiling allow.
-pub fn effective(declared: &[OriginPattern], ceiling: &[OriginPattern]) -> Vec<OriginPattern> {
+pub(crate) fn effective(
+    declared: &[OriginPattern],
+    ceiling: &[OriginPattern],
+) -> Vec<OriginPattern> {
     let mut out: Vec<OriginPattern> = Vec::new();
     for d in declared {
         for c in ceiling {
@@ -217,13 +220,8 @@ pub fn effective(declared: &[OriginPattern], ceiling: &[OriginPattern]) -> Vec<O
     out
 }
 
-/// Parses a list of patterns (stored ones were checked at deploy time).
-pub fn parse_all(texts: &[String]) -> Result<Vec<OriginPattern>, String> {
-    texts.iter().map(|t| OriginPattern::parse(t)).collect()
-}
-
 /// The ceiling that allows everything (the server's default).
-pub fn unrestricted() -> Vec<OriginPattern> {
+pub(crate) fn unrestricted() -> Vec<OriginPattern> {
     [Scheme::Http, Scheme::Https]
         .into_iter()
         .map(|scheme| OriginPattern {

@@ -27,7 +27,7 @@ pub(super) fn requested(
     entry(
         batch,
         session,
-        FeedKind::ApprovalRequested,
+        FeedKind::Requested,
         tool_call_id,
         event,
         None,
@@ -45,7 +45,7 @@ pub(super) fn decided(
     entry(
         batch,
         session,
-        FeedKind::ApprovalDecided,
+        FeedKind::Decided,
         tool_call_id,
         event,
         None,
@@ -65,7 +65,7 @@ pub(super) fn withdrawn(
         Some(seq) => event_json(batch, session, seq)?,
         None => None,
     };
-    let kind = FeedKind::ApprovalWithdrawn;
+    let kind = FeedKind::Withdrawn;
     entry(batch, session, kind, tool_call_id, event, Some(reason))
 }
 
@@ -75,7 +75,7 @@ pub(super) fn withdrawn(
 pub(super) fn withdrawn_by_deletion(record: &SessionRecord) -> Option<ApprovalFeedEntry> {
     let pending = record.pending_approval.as_ref()?;
     (record.status == SessionStatus::AwaitingApproval).then(|| ApprovalFeedEntry {
-        kind: FeedKind::ApprovalWithdrawn,
+        kind: FeedKind::Withdrawn,
         session_id: record.id,
         app_id: record.app_id,
         app: record.app_slug.clone(),

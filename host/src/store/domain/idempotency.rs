@@ -29,10 +29,10 @@ use crate::store::records::{AppRecord, DeploymentRecord, IdempotencyRecord, Sess
 use crate::store::{StoreError, now_rfc3339};
 
 /// How long a key's first answer is remembered.
-pub const TTL: Duration = Duration::from_secs(24 * 60 * 60);
+pub(crate) const TTL: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// Longest key accepted (the API checks it; the stores assume it).
-pub const MAX_KEY_LEN: usize = 255;
+pub(crate) const MAX_KEY_LEN: usize = 255;
 
 /// An `Idempotency-Key` as the writer sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -140,7 +140,7 @@ impl Op for PurgeIdempotency {
 }
 
 /// Unix milliseconds of `time` (0 before the epoch).
-pub fn unix_ms(time: SystemTime) -> u64 {
+pub(crate) fn unix_ms(time: SystemTime) -> u64 {
     time.duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
 }

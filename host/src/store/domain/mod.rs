@@ -26,19 +26,19 @@ use super::records::{AgentDescription, Artifact, LimitsRecord, PendingApproval};
 pub(super) use deletion::DeleteSession;
 pub(super) use deployments::{Activate, CreateDeployment, FinishBuild, SetArtifact};
 pub(super) use feed::PurgeFeed;
-pub use idempotency::{
-    Answered, DecisionAnswer, DeploymentAnswer, Idempotency, MAX_KEY_LEN, TTL as IDEMPOTENCY_TTL,
-    TurnAnswer, unix_ms,
+#[cfg(test)]
+pub(crate) use idempotency::TTL as IDEMPOTENCY_TTL;
+pub(crate) use idempotency::{
+    Answered, DecisionAnswer, DeploymentAnswer, Idempotency, MAX_KEY_LEN, TurnAnswer, unix_ms,
 };
 pub(super) use idempotency::{Once, PurgeIdempotency};
 pub(super) use keys::{DeleteApiKey, PutApiKey, TouchApiKey};
-pub use quotas::Quotas;
-pub use recovery::Recovery;
+pub(crate) use quotas::Quotas;
+pub(crate) use recovery::Recovery;
 pub(super) use recovery::{CloseTurn, Recover};
 pub(super) use secrets::{DeleteSecret, PutSecret};
-pub use sessions::input_text;
 pub(super) use sessions::{Append, CreateSession, Decide, EndSession, FinishTurn, PostInput};
-pub use threads::ThreadTurn;
+pub(crate) use threads::ThreadTurn;
 pub(super) use threads::{DecideAt, OpenThread};
 
 /// A deployment to register (the writer assigns the version).

@@ -473,7 +473,7 @@ pub(super) fn turn_start_events(turn: u32, input: &Value) -> Vec<NewEvent> {
 }
 
 /// The text of a text input: a JSON string, or an object's string field `text`.
-pub fn input_text(input: &Value) -> Option<&str> {
+pub(super) fn input_text(input: &Value) -> Option<&str> {
     match input {
         Value::String(text) => Some(text),
         Value::Object(map) => map.get("text").and_then(Value::as_str),

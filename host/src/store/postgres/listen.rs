@@ -16,7 +16,7 @@ use crate::store::StoreError;
 
 /// What another transaction committed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Change {
+pub(crate) enum Change {
     /// Events `first..=last` of a session.
     Events {
         session: Uuid,

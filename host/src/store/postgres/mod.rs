@@ -29,8 +29,8 @@ use uuid::Uuid;
 
 use super::StoreError;
 use super::engine::{WriteEngine, WriteTx};
-pub use lease::LeaseOptions;
-pub use listen::Change;
+pub(crate) use lease::LeaseOptions;
+pub(crate) use listen::Change;
 use tx::PgTx;
 
 type Pool = r2d2::Pool<PostgresConnectionManager<NoTls>>;
@@ -81,7 +81,7 @@ fn lost_race(err: &postgres::Error) -> bool {
 /// the deployments it builds): their leases are renewed, and this host
 /// never takes them over as orphans.
 #[derive(Default)]
-pub struct Held(Mutex<HashSet<Uuid>>);
+pub(crate) struct Held(Mutex<HashSet<Uuid>>);
 
 impl Held {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<Uuid>> {
@@ -103,7 +103,7 @@ impl Held {
 }
 
 /// Held while this host works on something; forgets it on drop.
-pub struct Hold {
+pub(crate) struct Hold {
     held: Arc<Held>,
     id: Uuid,
 }
@@ -116,7 +116,7 @@ impl Drop for Hold {
 
 /// The PostgreSQL engine of one host (cheap to clone).
 #[derive(Clone)]
-pub struct PgEngine {
+pub(crate) struct PgEngine {
     config: postgres::Config,
     pool: Arc<Reads>,
     host: Uuid,
@@ -129,7 +129,7 @@ impl PgEngine {
     /// Connects, runs the schema migrations (refusing a schema newer than
     /// this binary knows), and opens the read pool. `host` is this
     /// process's id: the owner of the turns it runs.
-    pub fn open(url: &str, host: Uuid, lease: LeaseOptions) -> Result<PgEngine, StoreError> {
+    pub(crate) fn open(url: &str, host: Uuid, lease: LeaseOptions) -> Result<PgEngine, StoreError> {
         let config: postgres::Config = url
             .parse()
             .map_err(|e| StoreError::Rejected(format!("invalid --store URL: {e}")))?;
@@ -159,12 +159,12 @@ impl PgEngine {
     }
 
     /// Marks a turn as running here until the hold is dropped.
-    pub fn hold(&self, session: Uuid) -> Hold {
+    pub(crate) fn hold(&self, session: Uuid) -> Hold {
         self.live.hold(session)
     }
 
     /// Starts the lease keeper (renewals) of this host.
-    pub fn keep_leases(&self) -> Result<(), StoreError> {
+    pub(crate) fn keep_leases(&self) -> Result<(), StoreError> {
         lease::spawn_keeper(
             self.config.clone(),
             self.host,
@@ -176,7 +176,7 @@ impl PgEngine {
 
     /// Starts this host's listener: `changed` is called for every change
     /// another transaction (of any host) committed.
-    pub fn listen(&self, changed: Box<dyn Fn(Change) + Send>) -> Result<(), StoreError> {
+    pub(crate) fn listen(&self, changed: Box<dyn Fn(Change) + Send>) -> Result<(), StoreError> {
         listen::spawn(self.config.clone(), changed)
     }
 }

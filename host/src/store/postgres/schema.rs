@@ -104,7 +104,7 @@ const MIGRATIONS: &[&str] = &[
 ];
 
 /// The schema version this binary writes.
-pub const VERSION: i32 = MIGRATIONS.len() as i32;
+pub(super) const VERSION: i32 = MIGRATIONS.len() as i32;
 
 /// Brings the database to `VERSION`, or refuses a newer one.
 pub(super) fn migrate(client: &mut Client) -> Result<(), StoreError> {

@@ -25,10 +25,10 @@ use tx::RedbTx;
 /// redb's page cache unless the operator says otherwise (`--journal-cache-mb`).
 /// redb's own default is 1 GiB, which a busy server fills within a minute;
 /// the kernel's page cache still holds the file beyond it.
-pub const DEFAULT_CACHE_BYTES: usize = 256 << 20;
+pub(crate) const DEFAULT_CACHE_BYTES: usize = 256 << 20;
 /// Sessions the writer keeps cached between batches; past this, the ones
 /// without a running turn are dropped (and re-read from redb when needed).
-pub const SESSION_CACHE: usize = 4096;
+pub(crate) const SESSION_CACHE: usize = 4096;
 
 /// Maps any redb error to `StoreError::Storage`.
 pub(super) fn storage(err: impl Into<redb::Error>) -> StoreError {
@@ -36,7 +36,7 @@ pub(super) fn storage(err: impl Into<redb::Error>) -> StoreError {
 }
 
 /// The redb engine: one database file.
-pub struct RedbEngine {
+pub(crate) struct RedbEngine {
     db: Arc<Database>,
     session_cache: usize,
 }
@@ -44,7 +44,7 @@ pub struct RedbEngine {
 impl RedbEngine {
     /// Opens (or creates) the database file with a page cache of
     /// `cache_bytes` and makes sure every table exists.
-    pub fn open(path: &Path, cache_bytes: usize) -> Result<RedbEngine, StoreError> {
+    pub(crate) fn open(path: &Path, cache_bytes: usize) -> Result<RedbEngine, StoreError> {
         RedbEngine::init(
             Database::builder()
                 .set_cache_size(cache_bytes)
@@ -54,7 +54,10 @@ impl RedbEngine {
     }
 
     /// Opens a database on a given storage backend (tests inject failures with it).
-    pub fn open_with_backend(backend: impl redb::StorageBackend) -> Result<RedbEngine, StoreError> {
+    #[cfg(test)]
+    pub(crate) fn open_with_backend(
+        backend: impl redb::StorageBackend,
+    ) -> Result<RedbEngine, StoreError> {
         RedbEngine::init(
             Database::builder()
                 .create_with_backend(backend)
@@ -64,7 +67,8 @@ impl RedbEngine {
 
     /// Another number of sessions the writer keeps cached (the model test
     /// evicts on every batch).
-    pub fn with_session_cache(mut self, sessions: usize) -> Self {
+    #[cfg(test)]
+    pub(crate) fn with_session_cache(mut self, sessions: usize) -> Self {
         self.session_cache = sessions;
         self
     }

@@ -11,52 +11,54 @@ use crate::store::error::corrupt;
 use crate::store::records::{SessionRecord, SessionStatus};
 
 /// (session, seq) → event record (see `journal::encode_record`).
-pub const EVENTS: TableDefinition<(u128, u64), &[u8]> = TableDefinition::new("events_v1");
+pub(super) const EVENTS: TableDefinition<(u128, u64), &[u8]> = TableDefinition::new("events_v1");
 /// event id → (session, seq): resolves a Last-Event-ID.
-pub const EVENT_IDS: TableDefinition<u128, (u128, u64)> = TableDefinition::new("event_ids_v1");
+pub(super) const EVENT_IDS: TableDefinition<u128, (u128, u64)> =
+    TableDefinition::new("event_ids_v1");
 /// session id → SessionRecord (JSON).
-pub const SESSIONS: TableDefinition<u128, &[u8]> = TableDefinition::new("sessions_v1");
+pub(super) const SESSIONS: TableDefinition<u128, &[u8]> = TableDefinition::new("sessions_v1");
 /// app id → AppRecord (JSON).
-pub const APPS: TableDefinition<u128, &[u8]> = TableDefinition::new("apps_v1");
+pub(super) const APPS: TableDefinition<u128, &[u8]> = TableDefinition::new("apps_v1");
 /// app slug → app id.
-pub const APP_SLUGS: TableDefinition<&str, u128> = TableDefinition::new("app_slugs_v1");
+pub(super) const APP_SLUGS: TableDefinition<&str, u128> = TableDefinition::new("app_slugs_v1");
 /// deployment id → DeploymentRecord (JSON).
-pub const DEPLOYMENTS: TableDefinition<u128, &[u8]> = TableDefinition::new("deployments_v1");
+pub(super) const DEPLOYMENTS: TableDefinition<u128, &[u8]> = TableDefinition::new("deployments_v1");
 /// (app id, version) → deployment id.
-pub const APP_DEPLOYMENTS: TableDefinition<(u128, u64), u128> =
+pub(super) const APP_DEPLOYMENTS: TableDefinition<(u128, u64), u128> =
     TableDefinition::new("app_deployments_v1");
 /// session id → seq of its TOOL_APPROVAL_REQUIRED, for sessions awaiting a decision.
-pub const PENDING_APPROVALS: TableDefinition<u128, u64> =
+pub(super) const PENDING_APPROVALS: TableDefinition<u128, u64> =
     TableDefinition::new("pending_approvals_v1");
 /// secret name → SecretRecord (JSON, sealed).
-pub const SECRETS: TableDefinition<&str, &[u8]> = TableDefinition::new("secrets_v1");
+pub(super) const SECRETS: TableDefinition<&str, &[u8]> = TableDefinition::new("secrets_v1");
 /// key id → ApiKeyRecord (JSON).
-pub const API_KEYS: TableDefinition<&str, &[u8]> = TableDefinition::new("api_keys_v1");
+pub(super) const API_KEYS: TableDefinition<&str, &[u8]> = TableDefinition::new("api_keys_v1");
 
 /// (app id, route, AG-UI thread id) → session id (`store::domain::threads`).
-pub const THREADS: TableDefinition<(u128, &str, &str), u128> = TableDefinition::new("threads_v1");
+pub(super) const THREADS: TableDefinition<(u128, &str, &str), u128> =
+    TableDefinition::new("threads_v1");
 
 /// (API key id, Idempotency-Key) → IdempotencyRecord (JSON) (`store::domain::idempotency`).
-pub const IDEMPOTENCY: TableDefinition<(&str, &str), &[u8]> =
+pub(super) const IDEMPOTENCY: TableDefinition<(&str, &str), &[u8]> =
     TableDefinition::new("idempotency_v1");
 /// (expires at, Unix ms; API key id, Idempotency-Key) → (): the purge's order.
-pub const IDEMPOTENCY_EXPIRY: TableDefinition<(u64, &str, &str), ()> =
+pub(super) const IDEMPOTENCY_EXPIRY: TableDefinition<(u64, &str, &str), ()> =
     TableDefinition::new("idempotency_expiry_v1");
 /// (app id, session id) → 1 if it runs a turn, else 0, for every session
 /// not ended: an app's load (`store::domain::quotas`) is one range of it.
 /// Derived from SESSIONS (filled from it when a file predates the table).
-pub const OPEN_SESSIONS: TableDefinition<(u128, u128), u8> =
+pub(super) const OPEN_SESSIONS: TableDefinition<(u128, u128), u8> =
     TableDefinition::new("open_sessions_v1");
 
 /// approvals-feed seq → (appended at, Unix ms; session id; app id;
 /// `ApprovalFeedEntry` JSON) (`store::domain::feed`).
-pub const APPROVAL_FEED: TableDefinition<u64, (u64, u128, u128, &str)> =
+pub(super) const APPROVAL_FEED: TableDefinition<u64, (u64, u128, u128, &str)> =
     TableDefinition::new("approval_feed_v1");
 /// (session id, feed seq) → (): a session's feed entries, for its deletion.
-pub const APPROVAL_FEED_SESSIONS: TableDefinition<(u128, u64), ()> =
+pub(super) const APPROVAL_FEED_SESSIONS: TableDefinition<(u128, u64), ()> =
     TableDefinition::new("approval_feed_sessions_v1");
 /// The feed's marks: `head` (the newest seq given) and `purged_through`.
-pub const APPROVAL_FEED_MARKS: TableDefinition<&str, u64> =
+pub(super) const APPROVAL_FEED_MARKS: TableDefinition<&str, u64> =
     TableDefinition::new("approval_feed_marks_v1");
 
 /// Makes sure every table exists.

@@ -12,7 +12,7 @@ use super::sys;
 
 /// One scrape: every sample, summed over labels other than `le`.
 #[derive(Default, Debug)]
-pub struct Snapshot {
+pub(super) struct Snapshot {
     /// `name` → value, for samples without `le`.
     values: BTreeMap<String, f64>,
     /// `name` (of the `_bucket` series, without the suffix) → `le` → cumulative count.
@@ -21,7 +21,7 @@ pub struct Snapshot {
 
 impl Snapshot {
     /// Parses the text format; lines it cannot read are skipped.
-    pub fn parse(text: &str) -> Snapshot {
+    pub(super) fn parse(text: &str) -> Snapshot {
         let mut snapshot = Snapshot::default();
         for line in text.lines().map(str::trim) {
             if line.is_empty() || line.starts_with('#') {
@@ -67,12 +67,12 @@ impl Snapshot {
         snapshot
     }
 
-    pub fn value(&self, name: &str) -> Option<f64> {
+    pub(super) fn value(&self, name: &str) -> Option<f64> {
         self.values.get(name).copied()
     }
 
     /// A value that counts something (bytes, events, streams), as an integer.
-    pub fn count(&self, name: &str) -> Option<u64> {
+    pub(super) fn count(&self, name: &str) -> Option<u64> {
         self.value(name).map(whole)
     }
 }
@@ -85,7 +85,7 @@ fn whole(value: f64) -> u64 {
 /// A histogram's change between two scrapes, scaled by `unit` (1000 for
 /// seconds shown as ms). Quantiles are estimated from the buckets.
 #[derive(Serialize, Debug, PartialEq)]
-pub struct Histogram {
+pub(super) struct Histogram {
     pub count: u64,
     pub mean: Option<f64>,
     pub p50: Option<f64>,
@@ -150,21 +150,21 @@ fn quantile(buckets: &[(f64, f64)], q: f64) -> Option<f64> {
 
 /// What a phase cost: wall time, the bench's CPU and the server's figures.
 #[derive(Serialize, Debug)]
-pub struct Resources {
+pub(super) struct Resources {
     pub seconds: f64,
     pub client: Cpu,
     pub server: Server,
 }
 
 #[derive(Serialize, Debug)]
-pub struct Cpu {
+pub(super) struct Cpu {
     pub cpu_seconds: Option<f64>,
     pub cpu_percent: Option<f64>,
 }
 
 /// The server's side of a phase; every field is `null` without `/metrics`.
 #[derive(Serialize, Debug, Default)]
-pub struct Server {
+pub(super) struct Server {
     pub cpu_seconds: Option<f64>,
     pub cpu_percent: Option<f64>,
     /// `process_resident_memory_bytes` at the end of the phase.
@@ -180,14 +180,14 @@ pub struct Server {
 }
 
 /// Taken when a phase starts; `finish` measures what happened since.
-pub struct Probe {
+pub(super) struct Probe {
     started: Instant,
     client_cpu: Option<f64>,
     server: Option<Snapshot>,
 }
 
 impl Probe {
-    pub async fn start(api: &Api) -> anyhow::Result<Probe> {
+    pub(super) async fn start(api: &Api) -> anyhow::Result<Probe> {
         let server = api.metrics().await?;
         Ok(Probe {
             started: Instant::now(),
@@ -196,7 +196,7 @@ impl Probe {
         })
     }
 
-    pub async fn finish(self, api: &Api) -> anyhow::Result<Resources> {
+    pub(super) async fn finish(self, api: &Api) -> anyhow::Result<Resources> {
         let seconds = self.started.elapsed().as_secs_f64();
         let client_cpu = sys::cpu_seconds().zip(self.client_cpu).map(|(b, a)| b - a);
         let after = api.metrics().await?;

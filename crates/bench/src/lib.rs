@@ -60,49 +60,39 @@ mod run;
 mod sse;
 mod stats;
 mod sys;
+mod wire;
 
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 
-use super::Remote;
-use crate::api::views::AppView;
 use client::Api;
 use report::{Config, Report};
+use wire::AppView;
 
-/// The most deltas one `/stream` turn of the bench agent streams.
-const MAX_DELTAS: u64 = 999_000;
-
-#[derive(clap::Args)]
-pub struct BenchArgs {
-    #[command(flatten)]
-    pub remote: Remote,
+/// What to run (`agenthost bench`'s options, host/src/cli/bench.rs; every
+/// one is in docs/bench.md).
+pub struct Options {
+    /// The server's base URL.
+    pub url: String,
+    pub api_key: String,
     /// The app (slug or id) running the `examples/bench` agent.
-    #[arg(long, default_value = "bench")]
     pub app: String,
     /// Load phase: sessions driven at once (also the approval phase's).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub concurrency: u64,
-    /// Load phase: how long to start new turns (e.g. `10s`, `1m`); `0s` skips it.
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    /// Load phase: how long to start new turns; zero skips it.
     pub duration: Duration,
-    /// Load phase: run exactly this many turns instead of `--duration`; 0 skips it.
-    #[arg(long, conflicts_with = "duration")]
+    /// Load phase: run exactly this many turns instead of `duration`; 0 skips it.
     pub turns: Option<u64>,
     /// Load phase: deltas each turn streams.
-    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=MAX_DELTAS))]
     pub deltas: u64,
     /// Replay phase: deltas of the long session read back; 0 skips it.
-    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(0..=MAX_DELTAS))]
     pub replay_events: u64,
     /// Idle phase: event streams held open on a finished turn; 0 skips it.
-    #[arg(long, default_value_t = 1000)]
     pub idle_streams: u64,
     /// Approval phase: gated calls to decide; 0 skips it.
-    #[arg(long, default_value_t = 200)]
     pub approvals: u64,
     /// Print one JSON object instead of the table.
-    #[arg(long)]
     pub json: bool,
 }
 
@@ -112,8 +102,9 @@ pub struct BenchArgs {
 /// event stream's chunks then wake their reader without crossing threads,
 /// which on a multi-threaded runtime costs more than reading the event
 /// (the replay read ran 5 times slower). Its CPU is therefore at most one
-/// core: near 100%, the bench is the bottleneck.
-pub async fn bench(args: BenchArgs) -> anyhow::Result<()> {
+/// core: near 100%, the bench is the bottleneck. The idle phase holds
+/// many streams open: the caller raises the open-file limit first.
+pub async fn bench(args: Options) -> anyhow::Result<()> {
     let (done, result) = tokio::sync::oneshot::channel();
     std::thread::Builder::new()
         .name("bench".into())
@@ -129,9 +120,8 @@ pub async fn bench(args: BenchArgs) -> anyhow::Result<()> {
     result.await.context("the bench's thread panicked")?
 }
 
-async fn run(args: BenchArgs) -> anyhow::Result<()> {
-    crate::util::raise_open_file_limit();
-    let api = Api::new(&args.remote.url, &args.remote.api_key)?;
+async fn run(args: Options) -> anyhow::Result<()> {
+    let api = Api::new(&args.url, &args.api_key)?;
     check_app(&api, &args.app).await?;
     let metrics_available = api.metrics().await?.is_some();
     if !metrics_available {

@@ -13,7 +13,7 @@ use super::run::Load;
 use super::stats::Latency;
 
 #[derive(Serialize)]
-pub struct Report {
+pub(super) struct Report {
     pub url: String,
     pub app: String,
     pub config: Config,
@@ -26,7 +26,7 @@ pub struct Report {
 }
 
 #[derive(Serialize)]
-pub struct Config {
+pub(super) struct Config {
     pub concurrency: u64,
     /// `null` when `--turns` was given.
     pub duration_secs: Option<f64>,
@@ -38,7 +38,7 @@ pub struct Config {
 }
 
 /// The report as aligned `figure  value` lines, a block per phase.
-pub fn table(report: &Report) -> String {
+pub(super) fn table(report: &Report) -> String {
     let mut t = Table::default();
     let c = &report.config;
     t.line("server", &report.url);

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 /// A summary of latency samples, in milliseconds.
 #[derive(Serialize, Clone, Debug, PartialEq)]
-pub struct Latency {
+pub(super) struct Latency {
     pub count: usize,
     pub mean_ms: f64,
     pub p50_ms: f64,
@@ -18,7 +18,7 @@ pub struct Latency {
 
 impl Latency {
     /// The summary of `samples`, or `None` if there are none.
-    pub fn of(samples: &[Duration]) -> Option<Latency> {
+    pub(super) fn of(samples: &[Duration]) -> Option<Latency> {
         if samples.is_empty() {
             return None;
         }
@@ -45,7 +45,7 @@ fn percentile(sorted: &[Duration], q: f64) -> Duration {
 }
 
 /// `count / seconds`, or 0 for an empty interval.
-pub fn rate(count: u64, seconds: f64) -> f64 {
+pub(super) fn rate(count: u64, seconds: f64) -> f64 {
     if seconds > 0.0 {
         count as f64 / seconds
     } else {

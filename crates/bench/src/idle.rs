@@ -22,7 +22,7 @@ const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
 const SETTLE: Duration = Duration::from_secs(1);
 
 #[derive(Serialize)]
-pub struct Idle {
+pub(super) struct Idle {
     pub requested: u64,
     pub opened: u64,
     pub open_seconds: f64,
@@ -37,7 +37,7 @@ pub struct Idle {
     pub resources: Resources,
 }
 
-pub async fn idle(api: &Api, app: &str, streams: u64) -> anyhow::Result<Idle> {
+pub(super) async fn idle(api: &Api, app: &str, streams: u64) -> anyhow::Result<Idle> {
     let session = api
         .create_session(app, "/stream", json!({"deltas": 1}))
         .await?;

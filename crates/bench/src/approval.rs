@@ -13,10 +13,10 @@ use serde_json::{Value, json};
 use super::client::Api;
 use super::metrics::{Probe, Resources};
 use super::stats::Latency;
-use crate::api::views::DecisionAccepted;
+use crate::wire::Accepted;
 
 #[derive(Serialize)]
-pub struct Approval {
+pub(super) struct Approval {
     pub sessions: u64,
     /// POST approval → the resumed turn's TURN_STARTED (its first event).
     pub to_turn_started: Option<Latency>,
@@ -34,7 +34,7 @@ struct Samples {
     turn_ended: Vec<Duration>,
 }
 
-pub async fn approvals(
+pub(super) async fn approvals(
     api: &Api,
     app: &str,
     count: u64,
@@ -85,7 +85,7 @@ async fn one(api: &Api, app: &str, samples: &mut Samples) -> anyhow::Result<()> 
     }
     let posted = Instant::now();
     let path = format!("/sessions/{session}/approval");
-    let _: DecisionAccepted = api.post(&path, &json!({"approved": true})).await?;
+    let _: Accepted = api.post(&path, &json!({"approved": true})).await?;
     let mut started = None;
     let mut result = None;
     loop {

@@ -15,11 +15,11 @@ use super::client::Api;
 use super::metrics::{Probe, Resources};
 use super::sse::EventStream;
 use super::stats::{Latency, rate};
-use crate::api::views::TurnAccepted;
+use crate::wire::Accepted;
 
 /// When the load phase stops starting turns.
 #[derive(Clone, Copy)]
-pub enum Stop {
+pub(super) enum Stop {
     Duration(Duration),
     /// This many turns in all (first turns and follow-ups).
     Turns(u64),
@@ -35,7 +35,7 @@ impl fmt::Display for Stop {
 }
 
 #[derive(Serialize)]
-pub struct Load {
+pub(super) struct Load {
     pub seconds: f64,
     pub sessions: u64,
     pub turns: u64,
@@ -62,7 +62,7 @@ struct Samples {
     followup_first_delta: Vec<Duration>,
 }
 
-pub async fn load(
+pub(super) async fn load(
     api: &Api,
     app: &str,
     concurrency: u64,
@@ -134,7 +134,7 @@ async fn worker(
         }
         let posted = Instant::now();
         let body = json!({"input": input});
-        let _: TurnAccepted = (api.post(&format!("/sessions/{session}/input"), &body)).await?;
+        let _: Accepted = (api.post(&format!("/sessions/{session}/input"), &body)).await?;
         let mut events = api.events(&session, Some(&first.last_id)).await?;
         let followup = read_turn(&mut events, posted).await?;
         samples.turns += 1;
@@ -145,7 +145,7 @@ async fn worker(
 }
 
 /// One turn as seen on its event stream.
-pub struct TurnRead {
+pub(super) struct TurnRead {
     /// From `since` to the first MESSAGE_DELTA (none if the turn had none).
     pub first_delta: Option<Duration>,
     /// From `since` to TURN_ENDED.
@@ -157,7 +157,10 @@ pub struct TurnRead {
 }
 
 /// Reads up to the next TURN_ENDED; a failed or ended session is an error.
-pub async fn read_turn(events: &mut EventStream, since: Instant) -> anyhow::Result<TurnRead> {
+pub(super) async fn read_turn(
+    events: &mut EventStream,
+    since: Instant,
+) -> anyhow::Result<TurnRead> {
     let mut first_delta = None;
     let mut count = 0;
     loop {

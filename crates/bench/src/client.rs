@@ -1,6 +1,6 @@
 //! The bench's HTTP client: the few API calls it makes, each refusing a
 //! non-2xx answer with the server's own error message. Answers are read
-//! into the API's own typed views (`api::views`), as the server writes them.
+//! into the few fields the bench uses (`wire.rs`).
 
 use std::time::Duration;
 
@@ -9,8 +9,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use crate::api::views::{CreatedSession, ErrorBody, SessionView};
-use crate::store::SessionStatus;
+use crate::wire::{CreatedSession, ErrorBody, SessionView};
 
 use super::metrics::Snapshot;
 use super::sse::EventStream;
@@ -21,14 +20,14 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The server, its key and a pooled HTTP client.
 #[derive(Clone)]
-pub struct Api {
+pub(super) struct Api {
     base: String,
     key: String,
     http: reqwest::Client,
 }
 
 impl Api {
-    pub fn new(url: &str, key: &str) -> anyhow::Result<Api> {
+    pub(super) fn new(url: &str, key: &str) -> anyhow::Result<Api> {
         let http = reqwest::Client::builder()
             .tcp_nodelay(true)
             .connect_timeout(Duration::from_secs(10))
@@ -41,18 +40,18 @@ impl Api {
         })
     }
 
-    pub fn base(&self) -> &str {
+    pub(super) fn base(&self) -> &str {
         &self.base
     }
 
     /// `GET path`, its answer read as `T`.
-    pub async fn get<T: DeserializeOwned>(&self, path: &str) -> anyhow::Result<T> {
+    pub(super) async fn get<T: DeserializeOwned>(&self, path: &str) -> anyhow::Result<T> {
         let request = self.http.get(self.url(path)).timeout(REQUEST_TIMEOUT);
         self.send("GET", path, request).await
     }
 
     /// `POST path` with a JSON body, its answer read as `T`.
-    pub async fn post<T: DeserializeOwned>(
+    pub(super) async fn post<T: DeserializeOwned>(
         &self,
         path: &str,
         body: &impl Serialize,
@@ -64,7 +63,7 @@ impl Api {
     }
 
     /// Creates a session; returns its id.
-    pub async fn create_session(
+    pub(super) async fn create_session(
         &self,
         app: &str,
         route: &str,
@@ -72,17 +71,17 @@ impl Api {
     ) -> anyhow::Result<String> {
         let body = json!({"app": app, "route": route, "input": input});
         let created: CreatedSession = self.post("/sessions", &body).await?;
-        Ok(created.session.session_id.to_string())
+        Ok(created.session_id)
     }
 
-    /// The session's status.
-    pub async fn session_status(&self, session: &str) -> anyhow::Result<SessionStatus> {
+    /// The session's status (`running`, `idle`, ...).
+    pub(super) async fn session_status(&self, session: &str) -> anyhow::Result<String> {
         let view: SessionView = self.get(&format!("/sessions/{session}")).await?;
         Ok(view.status)
     }
 
     /// Opens the session's event stream, after `last_event_id` if given.
-    pub async fn events(
+    pub(super) async fn events(
         &self,
         session: &str,
         last_event_id: Option<&str>,
@@ -109,7 +108,7 @@ impl Api {
     }
 
     /// A scrape of `GET /metrics`, or `None` if the server has no such endpoint.
-    pub async fn metrics(&self) -> anyhow::Result<Option<Snapshot>> {
+    pub(super) async fn metrics(&self) -> anyhow::Result<Option<Snapshot>> {
         let response = (self.http.get(self.url("/metrics")))
             .timeout(REQUEST_TIMEOUT)
             .bearer_auth(&self.key)

@@ -10,10 +10,9 @@ use serde_json::json;
 use super::client::Api;
 use super::metrics::{Probe, Resources};
 use super::stats::rate;
-use crate::store::SessionStatus;
 
 #[derive(Serialize)]
-pub struct Replay {
+pub(super) struct Replay {
     pub session_id: String,
     /// Events in the session (the deltas plus the turn's other events).
     pub events: u64,
@@ -30,7 +29,7 @@ pub struct Replay {
 
 /// One read of the stream up to the session's last event.
 #[derive(Serialize)]
-pub struct Read {
+pub(super) struct Read {
     pub events: u64,
     pub seconds: f64,
     /// Request sent → the first event.
@@ -38,7 +37,7 @@ pub struct Read {
     pub events_per_sec: f64,
 }
 
-pub async fn replay(api: &Api, app: &str, deltas: u64) -> anyhow::Result<Replay> {
+pub(super) async fn replay(api: &Api, app: &str, deltas: u64) -> anyhow::Result<Replay> {
     let write_probe = Probe::start(api).await?;
     let posted = Instant::now();
     let session = (api.create_session(app, "/stream", json!({"deltas": deltas}))).await?;
@@ -66,14 +65,13 @@ pub async fn replay(api: &Api, app: &str, deltas: u64) -> anyhow::Result<Replay>
 }
 
 /// Polls the session until its turn is over; anything but `idle` is an error.
-pub async fn wait_idle(api: &Api, session: &str) -> anyhow::Result<()> {
+pub(super) async fn wait_idle(api: &Api, session: &str) -> anyhow::Result<()> {
     loop {
-        match api.session_status(session).await? {
-            SessionStatus::Running => tokio::time::sleep(Duration::from_millis(20)).await,
-            SessionStatus::Idle => return Ok(()),
+        match api.session_status(session).await?.as_str() {
+            "running" => tokio::time::sleep(Duration::from_millis(20)).await,
+            "idle" => return Ok(()),
             status => bail!(
-                "session {session}: the turn did not end normally (status {}; see GET /sessions/{session}/events)",
-                status.as_str()
+                "session {session}: the turn did not end normally (status {status}; see GET /sessions/{session}/events)"
             ),
         }
     }

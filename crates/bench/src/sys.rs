@@ -2,7 +2,7 @@
 
 /// CPU seconds (user + system) this process has used so far, all threads.
 #[cfg(unix)]
-pub fn cpu_seconds() -> Option<f64> {
+pub(super) fn cpu_seconds() -> Option<f64> {
     let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
     // SAFETY: `usage` is a valid, writable `rusage`; getrusage only writes it.
     let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
