@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{self, Server, bundle, types};
+use crate::support::{self, Server, agents, bundle, types};
 
 /// Deploys the ops example as `slug`, with extra manifest text and a policy.
 async fn deploy_ops(server: &Server, slug: &str, extra: &str, policy: Option<&str>) -> Value {
@@ -356,8 +356,7 @@ async fn ungated_calls_of_a_suspended_step_run_on_resume() {
 
 /// An agent that never asks for the resumed step (the `forgetful` fixture:
 /// no `resumed()`, no resume helper) still has it answered, by the SDK
-/// before `handle`: approved and denied, the resumed turn ends normally, and
-/// `handle` already finds the result in the journal.
+/// before `handle` (the same check as the Python and TypeScript SDKs').
 #[tokio::test]
 async fn the_sdk_answers_the_resumed_step_even_if_the_agent_never_asks() {
     let dir = support::data_dir();
@@ -370,52 +369,7 @@ async fn the_sdk_answers_the_resumed_step_even_if_the_agent_never_asks() {
     assert_eq!(status, 202, "{row}");
     assert_eq!(server.wait_built(&row).await["status"], "active");
 
-    let session = server
-        .session("forgetful", "/forgetful", json!("apples"))
-        .await;
-    let mut stream = server.events(&session, None).await;
-    for (decision, status) in [
-        (json!({"approved": true, "approver": "alice"}), "ok"),
-        (json!({"approved": false, "approver": "bob"}), "denied"),
-    ] {
-        let suspended = stream
-            .until(&["TOOL_APPROVAL_REQUIRED", "TURN_ENDED", "TURN_ERROR"])
-            .await;
-        let required = suspended.last().unwrap();
-        assert_eq!(required["type"], "TOOL_APPROVAL_REQUIRED", "{suspended:?}");
-        let call_id = required["payload"]["tool_call_id"].as_str().unwrap();
-        let approver = decision["approver"].as_str().unwrap().to_string();
-        let (code, body) = decide(&server, &session, decision).await;
-        assert_eq!(code, 202, "{body}");
-        let resumed = stream.until(&["TURN_ENDED", "TURN_ERROR"]).await;
-        assert_eq!(
-            types(&resumed)[2..],
-            [
-                "TOOL_RESULT",
-                "MESSAGE_START",
-                "MESSAGE_DELTA",
-                "MESSAGE_END",
-                "TURN_ENDED",
-            ],
-            "{resumed:?}"
-        );
-        assert_eq!(resumed[2]["payload"]["tool_call_id"], call_id);
-        assert_eq!(resumed[2]["payload"]["status"], status);
-        assert_eq!(
-            last_message(&resumed),
-            format!("Resumed after {approver}'s decision: the journal has {call_id} {status}.")
-        );
-        if status == "ok" {
-            assert_eq!(
-                resumed[2]["payload"]["output"],
-                json!({"deleted": "apples"})
-            );
-            let (code, body) = input(&server, &session, "pears").await;
-            assert_eq!(code, 202, "{body}");
-        }
-    }
-    let (_, record) = server.get(&format!("/sessions/{session}")).await;
-    assert_eq!(record["status"], "idle", "{record}");
+    agents::a_forgetful_agent_still_answers_the_resumed_step(&server, "forgetful").await;
 }
 
 #[tokio::test]
