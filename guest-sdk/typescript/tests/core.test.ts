@@ -8,11 +8,11 @@ import { failureMessage } from '../src/export.ts';
 import { History, type Page } from '../src/history.ts';
 import { dumps } from '../src/json.ts';
 import { AddressProhibited, HttpError, journaledRefusal, RequestDenied } from '../src/http.ts';
-import { plan } from '../src/resume.ts';
+import { plan, resumeStep } from '../src/resume.ts';
 import { authorFrame, Mapper } from '../src/stack.ts';
 import { check, withDefaults } from '../src/schema.ts';
 import { callFromWire } from '../src/tools.ts';
-import { inputText } from '../src/turn.ts';
+import { inputText, Turn } from '../src/turn.ts';
 
 test('JSON text is compact with sorted keys, and refuses what JSON cannot hold', () => {
   assert.equal(dumps({ b: 1, a: { d: [1, { z: 1, y: 2 }], c: 'é' } }), '{"a":{"c":"é","d":[1,{"y":2,"z":1}]},"b":1}');
@@ -81,6 +81,19 @@ test('the resumed step runs in order; a denied pending call is answered denied; 
   assert.deepEqual(plan(denied).map(([action, call]) => [action, call.id]), [['run', 'call_1_1'], ['deny', 'call_1_2']]);
   const missing = { ...denied, step: [a] };
   assert.deepEqual(plan(missing).map(([action, call]) => [action, call.id]), [['run', 'call_1_1'], ['deny', 'call_1_2']]);
+});
+
+test('a step already resumed is not run again', async () => {
+  const pending = callFromWire('c2', 'delete', '{"name":"x"}');
+  const turn = new Turn(
+    { sessionId: 's', number: 2, route: '/chat', inputJson: '"go"', decision: { approved: true, approver: 'alice', call: pending, step: [pending] }, env: {} },
+    new Map(),
+  );
+  const done = [{ id: 'c2', name: 'delete', status: 'ok' as const, output: { deleted: 'x' } }];
+  turn.resumed = done;
+  // Runs nothing (no host here: a report would throw), the same results.
+  assert.equal(await resumeStep(turn, new Map()), done);
+  assert.equal(turn.pendingResult, done[0]);
 });
 
 test('failure messages: the SDK errors as their text, others with their name and stack', () => {
