@@ -72,10 +72,8 @@ impl Agent for Ops {
     fn handle(turn: &mut Turn) -> Result<(), Error> {
         // On a turn resumed by a decision, the SDK has run the suspended
         // step (and only that) before `handle`: say how it went.
-        if let Some(results) = turn.resumed() {
-            let results = results.to_vec();
-            let step = turn.decision().map(|d| d.step.clone()).unwrap_or_default();
-            return summarise(turn, &step, &results);
+        if let (Some(results), Some(decision)) = (turn.resumed(), turn.decision()) {
+            return summarise(turn, &decision.step, results);
         }
         let text = turn.input_text().unwrap_or_default().to_owned();
         let words: Vec<&str> = text.split_whitespace().collect();
