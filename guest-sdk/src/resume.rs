@@ -94,10 +94,7 @@ impl Turn {
     /// The suspended step's results, as [`Turn::resumed`]: the SDK has
     /// already run the step before `handle`, so this runs nothing (calling
     /// it is harmless, any number of times). `None` on an input turn.
-    #[deprecated(
-        since = "0.2.0",
-        note = "the SDK runs the resumed step before `handle`: read `turn.resumed()`"
-    )]
+    #[deprecated(note = "the SDK runs the resumed step before `handle`: read `turn.resumed()`")]
     pub fn resume_step(&mut self) -> Result<Option<Vec<ToolResult>>, Error> {
         Ok(self.resumed().map(<[ToolResult]>::to_vec))
     }
@@ -106,7 +103,6 @@ impl Turn {
     /// already run the step before `handle`, so this runs nothing. `None` on
     /// an input turn.
     #[deprecated(
-        since = "0.2.0",
         note = "the SDK runs the resumed step before `handle`: read `turn.pending_result()`"
     )]
     pub fn resume_pending_tool(&mut self) -> Result<Option<ToolResult>, Error> {
