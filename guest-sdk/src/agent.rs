@@ -36,6 +36,10 @@ pub trait Agent {
     /// Handles one turn. `Err` ends the turn with a TURN_ERROR carrying the
     /// error's message, except [`Error::ToolApprovalRequired`], which ends it
     /// cleanly (the host has suspended it).
+    ///
+    /// On a turn resumed by an approval decision, the SDK has already run
+    /// the suspended step when `handle` is called: its results are
+    /// [`Turn::resumed`] (and in [`Turn::history`]).
     fn handle(turn: &mut Turn) -> Result<(), Error>;
 }
 

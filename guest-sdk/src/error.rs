@@ -17,7 +17,8 @@ pub enum Error {
     /// A gated tool call now waits for a human decision, so the turn is
     /// suspended. Propagate it with `?`: the SDK ends the turn without an
     /// error, and the agent resumes in a turn whose reason is the decision
-    /// (where [`Turn::resume_step`](crate::Turn::resume_step) runs the step).
+    /// (where the SDK runs the step before `handle`: see
+    /// [`Turn::resumed`](crate::Turn::resumed)).
     ToolApprovalRequired(ToolCall),
     /// The input (or a tool's arguments) is not what the agent expects.
     BadInput(String),

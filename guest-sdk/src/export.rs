@@ -1,5 +1,6 @@
 //! The `guest` export behind `export_agent!`: `describe` from `Agent::setup`,
-//! `handle` around `Agent::handle`, and the panic hook that reports panics.
+//! `handle` around `Agent::handle` (a resumed step run first), and the panic
+//! hook that reports panics.
 
 use std::any::Any;
 use std::marker::PhantomData;
@@ -41,7 +42,10 @@ impl<A: Agent> Guest for Glue<A> {
         install_panic_hook();
         let tools = Rc::from(setup::<A>().tools);
         let mut turn = Turn::from_wit(turn, tools).map_err(|e| e.to_string())?;
-        match A::handle(&mut turn) {
+        // A resumed turn answers its suspended step before `handle` sees it,
+        // so no agent can leave a call of the step unanswered.
+        let outcome = turn.run_resumed_step().and_then(|()| A::handle(&mut turn));
+        match outcome {
             // A suspended turn is not an error: the host already knows.
             Ok(()) | Err(Error::ToolApprovalRequired(_)) => Ok(()),
             Err(e) => Err(e.to_string()),

@@ -1,6 +1,6 @@
 //! Resuming a suspended step: on a turn whose reason is an approval decision,
-//! `Turn::resume_step` runs the step the human decided on (and
-//! `Turn::resume_pending_tool` returns just the gated call's result).
+//! the SDK runs the step the human decided on before `Agent::handle` sees the
+//! turn, and keeps its results for `Turn::resumed` (and `Turn::pending_result`).
 
 use serde_json::Value;
 
@@ -40,24 +40,20 @@ fn plan(decision: &Decision) -> Vec<Action> {
 }
 
 impl Turn {
-    /// On a turn resumed by an approval decision, runs the suspended step in
-    /// the order the agent proposed it: each ungated call runs its handler
+    /// Runs the suspended step of a turn resumed by an approval decision,
+    /// before [`Agent::handle`](crate::Agent::handle) sees the turn (the
+    /// SDK's `handle` export calls it, so no agent can forget it): in the
+    /// order the agent proposed the calls, each ungated call runs its handler
     /// (`ok` or `error`); the pending (gated) call runs if approved, or is
     /// reported `denied` with the output `"denied by <approver>"`. Each
     /// result is reported to the host as it comes (so a later handler sees
-    /// the earlier results in [`Turn::history`]).
-    ///
-    /// Returns every result in step order; `None` when the turn's reason is
-    /// an input, or when the step already ran in this turn (it never runs twice).
-    pub fn resume_step(&mut self) -> Result<Option<Vec<ToolResult>>, Error> {
-        if self.step_resumed {
-            return Ok(None);
-        }
+    /// the earlier results in [`Turn::history`]); all of them are kept for
+    /// [`Turn::resumed`]. Does nothing on an input turn.
+    pub(crate) fn run_resumed_step(&mut self) -> Result<(), Error> {
         let Some(decision) = self.decision() else {
-            return Ok(None);
+            return Ok(());
         };
         let plan = plan(decision);
-        self.step_resumed = true;
         let mut results = Vec::with_capacity(plan.len());
         for action in plan {
             let result = match action {
@@ -75,19 +71,42 @@ impl Turn {
             report(&result)?;
             results.push(result);
         }
-        Ok(Some(results))
+        self.resumed = Some(results);
+        Ok(())
     }
 
-    /// A convenience over [`Turn::resume_step`]: runs the whole suspended
-    /// step (the ungated calls too, as the host requires) and returns only
-    /// the pending call's result. `None` when the turn's reason is an input
-    /// or the step already ran in this turn.
+    /// On a turn resumed by an approval decision: the suspended step's
+    /// results, in step order. The SDK ran the step before
+    /// [`Agent::handle`](crate::Agent::handle) was called (the approved call
+    /// ran, a denied one was reported `denied`), and they are in
+    /// [`Turn::history`] too. `None` on an input turn.
+    pub fn resumed(&self) -> Option<&[ToolResult]> {
+        self.resumed.as_deref()
+    }
+
+    /// On a turn resumed by an approval decision: the result of the call the
+    /// human decided on (one of [`Turn::resumed`]). `None` on an input turn.
+    pub fn pending_result(&self) -> Option<&ToolResult> {
+        let pending = self.decision()?.call.id.as_deref()?;
+        self.resumed()?.iter().find(|r| r.id == pending)
+    }
+
+    /// The suspended step's results, as [`Turn::resumed`]: the SDK has
+    /// already run the step before `handle`, so this runs nothing (calling
+    /// it is harmless, any number of times). `None` on an input turn.
+    #[deprecated(note = "the SDK runs the resumed step before `handle`: read `turn.resumed()`")]
+    pub fn resume_step(&mut self) -> Result<Option<Vec<ToolResult>>, Error> {
+        Ok(self.resumed().map(<[ToolResult]>::to_vec))
+    }
+
+    /// The pending call's result, as [`Turn::pending_result`]: the SDK has
+    /// already run the step before `handle`, so this runs nothing. `None` on
+    /// an input turn.
+    #[deprecated(
+        note = "the SDK runs the resumed step before `handle`: read `turn.pending_result()`"
+    )]
     pub fn resume_pending_tool(&mut self) -> Result<Option<ToolResult>, Error> {
-        let Some(pending) = self.decision().and_then(|d| d.call.id.clone()) else {
-            return Ok(None);
-        };
-        let results = self.resume_step()?;
-        Ok(results.and_then(|all| all.into_iter().find(|r| r.id == pending)))
+        Ok(self.pending_result().cloned())
     }
 }
 
@@ -147,7 +166,42 @@ mod tests {
     #[test]
     fn input_turns_have_no_step_to_resume() {
         let mut turn = Turn::for_tests();
-        assert_eq!(turn.resume_step(), Ok(None));
-        assert_eq!(turn.resume_pending_tool(), Ok(None));
+        assert_eq!(turn.run_resumed_step(), Ok(()));
+        assert_eq!(turn.resumed(), None);
+        assert_eq!(turn.pending_result(), None);
+        #[allow(deprecated)]
+        {
+            assert_eq!(turn.resume_step(), Ok(None));
+            assert_eq!(turn.resume_pending_tool(), Ok(None));
+        }
+    }
+
+    #[test]
+    fn the_old_helpers_return_what_the_sdk_ran_and_run_nothing() {
+        let mut turn = Turn::for_tests();
+        let step = vec![call("c1", "add"), call("c2", "delete")];
+        turn.reason = crate::turn::Reason::ApprovalDecision(decision(false, step));
+        let results = vec![
+            ToolResult {
+                id: "c1".into(),
+                name: "add".into(),
+                status: ToolStatus::Error,
+                output: json!("unknown tool: add"),
+            },
+            ToolResult {
+                id: "c2".into(),
+                name: "delete".into(),
+                status: ToolStatus::Denied,
+                output: json!("denied by alice"),
+            },
+        ];
+        turn.resumed = Some(results.clone());
+        assert_eq!(turn.resumed(), Some(&results[..]));
+        assert_eq!(turn.pending_result(), Some(&results[1]));
+        #[allow(deprecated)]
+        for _ in 0..2 {
+            assert_eq!(turn.resume_step(), Ok(Some(results.clone())));
+            assert_eq!(turn.resume_pending_tool(), Ok(Some(results[1].clone())));
+        }
     }
 }

@@ -116,9 +116,10 @@ impl Turn {
     /// Returns [`Error::ToolApprovalRequired`] when the host suspends the turn
     /// (none of the step's calls has run, and every further effect of this
     /// turn is refused): propagate it with `?` and the turn ends cleanly; the
-    /// agent resumes in a new turn where [`Turn::resume_step`] runs the step
-    /// (the gated call only if approved). A step with two or more gated calls
-    /// is not suspended: the host fails the turn.
+    /// agent resumes in a new turn where the SDK runs the step (the gated call
+    /// only if approved) before `handle` is called, its results in
+    /// [`Turn::resumed`]. A step with two or more gated calls is not
+    /// suspended: the host fails the turn.
     pub fn run_tools(&mut self, calls: Vec<ToolCall>) -> Result<Vec<ToolResult>, Error> {
         self.run_step(calls, None)
     }

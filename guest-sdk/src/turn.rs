@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::bindings::agenthost::agent::host;
 use crate::bindings::agenthost::agent::types as wit;
 use crate::error::{Error, host};
-use crate::tools::{Tool, ToolCall};
+use crate::tools::{Tool, ToolCall, ToolResult};
 
 /// One turn of a session, handed to [`Agent::handle`](crate::Agent::handle).
 ///
@@ -19,12 +19,12 @@ pub struct Turn {
     session_id: String,
     number: u32,
     route: String,
-    reason: Reason,
+    pub(crate) reason: Reason,
     input: Value,
     pub(crate) tools: Rc<[Tool]>,
     pub(crate) calls_named: u32,
-    /// Set once [`Turn::resume_step`] has run, so the step never runs twice.
-    pub(crate) step_resumed: bool,
+    /// The resumed step's results, once the SDK has run it (`resume`).
+    pub(crate) resumed: Option<Vec<ToolResult>>,
 }
 
 /// Why a turn runs.
@@ -46,8 +46,9 @@ pub struct Decision {
     /// The call that waited for the decision (its id is always set).
     pub call: ToolCall,
     /// Every call of the suspended step, in the order the agent proposed
-    /// them, [`Decision::call`] included (each id is set). None of them has
-    /// run: [`Turn::resume_step`] runs them.
+    /// them, [`Decision::call`] included (each id is set). The SDK runs them
+    /// before [`Agent::handle`](crate::Agent::handle) is called: their
+    /// results are [`Turn::resumed`].
     pub step: Vec<ToolCall>,
 }
 
@@ -80,7 +81,7 @@ impl Turn {
             input,
             tools,
             calls_named: 0,
-            step_resumed: false,
+            resumed: None,
         })
     }
 
@@ -138,7 +139,7 @@ impl Turn {
             input: Value::Null,
             tools: Rc::from(Vec::new()),
             calls_named: 0,
-            step_resumed: false,
+            resumed: None,
         }
     }
 }

@@ -190,6 +190,9 @@ async fn a_gated_tool_waits_then_runs_when_approved_and_is_denied_otherwise() {
         said(&resumed),
         ["The delete_record call was denied by alice."]
     );
+
+    // A handler that never looks at the resumed step: the SDK answered it.
+    agents::a_forgetful_agent_still_answers_the_resumed_step(&server, "checks-py").await;
 }
 
 #[tokio::test]

@@ -218,10 +218,13 @@ async fn a_gated_tool_waits_then_runs_when_approved_and_is_denied_otherwise() {
         types(&bad),
         last(&bad)
     );
+
+    // A handler that never looks at the resumed step: the SDK answered it.
+    agents::a_forgetful_agent_still_answers_the_resumed_step(&server, "checks-ts").await;
 }
 
 #[tokio::test]
-async fn an_exception_ends_the_turn_with_its_message_and_stack() {
+async fn an_exception_ends_the_turn_with_its_message_and_stack_and_a_refused_fetch_says_why() {
     let dir = support::data_dir();
     let server = server(dir.path(), &[]).await;
     deploy(
@@ -240,14 +243,56 @@ async fn an_exception_ends_the_turn_with_its_message_and_stack() {
     let lines: Vec<&str> = message.lines().collect();
     assert_eq!(lines[0], "TypeError: the kettle is empty", "{message}");
     assert_eq!(lines[1], "Stack (innermost first):", "{message}");
-    // The innermost frames: the function that threw, then the author's route.
-    assert!(lines[2].starts_with("  at pour@agent.js:"), "{message}");
-    assert!(lines[3].starts_with("  at fail@agent.js:"), "{message}");
+    // The innermost frames, mapped back to agent.ts (the source map the
+    // build embeds): the function that threw, then the author's route.
+    let source =
+        std::fs::read_to_string(workspace().join("tests/fixtures/typescript/checks/agent.ts"))
+            .unwrap();
+    let line_of = |code: &str| 1 + source.lines().position(|l| l.contains(code)).unwrap();
+    let thrown = line_of("throw new TypeError('the kettle is empty')");
+    let called = line_of("  pour({});");
+    assert_eq!(
+        lines[2],
+        format!("  at pour (agent.ts:{thrown}:11)"),
+        "{message}"
+    );
+    assert_eq!(
+        lines[3],
+        format!("  at fail (agent.ts:{called}:3)"),
+        "{message}"
+    );
+    // The SDK's own frames are named as its files, never the bundle's.
+    assert!(
+        lines[4..]
+            .iter()
+            .any(|l| l.contains("(@agenthost/sdk/src/export.ts:")),
+        "{message}"
+    );
+    assert!(!message.contains("agent.js"), "{message}");
     assert!(!message.contains("initializer.js"), "{message}");
     // What the turn said before it failed is kept.
     assert_eq!(said(&events), ["Pouring..."]);
     let (_, record) = server.get(&format!("/sessions/{session}")).await;
     assert_eq!(record["status"], "errored");
+
+    // A fetch the allowlist refuses (none is allowed here) says so, as the
+    // Rust and Python SDKs word it; the journal has the refusal.
+    let refused = server
+        .session("checks-ts", "/fetch", json!("http://127.0.0.1:9/status"))
+        .await;
+    let mut stream = server.events(&refused, None).await;
+    let events = turn(&mut stream).await;
+    let error = last(&events);
+    assert_eq!(error["type"], "TURN_ERROR", "{:?}", types(&events));
+    assert_eq!(error["payload"]["kind"], "agent_error");
+    assert_eq!(
+        error["payload"]["message"],
+        "the host refused the request to http://127.0.0.1:9: it is not on this deployment's \
+         outbound allowlist ([outbound] allow in agenthost.toml)"
+    );
+    let denied = of_type(&events, "HTTP_REQUEST_DENIED");
+    assert_eq!(denied.len(), 1, "{:?}", types(&events));
+    assert_eq!(denied[0]["payload"]["origin"], "http://127.0.0.1:9");
 
     // The next turn starts from the snapshot, not from the failed one.
     let fresh = server.session("checks-ts", "/ops", json!("add figs")).await;

@@ -6,8 +6,8 @@
 //!   message holds at most 100 000 deltas (a message's text is capped at
 //!   1 MiB), so N up to 100 000 is exactly one message.
 //! - `/approve`: the turn makes one call of `gated_noop`, gated in code, so
-//!   it suspends with `TOOL_APPROVAL_REQUIRED`; the resumed turn runs the
-//!   call (approved or denied) and says `done`.
+//!   it suspends with `TOOL_APPROVAL_REQUIRED`; in the resumed turn the SDK
+//!   runs the call (approved or denied) before `handle`, which says `done`.
 
 use agenthost_sdk::serde_json::{Value, json};
 use agenthost_sdk::{Agent, Error, Setup, ToolCall, Turn};
@@ -64,7 +64,8 @@ fn stream(turn: &mut Turn) -> Result<(), Error> {
 
 /// `/approve`: one gated call; the decision resumes it in a new turn.
 fn approve(turn: &mut Turn) -> Result<(), Error> {
-    if turn.resume_step()?.is_some() {
+    // On the turn resumed by the decision, the SDK has already run the call.
+    if turn.resumed().is_some() {
         return turn.say("done");
     }
     let call = ToolCall::new("gated_noop", json!({}));

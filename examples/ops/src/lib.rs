@@ -23,9 +23,10 @@
 //! - `list`: no tools.
 //!
 //! A step that needs approval suspends the turn with no message. After a step
-//! ran (in the same turn, or in the turn resumed by the decision, which runs
-//! the suspended step and nothing else), the agent says one message: a
-//! sentence per call in step order, then the records, all joined by one space:
+//! ran (in the same turn, or in the turn resumed by the decision, where the
+//! SDK runs the suspended step before `handle`, which then runs nothing
+//! else), the agent says one message: a sentence per call in step order,
+//! then the records, all joined by one space:
 //! - ok: `Added <name>.` / `Deleted <name>.` / `Archived <name>.`
 //! - error: `Could not <add|delete|archive> <name>: <error>.` (e.g.
 //!   `Could not delete ghost: no such record.`)
@@ -69,10 +70,10 @@ impl Agent for Ops {
     }
 
     fn handle(turn: &mut Turn) -> Result<(), Error> {
-        // A decision resumes the suspended step, and only that.
-        if let Some(results) = turn.resume_step()? {
-            let step = turn.decision().map(|d| d.step.clone()).unwrap_or_default();
-            return summarise(turn, &step, &results);
+        // On a turn resumed by a decision, the SDK has run the suspended
+        // step (and only that) before `handle`: say how it went.
+        if let (Some(results), Some(decision)) = (turn.resumed(), turn.decision()) {
+            return summarise(turn, &decision.step, results);
         }
         let text = turn.input_text().unwrap_or_default().to_owned();
         let words: Vec<&str> = text.split_whitespace().collect();

@@ -36,10 +36,14 @@ def plan(decision: "Decision") -> List[Action]:
 def resume_step(turn: "Turn") -> List[ToolResult]:
     """Runs the suspended step of a resumed turn, reporting each result to
     the host as it comes (so a later tool sees the earlier results in the
-    history). Returns every result in step order."""
+    history). Returns every result in step order. The SDK calls it before
+    the handler; a second call runs nothing and returns the same results
+    (the step runs exactly once)."""
     decision = turn.decision
     if decision is None:
         return []
+    if turn.resumed is not None:
+        return turn.resumed
     results = []
     for action, call in plan(decision):
         call_id = call.id or ""

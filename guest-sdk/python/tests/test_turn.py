@@ -7,7 +7,7 @@ import unittest
 from agenthost import Agent, AgentError, BadInput, HostError, ToolCall, ToolStatus, Turn
 from agenthost._export import failure_message, find_agent
 from agenthost.history import Event, History
-from agenthost.resume import plan
+from agenthost.resume import plan, resume_step
 from agenthost.tools import call_id, invoke
 from agenthost.turn import Decision, input_text
 
@@ -81,6 +81,15 @@ class TurnTest(unittest.TestCase):
         self.assertEqual(plan(decision(True, [])), [("run", call("c2", "delete"))])
         actions = plan(decision(False, [call("c1", "add")]))
         self.assertEqual(actions[1], ("deny", call("c2", "delete")))
+
+    def test_a_step_already_resumed_is_not_run_again(self):
+        turn = Turn("s", 2, "/chat", '"go"', decision(True, [call("c2", "delete")]), {})
+        self.assertEqual(resume_step(Turn("s", 1, "/chat", '"go"', None, {})), [])
+        done = [invoke(turn, "c2", call("c2", "delete"))]
+        turn.resumed = done
+        # Runs nothing (the host would refuse a second result): the same results.
+        self.assertIs(resume_step(turn), done)
+        self.assertIs(turn.pending_result, done[0])
 
     def test_history_pages_are_read_in_order_until_the_last(self):
         def journal(n, per_page):

@@ -60,9 +60,10 @@ pub const DEFAULT_MAX_ROUNDS: u32 = 8;
 /// [`run`](ChatLoop::run) it on each turn (a new input or a resumed one).
 ///
 /// A run:
-/// 1. on a turn resumed by an approval decision, runs the suspended step
-///    ([`Turn::resume_step`]: the approved call runs, a denied one is
-///    reported `denied`);
+/// 1. (on a turn resumed by an approval decision, the SDK has already run
+///    the suspended step before `handle` was called: the approved call ran,
+///    a denied one was reported `denied`, and the journal has their results,
+///    which the conversation carries to the model);
 /// 2. rebuilds the conversation from the journal and calls the model with
 ///    the agent's tools (those declared in [`Setup::tool`](crate::Setup::tool));
 /// 3. streams its text into one assistant message;
@@ -112,9 +113,6 @@ impl ChatLoop {
 
     /// Runs the loop for this turn (see [`ChatLoop`]).
     pub fn run(&self, turn: &mut Turn) -> Result<(), Error> {
-        // A resumed turn owes the suspended step its results first (the
-        // human's decision is honoured even if the model cannot be called).
-        turn.resume_step()?;
         let config = match &self.config {
             Some(config) => config.clone(),
             None => ModelConfig::from_env()?,

@@ -17,8 +17,10 @@ import type { Description, Turn as WireTurn } from 'agenthost:agent/types@0.1.0'
 import { Agent } from './agent.ts';
 import { AgentError, ToolApprovalRequired } from './errors.ts';
 import * as host from './host.ts';
+import { installFetch } from './http.ts';
 import { dumps } from './json.ts';
 import { resumeStep } from './resume.ts';
+import { authorFrame } from './stack.ts';
 import { callFromWire } from './tools.ts';
 import { type Decision, Turn } from './turn.ts';
 
@@ -45,8 +47,9 @@ export function findAgent(module: Record<string, unknown>, file: string): Agent 
 /**
  * What a TURN_ERROR says about a throw that left the handler: the SDK's own
  * errors read as their message; any other error as `<Name>: <message>` and
- * the innermost frames of its stack (`function@file:line:column`, in the
- * bundle `agenthost deploy` built); anything else thrown as its text.
+ * the innermost frames of its stack (`function (file:line:column)`, mapped
+ * back to the author's source by the map `agenthost deploy` embeds, else in
+ * the bundle); anything else thrown as its text.
  */
 export function failureMessage(error: unknown): string {
   if (error instanceof AgentError) {
@@ -67,7 +70,8 @@ export function failureMessage(error: unknown): string {
     .map((line) => line.trim())
     // componentize-js's glue (`.../sources/initializer.js`) is not the author's code.
     .filter((line) => line !== '' && !line.includes('/sources/initializer.js'))
-    .slice(0, MAX_FRAMES);
+    .slice(0, MAX_FRAMES)
+    .map((frame) => authorFrame(frame));
   return frames.length === 0 ? head : [head, 'Stack (innermost first):', ...frames.map((f) => `  at ${f}`)].join('\n');
 }
 
@@ -101,6 +105,8 @@ type HandleResult = { tag: 'ok'; val: undefined } | { tag: 'err'; val: string };
 /** The `guest` export for the agent that `module` exports (`file` names it in errors). */
 export function exportAgent(module: Record<string, unknown>, file = 'agent.ts') {
   const agent = findAgent(module, file);
+  // A refused request says why (at build time, so every turn's snapshot has it).
+  installFetch();
   return {
     describe(): Description {
       return {

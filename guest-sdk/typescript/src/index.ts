@@ -21,7 +21,8 @@
  * (what it writes) and reads it back with {@link Turn.history}.
  *
  * Outbound HTTP is the standard `fetch` (to the origins the deployment's
- * `[outbound] allow` lists); `@agenthost/sdk/llm`'s `ChatLoop` runs a model
+ * `[outbound] allow` lists; a request the host refuses rejects with an
+ * {@link HttpError} saying why); `@agenthost/sdk/llm`'s `ChatLoop` runs a model
  * loop over an OpenAI-compatible chat completions API with the agent's tools.
  *
  * @module
@@ -31,6 +32,7 @@ export { Agent, type Handler } from './agent.ts';
 export { AgentError, BadInput, HostError, type HostErrorKind, ToolApprovalRequired } from './errors.ts';
 export { exportAgent, failureMessage } from './export.ts';
 export { type ChatMessage, chatMessage, type Event, History } from './history.ts';
+export { AddressProhibited, HttpError, RequestDenied } from './http.ts';
 export { dumps } from './json.ts';
 export { Message } from './message.ts';
 export type { JsonSchema } from './schema.ts';

@@ -32,12 +32,17 @@ export function plan(decision: Decision): Action[] {
 /**
  * Runs the suspended step of a resumed turn, reporting each result to the
  * host as it comes (so a later tool sees the earlier results in the history).
- * Returns every result in step order.
+ * Returns every result in step order. The SDK calls it before the handler;
+ * a second call runs nothing and returns the same results (the step runs
+ * exactly once).
  */
 export async function resumeStep(turn: Turn, tools: Map<string, Tool>): Promise<ToolResult[]> {
   const decision = turn.decision;
   if (!decision) {
     return [];
+  }
+  if (turn.resumed) {
+    return turn.resumed;
   }
   const results: ToolResult[] = [];
   for (const [action, call] of plan(decision)) {

@@ -7,10 +7,12 @@ import { AgentError, HostError } from '../src/errors.ts';
 import { failureMessage } from '../src/export.ts';
 import { History, type Page } from '../src/history.ts';
 import { dumps } from '../src/json.ts';
-import { plan } from '../src/resume.ts';
+import { AddressProhibited, HttpError, journaledRefusal, RequestDenied } from '../src/http.ts';
+import { plan, resumeStep } from '../src/resume.ts';
+import { authorFrame, Mapper } from '../src/stack.ts';
 import { check, withDefaults } from '../src/schema.ts';
 import { callFromWire } from '../src/tools.ts';
-import { inputText } from '../src/turn.ts';
+import { inputText, Turn } from '../src/turn.ts';
 
 test('JSON text is compact with sorted keys, and refuses what JSON cannot hold', () => {
   assert.equal(dumps({ b: 1, a: { d: [1, { z: 1, y: 2 }], c: 'é' } }), '{"a":{"c":"é","d":[1,{"y":2,"z":1}]},"b":1}');
@@ -81,6 +83,19 @@ test('the resumed step runs in order; a denied pending call is answered denied; 
   assert.deepEqual(plan(missing).map(([action, call]) => [action, call.id]), [['run', 'call_1_1'], ['deny', 'call_1_2']]);
 });
 
+test('a step already resumed is not run again', async () => {
+  const pending = callFromWire('c2', 'delete', '{"name":"x"}');
+  const turn = new Turn(
+    { sessionId: 's', number: 2, route: '/chat', inputJson: '"go"', decision: { approved: true, approver: 'alice', call: pending, step: [pending] }, env: {} },
+    new Map(),
+  );
+  const done = [{ id: 'c2', name: 'delete', status: 'ok' as const, output: { deleted: 'x' } }];
+  turn.resumed = done;
+  // Runs nothing (no host here: a report would throw), the same results.
+  assert.equal(await resumeStep(turn, new Map()), done);
+  assert.equal(turn.pendingResult, done[0]);
+});
+
 test('failure messages: the SDK errors as their text, others with their name and stack', () => {
   assert.equal(failureMessage(new AgentError('no such order')), 'no such order');
   assert.equal(
@@ -89,9 +104,61 @@ test('failure messages: the SDK errors as their text, others with their name and
   );
   const error = new TypeError('the kettle is empty');
   error.stack = 'pour@agent.js:3:9\nexport_guest$handle@/tmp/x/sources/initializer.js:1:1\n';
-  assert.equal(failureMessage(error), 'TypeError: the kettle is empty\nStack (innermost first):\n  at pour@agent.js:3:9');
+  assert.equal(failureMessage(error), 'TypeError: the kettle is empty\nStack (innermost first):\n  at pour (agent.js:3:9)');
   assert.equal(failureMessage('plain'), 'uncaught exception: plain');
   assert.equal(failureMessage({ code: 7 }), 'uncaught exception: {"code":7}');
+});
+
+test('stack frames map back to the source through the source map', () => {
+  // Bundle line 1 from a.ts 1:1 (column 0) and, at column 4, from b.ts 3:7;
+  // line 2 has no mapping; line 3, column 2, from a.ts 10:5 (a negative delta).
+  const mapper = new Mapper({ sources: ['a.ts', 'b.ts'], mappings: 'AAAA,ICEM;;EDOF' });
+  assert.deepEqual(mapper.lookup(1, 1), { source: 'a.ts', line: 1, column: 1 });
+  assert.deepEqual(mapper.lookup(1, 3), { source: 'a.ts', line: 1, column: 1 });
+  assert.deepEqual(mapper.lookup(1, 9), { source: 'b.ts', line: 3, column: 7 });
+  assert.equal(mapper.lookup(2, 1), undefined);
+  assert.deepEqual(mapper.lookup(3, 3), { source: 'a.ts', line: 10, column: 5 });
+  assert.equal(mapper.lookup(9, 1), undefined);
+  assert.equal(authorFrame('pour@agent.js:1:5', mapper), 'pour (b.ts:3:7)');
+  assert.equal(authorFrame('@agent.js:3:4', mapper), '<anonymous> (a.ts:10:5)');
+  assert.equal(authorFrame('pour@agent.js:2:1', mapper), 'pour (agent.js:2:1)');
+  assert.equal(authorFrame('f@other.js:1:1', mapper), 'f (other.js:1:1)');
+  assert.equal(authorFrame('not a frame', mapper), 'not a frame');
+  assert.equal(authorFrame('pour@agent.js:1:5', null), 'pour (agent.js:1:5)');
+});
+
+test('a refused fetch is explained by the latest unexplained refusal of its origin in this turn', () => {
+  const denied = (seq: bigint, id: string, origin: string, reason: string) => ({
+    seq,
+    eventType: 'HTTP_REQUEST_DENIED',
+    payload: { request_id: id, method: 'GET', origin, path: '/', reason },
+  });
+  const allowlist = "the origin is not on this deployment's outbound allowlist";
+  const events = [
+    denied(1n, 'r0', 'http://a.test', allowlist), // an earlier turn's
+    { seq: 2n, eventType: 'TURN_STARTED', payload: { turn: 2 } },
+    denied(3n, 'r1', 'http://a.test', allowlist),
+    denied(4n, 'r2', 'http://b.test:8080', 'b.test resolves to loopback address 127.0.0.1; private addresses need the operator\'s --outbound-allow-private'),
+    denied(5n, 'r3', 'http://c.test', 'DNS resolution failed: no such host'),
+  ];
+  const read = (): Page => ({ events, next: undefined });
+  const first = journaledRefusal('http://a.test', read);
+  assert.ok(first instanceof RequestDenied);
+  assert.equal(
+    first.message,
+    "the host refused the request to http://a.test: it is not on this deployment's outbound allowlist ([outbound] allow in agenthost.toml)",
+  );
+  // Each refusal explains one failure; the earlier turn's none.
+  assert.equal(journaledRefusal('http://a.test', read), undefined);
+  assert.ok(journaledRefusal('http://b.test:8080', read) instanceof AddressProhibited);
+  const dns = journaledRefusal('http://c.test', read);
+  assert.ok(dns instanceof HttpError);
+  assert.equal(dns.message, 'the host refused the request to http://c.test: DNS resolution failed: no such host');
+  assert.equal(journaledRefusal('http://d.test', read), undefined);
+  const broken = (): Page => {
+    throw new HostError('closed', 'the turn is suspended');
+  };
+  assert.equal(journaledRefusal('http://a.test', broken), undefined);
 });
 
 test('input text is a JSON string or an object field `text`', () => {

@@ -1,8 +1,8 @@
 //! The harness the Python and TypeScript e2e tests share: an agent project
 //! built by `agenthost build` once per test process, servers sharing one
 //! compile cache (`target/compile-cache-e2e`), deploys that take turns (so
-//! all but the first find the interpreter in the cache), and small readers
-//! of a turn's events.
+//! all but the first find the interpreter in the cache), small readers of a
+//! turn's events, and checks every language's SDK must pass.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -129,4 +129,59 @@ pub async fn decide(server: &Server, session: &str, decision: Value) {
         .post(&format!("/sessions/{session}/approval"), decision)
         .await;
     assert_eq!(status, 202, "{body}");
+}
+
+/// The check of an agent that never asks for the resumed step (a
+/// `/forgetful` route, in each language): on the app `slug`, an input
+/// suspends on a gated `delete_record` call; approved (by alice), then on
+/// a second input denied (by bob), the resumed turn ends normally (not
+/// `unanswered_tool_call`): the SDK answered the step before `handle`,
+/// which already found the result in the journal.
+pub async fn a_forgetful_agent_still_answers_the_resumed_step(server: &Server, slug: &str) {
+    let session = server.session(slug, "/forgetful", json!("apples")).await;
+    let mut stream = server.events(&session, None).await;
+    for (decision, status) in [
+        (json!({"approved": true, "approver": "alice"}), "ok"),
+        (json!({"approved": false, "approver": "bob"}), "denied"),
+    ] {
+        let suspended = turn(&mut stream).await;
+        let required = last(&suspended);
+        assert_eq!(required["type"], "TOOL_APPROVAL_REQUIRED", "{suspended:?}");
+        let call_id = required["payload"]["tool_call_id"].as_str().unwrap();
+        let approver = decision["approver"].as_str().unwrap().to_string();
+        decide(server, &session, decision).await;
+        let resumed = turn(&mut stream).await;
+        let kinds: Vec<&str> = resumed
+            .iter()
+            .map(|e| e["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            kinds[2..],
+            [
+                "TOOL_RESULT",
+                "MESSAGE_START",
+                "MESSAGE_DELTA",
+                "MESSAGE_END",
+                "TURN_ENDED"
+            ],
+            "{resumed:?}"
+        );
+        let result = &resumed[2]["payload"];
+        assert_eq!(result["tool_call_id"], call_id);
+        assert_eq!(result["status"], status);
+        assert_eq!(
+            said(&resumed),
+            [format!(
+                "Resumed after {approver}'s decision: the journal has {call_id} {status}."
+            )]
+        );
+        if status == "ok" {
+            assert_eq!(result["output"], json!({"deleted": "apples"}));
+            input(server, &session, "pears").await;
+        } else {
+            assert_eq!(result["output"], json!("denied by bob"));
+        }
+    }
+    let (_, record) = server.get(&format!("/sessions/{session}")).await;
+    assert_eq!(record["status"], "idle", "{record}");
 }

@@ -7,6 +7,7 @@
  */
 
 import { isObject } from '../history.ts';
+import { HttpError } from '../http.ts';
 import type { Tool } from '../tools.ts';
 import { completionsUrl, type ModelConfig } from './config.ts';
 import { type ChatCompletionMessage } from './conversation.ts';
@@ -83,11 +84,18 @@ function sleep(seconds: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, seconds * 1000));
 }
 
-/** One request; a failure to exchange (denied, unreachable...) is a {@link RequestFailed}. */
+/**
+ * One request. A request the host refused rejects with the SDK's
+ * {@link HttpError} (the allowlist, an address), passed on as it is; any
+ * other failure to exchange (unreachable...) is a {@link RequestFailed}.
+ */
 async function send(url: string, init: RequestInit): Promise<Response> {
   try {
     return await fetch(url, init);
   } catch (error) {
+    if (error instanceof HttpError) {
+      throw error;
+    }
     throw new RequestFailed(new URL(url).origin, error instanceof Error ? error.message : String(error));
   }
 }

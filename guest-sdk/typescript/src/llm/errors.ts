@@ -98,9 +98,10 @@ export class TooManyRounds extends LlmError {
 }
 
 /**
- * The request to the model could not be exchanged: the origin is not on the
- * deployment's outbound allowlist (the host refuses it), DNS, connection,
- * TLS, a response cut off... `fetch` gives the reason in its own words.
+ * The request to the model could not be exchanged: connection, TLS, a
+ * response cut off... `fetch` gives the reason in its own words. (A request
+ * the host refused, such as an origin not on the outbound allowlist, is the
+ * SDK's `HttpError` instead, which says so.)
  */
 export class RequestFailed extends LlmError {
   constructor(

@@ -6,6 +6,7 @@ mod python;
 mod python_files;
 mod rust;
 mod typescript;
+mod typescript_map;
 
 use std::path::{Path, PathBuf};
 

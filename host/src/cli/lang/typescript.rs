@@ -6,9 +6,9 @@
 //! project directory and its ancestors (as Node resolves packages). The
 //! build runs in a temporary directory: esbuild bundles a generated entry
 //! module (which exports the project's `Agent` as the component's `guest`)
-//! into one ES module, and componentize-js builds it against the WIT
-//! embedded here (`guest-sdk/typescript/wit/`), running the module once to
-//! snapshot it.
+//! into one ES module (with its source map appended, `typescript_map`), and
+//! componentize-js builds it against the WIT embedded here
+//! (`guest-sdk/typescript/wit/`), running the module once to snapshot it.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -16,7 +16,7 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context, bail};
 
-use super::{BuildDir, write};
+use super::{BuildDir, typescript_map, write};
 
 /// The componentize-js version the SDK is built and tested with.
 pub(super) const COMPONENTIZE_JS_VERSION: &str = "0.23.0";
@@ -125,6 +125,9 @@ fn bundle_agent(project: &Path, module: &str, tools: &Tools, out: &Path) -> anyh
             "--external:agenthost:*",
             "--external:wasi:*",
             "--sourcefile=agenthost-entry.js",
+            // A map for stacks (typescript_map): positions only, no sources' text.
+            "--sourcemap=external",
+            "--sources-content=false",
         ])
         .arg(format!("--outfile={}", out.display()))
         .current_dir(project)
@@ -146,7 +149,12 @@ fn bundle_agent(project: &Path, module: &str, tools: &Tools, out: &Path) -> anyh
             project.join(module).display()
         );
     }
-    Ok(())
+    let sdk = tools
+        .node_modules
+        .join("@agenthost/sdk")
+        .canonicalize()
+        .ok();
+    typescript_map::embed(out, project, sdk.as_deref())
 }
 
 /// The toolchain found in one `node_modules`.
