@@ -16,7 +16,7 @@ const GLOBAL: &str = "__agenthostSourceMap";
 /// Appends the map esbuild wrote at `<bundle>.map` to `bundle`. Appending
 /// moves no earlier position, so the map stays true. `project` and `sdk`
 /// (the SDK's directory, symlinks resolved) name the sources.
-pub fn embed(bundle: &Path, project: &Path, sdk: Option<&Path>) -> anyhow::Result<()> {
+pub(super) fn embed(bundle: &Path, project: &Path, sdk: Option<&Path>) -> anyhow::Result<()> {
     let map_path = bundle.with_extension("js.map");
     let text = std::fs::read_to_string(&map_path)
         .with_context(|| format!("esbuild wrote no source map at {}", map_path.display()))?;
