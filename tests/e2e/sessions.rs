@@ -185,6 +185,42 @@ async fn guest_failures_end_the_turn_with_turn_error_and_input_is_accepted_after
     }
 }
 
+/// A tool call id is unique within the session, not only within its turn:
+/// a later turn that reuses one fails, and nothing of its step is journaled.
+#[tokio::test]
+async fn a_tool_call_id_of_an_earlier_turn_is_refused() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    server.deploy("rogue", &support::guest("rogue")).await;
+    let (session, first) = rogue_turn(&server, "/same-id").await;
+    assert_eq!(first.last().unwrap()["type"], "TURN_ENDED", "{first:?}");
+    assert_eq!(
+        types(&first).iter().filter(|t| **t == "TOOL_CALL").count(),
+        1,
+        "{first:?}"
+    );
+    let mut stream = server
+        .events(&session, first.last().unwrap()["id"].as_str())
+        .await;
+    let (status, body) = server
+        .post(
+            &format!("/sessions/{session}/input"),
+            json!({"input": "again"}),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let second = stream.until(&["TURN_ENDED", "TURN_ERROR"]).await;
+    let last = second.last().unwrap();
+    assert_eq!(last["type"], "TURN_ERROR", "{second:?}");
+    assert_eq!(last["payload"]["kind"], "invalid_order", "{last}");
+    assert!(
+        (last["payload"]["message"].as_str().unwrap())
+            .contains("`call_same` is used twice in this session"),
+        "{last}"
+    );
+    assert!(!types(&second).contains(&"TOOL_CALL"), "{second:?}");
+}
+
 #[tokio::test]
 async fn an_ended_session_refuses_input_and_closes_its_stream() {
     let dir = support::data_dir();

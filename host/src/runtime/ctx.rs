@@ -30,6 +30,20 @@ pub(super) struct Terms {
     pub outbound: Access,
 }
 
+/// Events read per query when a turn collects its session's tool call ids.
+const CALL_SCAN: usize = 1024;
+
+/// A TOOL_CALL envelope, as far as its id.
+#[derive(serde::Deserialize)]
+struct CallEnvelope {
+    payload: CallId,
+}
+
+#[derive(serde::Deserialize)]
+struct CallId {
+    tool_call_id: String,
+}
+
 /// The running turn as the host imports see it.
 pub(super) struct TurnCtx {
     pub(super) writer: WriterHandle,
@@ -44,8 +58,12 @@ pub(super) struct TurnCtx {
     pub(super) pending_calls: HashMap<String, String>,
     /// In a resumed turn: the pending call a human denied (its only valid result is `denied`).
     pub(super) denied_call: Option<String>,
-    /// Every tool call id this turn has seen (proposed or resumed).
+    /// Every tool call id this turn has seen (proposed or resumed), and
+    /// once `earlier_calls_read`, those of the session's earlier turns.
     pub(super) seen_calls: HashSet<String>,
+    earlier_calls_read: bool,
+    /// The turn's number in its session.
+    turn: u32,
     pub(super) gates: Arc<Gates>,
     /// Replaces the turn's secret values in what the guest emits.
     pub(super) redactor: Redactor,
@@ -95,6 +113,8 @@ impl TurnCtx {
             gate,
             open_messages: Vec::new(),
             seen_calls: pending_calls.keys().cloned().collect(),
+            earlier_calls_read: false,
+            turn: ticket.turn,
             pending_calls,
             denied_call,
             gates: terms.gates,
@@ -132,6 +152,35 @@ impl TurnCtx {
     /// The turn's last outbound records (see `OutboundHooks::close`).
     pub(super) fn close_outbound(&self) -> Vec<NewEvent> {
         self.outbound.close()
+    }
+
+    /// Adds the ids of every tool call the session's journal holds to
+    /// `seen_calls`, once per turn (before its first step is checked): a
+    /// tool call id is unique within the session (`wit/agent.wit`), since a
+    /// tool may take it as its idempotency key. A first turn has none.
+    pub(super) async fn remember_earlier_calls(&mut self) -> Result<(), HostError> {
+        if self.earlier_calls_read || self.turn <= 1 {
+            return Ok(());
+        }
+        let session = self.session;
+        let mut from = 0;
+        loop {
+            let chunk = (self.store)
+                .read(move |s| s.events(session, from, CALL_SCAN))
+                .await
+                .map_err(|err| HostError::Unavailable(err.to_string()))?;
+            for event in chunk.iter().filter(|e| e.event_type() == "TOOL_CALL") {
+                let envelope: CallEnvelope = serde_json::from_str(&event.json)
+                    .map_err(|err| HostError::Unavailable(err.to_string()))?;
+                self.seen_calls.insert(envelope.payload.tool_call_id);
+            }
+            match chunk.last() {
+                Some(last) if chunk.len() == CALL_SCAN => from = last.seq + 1,
+                _ => break,
+            }
+        }
+        self.earlier_calls_read = true;
+        Ok(())
     }
 
     pub(super) fn storage_failed(&mut self, err: StoreError) -> HostError {

@@ -163,6 +163,8 @@ impl TurnCtx {
         calls: Vec<ToolCall>,
         reason: Option<String>,
     ) -> Result<Step, HostError> {
+        self.open()?;
+        self.remember_earlier_calls().await?;
         let mut turn = self.open()?;
         let reason = match reason {
             Some(reason) => {
@@ -179,7 +181,7 @@ impl TurnCtx {
                 return Err(turn.fail(TurnErrorKind::InvalidOrder, message));
             }
             if turn.seen_calls.contains(id) || calls[..i].iter().any(|c| c.tool_call_id == *id) {
-                let message = format!("tool call id `{id}` is used twice");
+                let message = format!("tool call id `{id}` is used twice in this session");
                 return Err(turn.fail(TurnErrorKind::InvalidOrder, message));
             }
             if !super::valid_tool_name(&call.name) {

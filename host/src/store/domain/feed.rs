@@ -42,14 +42,7 @@ pub(super) fn decided(
     seq: u64,
 ) -> Result<(), StoreError> {
     let event = event_json(batch, session, seq)?;
-    entry(
-        batch,
-        session,
-        FeedKind::Decided,
-        tool_call_id,
-        event,
-        None,
-    )
+    entry(batch, session, FeedKind::Decided, tool_call_id, event, None)
 }
 
 /// The pending call will never be decided; `seq` is the SESSION_ENDED
