@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use agenthost::{AgentDescription, Artifact, BuildOutcome, NewDeployment, Outbox, Store, Writer};
+use agenthost::{AgentDescription, Artifact, BuildOutcome, Db, NewDeployment, Outbox, Writer};
 use agenthost::{Delta, MessageDelta, NewEvent};
 use serde_json::json;
 use uuid::Uuid;
@@ -29,7 +29,7 @@ async fn main() -> anyhow::Result<()> {
 async fn write(dir: &str, megabytes: u64) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir)?;
     let path = std::path::Path::new(dir).join("agenthost.redb");
-    let store = Store::open(&path)?;
+    let store = Db::open(&path)?;
     let writer = Writer::spawn(store.clone())?;
     let deployment = writer
         .create_deployment(NewDeployment {
@@ -102,7 +102,7 @@ fn open(dir: &str) -> anyhow::Result<()> {
     let path = std::path::Path::new(dir).join("agenthost.redb");
     let size = std::fs::metadata(&path)?.len();
     let started = Instant::now();
-    let store = Store::open(&path)?;
+    let store = Db::open(&path)?;
     let opened = started.elapsed();
     let sessions = store.sessions(&agenthost::SessionFilter {
         limit: 1_000,

@@ -15,10 +15,10 @@ use wasmtime::component::Component;
 use crate::runtime::bindings::AgentPre;
 use crate::runtime::limits::{DESCRIBE_DEADLINE, DESCRIBE_FUEL, DESCRIBE_MEMORY};
 use crate::runtime::outbound::OutboundPolicy;
-use crate::runtime::state::{State, apply_limits};
+use crate::runtime::state::{InstanceData, apply_limits};
 use crate::runtime::{Runtime, TurnSettings};
 use crate::secrets::{MasterKey, Vault};
-use crate::store::{Store, Writer};
+use crate::store::{Db, Writer};
 
 /// The SSE event `GET /sessions/{id}/events` sends for an event
 /// (`api::events::frame`; axum writes the frame's bytes as the event is
@@ -31,7 +31,7 @@ pub use crate::api::events::{frame as sse_frame, frame_bytes as sse_frame_bytes}
 /// `runtime::engine::new_engine`, with its epoch ticker running), over a
 /// fresh store in `data_dir`, default limits and outbound policy, no secrets.
 pub fn runtime(data_dir: &Path) -> anyhow::Result<Arc<Runtime>> {
-    let store = Store::open(&data_dir.join("agenthost.redb"))?;
+    let store = Db::open(&data_dir.join("agenthost.redb"))?;
     let writer = Writer::spawn(store.clone())?;
     let master = MasterKey::load(Some(&"42".repeat(32)), data_dir)?;
     Runtime::new(
@@ -48,7 +48,7 @@ pub fn runtime(data_dir: &Path) -> anyhow::Result<Arc<Runtime>> {
 /// A component compiled by the runtime's engine, with its `InstancePre`
 /// made by the runtime's linker: what a deployment's cache entry holds.
 pub struct GuestPre {
-    pre: AgentPre<State>,
+    pre: AgentPre<InstanceData>,
 }
 
 /// Compiles `wasm` with `runtime`'s engine and pre-instantiates it with its
@@ -71,7 +71,7 @@ pub async fn instantiate_and_describe(runtime: &Runtime, pre: &GuestPre) -> anyh
     let wasm_err = |e: wasmtime::Error| anyhow::anyhow!("{e:#}");
     let mut store = wasmtime::Store::new(
         runtime.engine(),
-        State::new(&[("SERVICE_MANIFEST", "1")], DESCRIBE_MEMORY),
+        InstanceData::new(&[("SERVICE_MANIFEST", "1")], DESCRIBE_MEMORY),
     );
     apply_limits(&mut store, DESCRIBE_FUEL, DESCRIBE_DEADLINE, Instant::now()).map_err(wasm_err)?;
     let agent = pre
@@ -94,7 +94,7 @@ pub async fn instantiate(runtime: &Runtime, pre: &GuestPre) -> anyhow::Result<()
     let wasm_err = |e: wasmtime::Error| anyhow::anyhow!("{e:#}");
     let mut store = wasmtime::Store::new(
         runtime.engine(),
-        State::new(&[("SERVICE_MANIFEST", "1")], DESCRIBE_MEMORY),
+        InstanceData::new(&[("SERVICE_MANIFEST", "1")], DESCRIBE_MEMORY),
     );
     apply_limits(&mut store, DESCRIBE_FUEL, DESCRIBE_DEADLINE, Instant::now()).map_err(wasm_err)?;
     pre.pre

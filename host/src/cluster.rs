@@ -14,12 +14,12 @@ use crate::keys::Keys;
 use crate::runtime::Runtime;
 use crate::secrets::Vault;
 use crate::store::postgres::{Change, LeaseOptions, PgEngine};
-use crate::store::{Store, StoreError, WriterHandle};
+use crate::store::{Db, StoreError, WriterHandle};
 
 /// What a host's cluster duties reach.
 #[derive(Clone)]
 pub(crate) struct Host {
-    pub store: Store,
+    pub store: Db,
     pub writer: WriterHandle,
     pub runtime: Arc<Runtime>,
     pub builder: Builder,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::runtime::Runtime;
-use crate::store::{Decision, Store, StoreError, WriterHandle, now_rfc3339};
+use crate::store::{Db, Decision, StoreError, WriterHandle, now_rfc3339};
 
 /// How often pending approvals are checked.
 const EVERY: Duration = Duration::from_secs(1);
@@ -18,7 +18,7 @@ const PAGE: usize = 500;
 pub(crate) const TIMEOUT_APPROVER: &str = "timeout";
 
 /// Starts the sweep; `boot` is this host's id (the resumed turns' owner).
-pub(crate) fn start(store: Store, writer: WriterHandle, runtime: Arc<Runtime>, boot: uuid::Uuid) {
+pub(crate) fn start(store: Db, writer: WriterHandle, runtime: Arc<Runtime>, boot: uuid::Uuid) {
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(EVERY).await;
@@ -31,7 +31,7 @@ pub(crate) fn start(store: Store, writer: WriterHandle, runtime: Arc<Runtime>, b
 
 /// Denies every pending approval whose deadline has passed.
 async fn sweep(
-    store: &Store,
+    store: &Db,
     writer: &WriterHandle,
     runtime: &Arc<Runtime>,
     boot: uuid::Uuid,

@@ -16,6 +16,7 @@ mod expiry;
 mod journal;
 mod keys;
 mod metrics;
+mod redact;
 mod retention;
 mod runtime;
 mod secrets;
@@ -46,8 +47,8 @@ pub use api::{Access, endpoints};
 pub use journal::payloads::{Delta, MessageDelta};
 pub use journal::{NewEvent, StoredEvent, decode_record, encode_record};
 pub use store::{
-    AgentDescription, Artifact, BuildOutcome, DeploymentStatus, KeyClass, LimitsRecord,
-    NewDeployment, Outbox, SessionFilter, Store, Writer, WriterHandle,
+    AgentDescription, Artifact, BuildOutcome, Db, DeploymentStatus, KeyClass, LimitsRecord,
+    NewDeployment, Outbox, SessionFilter, Writer, WriterHandle,
 };
 
 /// Internal steps the benchmarks time; not an API.

@@ -8,7 +8,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use crate::store::{SessionFilter, SessionStatus, Store, StoreError, WriterHandle, unix_ms};
+use crate::store::{Db, SessionFilter, SessionStatus, StoreError, WriterHandle, unix_ms};
 
 /// How often the purge runs at most (more often for a retention shorter than this).
 const EVERY: Duration = Duration::from_secs(60);
@@ -16,7 +16,7 @@ const EVERY: Duration = Duration::from_secs(60);
 const PAGE: usize = 500;
 
 /// Starts the purge of sessions ended longer than `retain` ago.
-pub(crate) fn start(store: Store, writer: WriterHandle, retain: Duration) {
+pub(crate) fn start(store: Db, writer: WriterHandle, retain: Duration) {
     tokio::spawn(async move {
         loop {
             match purge(&store, &writer, retain).await {
@@ -31,7 +31,7 @@ pub(crate) fn start(store: Store, writer: WriterHandle, retain: Duration) {
 
 /// Deletes every session that ended before now − `retain`; returns how many.
 pub(crate) async fn purge(
-    store: &Store,
+    store: &Db,
     writer: &WriterHandle,
     retain: Duration,
 ) -> Result<usize, StoreError> {

@@ -17,7 +17,7 @@ use crate::keys::{self, Keys};
 use crate::runtime::{Redactor, Runtime};
 use crate::secrets::{MasterKey, Vault};
 use crate::store::postgres::{LeaseOptions, PgEngine};
-use crate::store::{KeyClass, Quotas, Redact, Store, Writer};
+use crate::store::{CurrentRedactor, Db, KeyClass, Quotas, Writer};
 use crate::tokens::StreamTokens;
 
 pub struct ServeOptions {
@@ -78,7 +78,7 @@ impl Server {
         let (store, shared) = match &options.store {
             StoreChoice::Redb => {
                 let path = options.data_dir.join("agenthost.redb");
-                let store = Store::open_with_cache(&path, options.journal_cache_bytes)
+                let store = Db::open_with_cache(&path, options.journal_cache_bytes)
                     .context("cannot open the database")?;
                 (store, None)
             }
@@ -93,7 +93,7 @@ impl Server {
                     tokio::task::spawn_blocking(move || PgEngine::open(&url, boot_id, lease))
                         .await?
                         .context("cannot open the PostgreSQL store")?;
-                (Store::new(engine.clone()), Some((engine, lease)))
+                (Db::new(engine.clone()), Some((engine, lease)))
             }
         };
         make_durable_dirs(&options.data_dir)?;
@@ -105,8 +105,7 @@ impl Server {
         // Turns the writer closes itself get their rebuilt texts redacted
         // with every secret (it does not know which ones a turn had).
         let secrets = vault.clone();
-        let redact: Redact =
-            Arc::new(move |text: &str| Redactor::new(secrets.all()).redact(text).into_owned());
+        let redact: CurrentRedactor = Arc::new(move || Redactor::new(secrets.all()));
         let writer = Writer::spawn_for_host(store.clone(), boot_id, redact, options.quotas)?;
         let recovery = writer.recover(boot_id).await?;
         if !recovery.closed.is_empty() {
@@ -239,7 +238,7 @@ async fn shutdown_signal() {
 
 /// Loads every key; registers the bootstrap key; mints one when no platform key exists.
 async fn load_keys(
-    store: &Store,
+    store: &Db,
     writer: &crate::store::WriterHandle,
     options: &ServeOptions,
 ) -> anyhow::Result<Keys> {

@@ -5,8 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use agenthost::{
-    AgentDescription, Artifact, BuildOutcome, LimitsRecord, NewDeployment, Store, Writer,
-    WriterHandle,
+    AgentDescription, Artifact, BuildOutcome, Db, LimitsRecord, NewDeployment, Writer, WriterHandle,
 };
 use agenthost::{Delta, MessageDelta, NewEvent, StoredEvent, decode_record, encode_record};
 use serde_json::json;
@@ -42,7 +41,7 @@ pub fn temp_dir() -> tempfile::TempDir {
 
 /// A store with its writer thread and one session whose turn 1 is running.
 pub struct Session {
-    pub store: Store,
+    pub store: Db,
     pub writer: WriterHandle,
     pub id: Uuid,
     pub turn: u32,
@@ -51,7 +50,7 @@ pub struct Session {
 impl Session {
     /// Deploys a stand-in app (no component is run) and starts a session.
     pub async fn open(dir: &Path) -> Session {
-        let store = Store::open(&dir.join("agenthost.redb")).expect("open the store");
+        let store = Db::open(&dir.join("agenthost.redb")).expect("open the store");
         let writer = Writer::spawn(store.clone()).expect("spawn the writer");
         let deployment = writer
             .create_deployment(NewDeployment {

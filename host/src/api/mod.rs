@@ -53,7 +53,7 @@ use crate::build::Builder;
 use crate::keys::Keys;
 use crate::runtime::Runtime;
 use crate::secrets::Vault;
-use crate::store::{Store, WriterHandle};
+use crate::store::{Db, WriterHandle};
 use crate::tokens::StreamTokens;
 
 /// Largest request body of the JSON endpoints.
@@ -63,7 +63,7 @@ pub(crate) const BUNDLE_BODY_LIMIT: usize = 128 << 20;
 
 /// What every handler can reach.
 pub(crate) struct Services {
-    pub store: Store,
+    pub store: Db,
     pub writer: WriterHandle,
     pub runtime: Arc<Runtime>,
     pub builder: Builder,

@@ -3,7 +3,7 @@
 use uuid::Uuid;
 
 use super::ApiError;
-use crate::store::{Store, StoreError};
+use crate::store::{Db, StoreError};
 
 const DEFAULT_PAGE: usize = 50;
 const MAX_PAGE: usize = 500;
@@ -50,7 +50,7 @@ impl Page {
 /// The `app` filter of a list: `Ok(None)` for no filter, `Ok(Some(None))`
 /// for an app that does not exist (an empty list, not an error).
 pub(super) fn app_filter(
-    store: &Store,
+    store: &Db,
     app: Option<String>,
 ) -> Result<Option<Option<Uuid>>, StoreError> {
     match app {

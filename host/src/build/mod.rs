@@ -18,7 +18,7 @@ use std::sync::mpsc;
 use uuid::Uuid;
 
 use crate::runtime::{Runtime, deployment_dir};
-use crate::store::{BuildOutcome, DeploymentRecord, Store, StoreError, WriterHandle};
+use crate::store::{BuildOutcome, Db, DeploymentRecord, StoreError, WriterHandle};
 use unpack::UnpackLimits;
 
 /// Bytes of a failed build's message kept in `error`.
@@ -50,14 +50,14 @@ struct Job {
 pub(crate) struct Builder {
     tx: mpsc::Sender<Job>,
     data_dir: PathBuf,
-    store: Store,
+    store: Db,
     writer: WriterHandle,
 }
 
 impl Builder {
     pub(crate) fn spawn(
         runtime: Arc<Runtime>,
-        store: Store,
+        store: Db,
         writer: WriterHandle,
         data_dir: PathBuf,
     ) -> std::io::Result<Builder> {
@@ -157,7 +157,7 @@ impl Builder {
     }
 }
 
-fn run_job(runtime: &Runtime, store: &Store, writer: &WriterHandle, data_dir: &Path, job: Job) {
+fn run_job(runtime: &Runtime, store: &Db, writer: &WriterHandle, data_dir: &Path, job: Job) {
     let started = std::time::Instant::now();
     let bundle = data_dir.join("bundles").join(job.deployment.to_string());
     let outcome = match build(runtime, data_dir, &bundle, &job) {

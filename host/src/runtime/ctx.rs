@@ -15,11 +15,11 @@ use super::gate::{Failure, Gate, Settled};
 use super::gates::Gates;
 use super::limits::TurnLimits;
 use super::outbound::{Access, OutboundHooks};
-use super::redact::Redactor;
 use crate::journal::payloads::{self, Role};
 use crate::journal::{NewEvent, TurnErrorKind};
+use crate::redact::Redactor;
 use crate::store::Outbox;
-use crate::store::{Store, StoreError, TurnReason, TurnTicket, WriterHandle};
+use crate::store::{Db, StoreError, TurnReason, TurnTicket, WriterHandle};
 
 /// What a turn runs under: the deployment's gates, limits, secrets (as a
 /// redactor) and outbound access; nothing at all if it could not be loaded.
@@ -47,7 +47,7 @@ struct CallId {
 /// The running turn as the host imports see it.
 pub(super) struct TurnCtx {
     pub(super) writer: WriterHandle,
-    pub(super) store: Store,
+    pub(super) store: Db,
     pub(super) session: Uuid,
     pub(super) limits: TurnLimits,
     /// Whether the turn may still have effects; every effect asks it first.
@@ -78,7 +78,7 @@ pub(super) struct TurnCtx {
 impl TurnCtx {
     pub(super) fn new(
         writer: WriterHandle,
-        store: Store,
+        store: Db,
         ticket: &TurnTicket,
         gate: Arc<Gate>,
         terms: Terms,

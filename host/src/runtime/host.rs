@@ -21,12 +21,12 @@ use uuid::Uuid;
 use super::bindings::{Event, HistoryPage, Host, HostError, Step, ToolCall, ToolStatus};
 use super::ctx::TurnCtx;
 use super::gate::Suspension;
-use super::state::State;
+use super::state::InstanceData;
 use crate::journal::payloads::{self, Delta, Role};
 use crate::journal::{NewEvent, TurnErrorKind};
 use crate::store::ToolCallRecord;
 
-fn ctx(state: &mut State) -> wasmtime::Result<&mut TurnCtx> {
+fn ctx(state: &mut InstanceData) -> wasmtime::Result<&mut TurnCtx> {
     state
         .turn
         .as_mut()
@@ -42,10 +42,10 @@ struct EnvelopeIn<'a> {
     payload: &'a serde_json::value::RawValue,
 }
 
-impl super::bindings::agenthost::agent::types::Host for State {}
+impl super::bindings::agenthost::agent::types::Host for InstanceData {}
 
 /// Each import is the turn's method of the same name, below.
-impl Host for State {
+impl Host for InstanceData {
     async fn message_start(&mut self) -> wasmtime::Result<Result<String, HostError>> {
         Ok(ctx(self)?.message_start().await)
     }

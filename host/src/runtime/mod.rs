@@ -19,7 +19,6 @@ pub(crate) mod limits;
 pub(crate) mod outbound;
 mod output;
 mod prepare;
-mod redact;
 pub(crate) mod state;
 mod turn;
 
@@ -34,10 +33,10 @@ use uuid::Uuid;
 use wasmtime::Engine;
 use wasmtime::component::Linker;
 
+pub(crate) use crate::redact::Redactor;
 pub(crate) use artifacts::deployment_dir;
 pub(crate) use error::RuntimeError;
 pub(crate) use prepare::{PrepareError, Prepared, valid_tool_name};
-pub(crate) use redact::Redactor;
 
 use bindings::AgentPre;
 use compile_cache::CompileCache;
@@ -45,11 +44,11 @@ use control::{Controls, Registered};
 use gates::Gates;
 use limits::TurnLimits;
 use outbound::{OriginPattern, OutboundPolicy};
-use state::State;
+use state::InstanceData;
 
 use crate::journal::TurnErrorKind;
 use crate::secrets::Vault;
-use crate::store::{SessionRecord, SessionStatus, Store, StoreError, TurnTicket, WriterHandle};
+use crate::store::{Db, SessionRecord, SessionStatus, StoreError, TurnTicket, WriterHandle};
 
 /// Turns running at once by default; the rest wait for a slot.
 pub(crate) const DEFAULT_MAX_CONCURRENT_TURNS: usize = 256;
@@ -79,7 +78,7 @@ pub(crate) const CANCEL_WAIT: Duration = Duration::from_secs(10);
 /// A deployment ready to run turns.
 #[derive(Clone)]
 struct Deployed {
-    pre: AgentPre<State>,
+    pre: AgentPre<InstanceData>,
     gates: Arc<Gates>,
     /// The secrets the manifest declares.
     secrets: Arc<[String]>,
@@ -108,9 +107,9 @@ impl Drop for Active {
 
 pub struct Runtime {
     engine: Engine,
-    pub(crate) linker: Linker<State>,
+    pub(crate) linker: Linker<InstanceData>,
     data_dir: PathBuf,
-    store: Store,
+    store: Db,
     writer: WriterHandle,
     deployments: Mutex<HashMap<Uuid, Deployed>>,
     slots: Arc<Semaphore>,
@@ -131,7 +130,7 @@ pub struct Runtime {
 impl Runtime {
     pub fn new(
         data_dir: PathBuf,
-        store: Store,
+        store: Db,
         writer: WriterHandle,
         vault: Arc<Vault>,
         turns: TurnSettings,
@@ -163,7 +162,7 @@ impl Runtime {
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(wasm)?;
         // Outbound HTTP only; `wasi:sockets` is linked but every address is refused.
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(wasm)?;
-        bindings::Agent::add_to_linker::<State, wasmtime::component::HasSelf<State>>(
+        bindings::Agent::add_to_linker::<InstanceData, wasmtime::component::HasSelf<InstanceData>>(
             &mut linker,
             |state| state,
         )

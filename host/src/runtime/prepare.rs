@@ -10,7 +10,7 @@ use wasmtime::{Store, Trap};
 
 use super::bindings::{AgentPre, Description, GUEST_EXPORT};
 use super::limits::{DESCRIBE_DEADLINE, DESCRIBE_FUEL, DESCRIBE_MEMORY};
-use super::state::{State, apply_limits};
+use super::state::{InstanceData, apply_limits};
 use super::{Runtime, RuntimeError, artifacts};
 use crate::store::{AgentDescription, Artifact, ToolInfo};
 
@@ -108,14 +108,14 @@ impl Runtime {
 
     /// Runs `describe` in a fresh instance with `SERVICE_MANIFEST=1` as its
     /// only environment, a short deadline and a small memory limit.
-    fn describe(&self, pre: &AgentPre<State>) -> Result<AgentDescription, PrepareError> {
+    fn describe(&self, pre: &AgentPre<InstanceData>) -> Result<AgentDescription, PrepareError> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .build()
             .map_err(RuntimeError::io("start the describe runtime"))?;
         let mut store = Store::new(
             &self.engine,
-            State::new(&[("SERVICE_MANIFEST", "1")], DESCRIBE_MEMORY),
+            InstanceData::new(&[("SERVICE_MANIFEST", "1")], DESCRIBE_MEMORY),
         );
         apply_limits(&mut store, DESCRIBE_FUEL, DESCRIBE_DEADLINE, Instant::now())
             .map_err(|e| PrepareError::Describe(format!("{e:#}")))?;

@@ -14,7 +14,7 @@ use super::output::CappedOutput;
 /// Bytes of stdout and of stderr kept per instance.
 const OUTPUT_CAP: usize = 64 * 1024;
 
-pub(crate) struct State {
+pub(crate) struct InstanceData {
     wasi: WasiCtx,
     table: ResourceTable,
     http: WasiHttpCtx,
@@ -29,19 +29,23 @@ pub(crate) struct State {
     pub(super) panic: Option<String>,
 }
 
-impl State {
+impl InstanceData {
     /// A state with no turn (`describe`), whose guest sees exactly `env`
     /// and nothing else of the host: no files, no sockets, no arguments.
-    pub(crate) fn new(env: &[(&str, &str)], memory_bytes: usize) -> State {
-        State::with_turn(env, memory_bytes, None)
+    pub(crate) fn new(env: &[(&str, &str)], memory_bytes: usize) -> InstanceData {
+        InstanceData::with_turn(env, memory_bytes, None)
     }
 
     /// The state of `turn`'s instance: its effects and outbound HTTP are the turn's.
-    pub(super) fn for_turn(env: &[(&str, &str)], memory_bytes: usize, turn: TurnCtx) -> State {
-        State::with_turn(env, memory_bytes, Some(turn))
+    pub(super) fn for_turn(
+        env: &[(&str, &str)],
+        memory_bytes: usize,
+        turn: TurnCtx,
+    ) -> InstanceData {
+        InstanceData::with_turn(env, memory_bytes, Some(turn))
     }
 
-    fn with_turn(env: &[(&str, &str)], memory_bytes: usize, turn: Option<TurnCtx>) -> State {
+    fn with_turn(env: &[(&str, &str)], memory_bytes: usize, turn: Option<TurnCtx>) -> InstanceData {
         let stdout = CappedOutput::new(OUTPUT_CAP);
         let stderr = CappedOutput::new(OUTPUT_CAP);
         let wasi = WasiCtx::builder()
@@ -49,7 +53,7 @@ impl State {
             .stdout(stdout.clone())
             .stderr(stderr.clone())
             .build();
-        State {
+        InstanceData {
             wasi,
             table: ResourceTable::new(),
             http: WasiHttpCtx::new(),
@@ -70,7 +74,7 @@ impl State {
 /// wall-clock `deadline` counted from `started` (the guest yields to tokio
 /// every epoch tick and is interrupted past the deadline).
 pub(crate) fn apply_limits(
-    store: &mut Store<State>,
+    store: &mut Store<InstanceData>,
     fuel: u64,
     deadline: Duration,
     started: Instant,
@@ -88,7 +92,7 @@ pub(crate) fn apply_limits(
     store.set_fuel(fuel)
 }
 
-impl WasiView for State {
+impl WasiView for InstanceData {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         WasiCtxView {
             ctx: &mut self.wasi,
@@ -97,7 +101,7 @@ impl WasiView for State {
     }
 }
 
-impl WasiHttpView for State {
+impl WasiHttpView for InstanceData {
     fn http(&mut self) -> WasiHttpCtxView<'_> {
         let hooks: &mut dyn wasmtime_wasi_http::WasiHttpHooks = match &mut self.turn {
             Some(turn) => &mut turn.outbound,

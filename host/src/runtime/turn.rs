@@ -16,11 +16,11 @@ use super::gate::{Failure, Gate, Settled, Suspension, TurnState};
 use super::limits::TurnLimits;
 use super::outbound::Access;
 use super::prepare::trap_message;
-use super::redact::Redactor;
-use super::state::{State, apply_limits};
+use super::state::{InstanceData, apply_limits};
 use super::{Deployed, Runtime};
 use crate::journal::payloads;
 use crate::journal::{NewEvent, TurnErrorKind};
+use crate::redact::Redactor;
 use crate::store::{PendingApproval, ToolCallRecord, TurnOutcome, TurnReason, TurnTicket};
 
 /// How the guest's part of a turn ended.
@@ -146,7 +146,7 @@ impl Runtime {
         );
         let limits = &deployed.limits;
         let gate = ctx.gate.clone();
-        let state = State::for_turn(&env, limits.memory_bytes, ctx);
+        let state = InstanceData::for_turn(&env, limits.memory_bytes, ctx);
         let mut store = Store::new(&self.engine, state);
         let end = self
             .call_handle(&mut store, &deployed.pre, ticket, started, limits, &gate)
@@ -175,8 +175,8 @@ impl Runtime {
 
     async fn call_handle(
         &self,
-        store: &mut Store<State>,
-        pre: &super::bindings::AgentPre<State>,
+        store: &mut Store<InstanceData>,
+        pre: &super::bindings::AgentPre<InstanceData>,
         ticket: &TurnTicket,
         started: Instant,
         limits: &TurnLimits,
@@ -389,7 +389,7 @@ async fn suspended(
     )
 }
 
-fn log_output(ticket: &TurnTicket, state: &State, redactor: &Redactor) {
+fn log_output(ticket: &TurnTicket, state: &InstanceData, redactor: &Redactor) {
     for (stream, output) in [("stdout", &state.stdout), ("stderr", &state.stderr)] {
         let (text, dropped) = output.contents();
         let text = redactor.redact(&text);

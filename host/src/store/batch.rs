@@ -11,7 +11,7 @@ use super::domain::Quotas;
 use super::engine::{EventRow, FeedRow, SessionRow, WriteTx};
 use super::error::corrupt;
 use super::records::{ApprovalFeedEntry, SessionStatus};
-use super::{Redact, StoreError, now_rfc3339};
+use super::{CurrentRedactor, StoreError, now_rfc3339};
 use crate::journal::{NewEvent, StoredEvent, encode_record};
 
 /// What the writer keeps between batches for the domain's sake.
@@ -23,7 +23,7 @@ pub(super) struct WriterState {
     pub(super) host: Option<Uuid>,
     /// Takes secret values out of message texts the writer rebuilds from
     /// deltas when it closes a turn itself (`domain::recovery`).
-    pub(super) redact: Option<Redact>,
+    pub(super) redact: Option<CurrentRedactor>,
     /// Sessions whose running turn lost a write: its next write becomes TURN_ERROR.
     pub(super) broken: HashSet<Uuid>,
     /// The per-app caps the session commands check (`domain::quotas`).

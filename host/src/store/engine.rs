@@ -104,7 +104,7 @@ pub struct FeedRow {
 
 /// A storage engine: the read-only queries, and the writer's side.
 ///
-/// Reads block (they run on tokio's blocking pool through `Store::read`)
+/// Reads block (they run on tokio's blocking pool through `Db::read`)
 /// and never see a batch before it is committed.
 pub trait Engine: Send + Sync + 'static {
     fn session(&self, id: Uuid) -> Result<Option<SessionRecord>, StoreError>;

@@ -19,17 +19,17 @@ enum Backend {
     Postgres(String),
 }
 
-fn open(backend: &Backend) -> Result<Store, StoreError> {
+fn open(backend: &Backend) -> Result<Db, StoreError> {
     match backend {
-        Backend::Redb(path) => Store::open(path),
+        Backend::Redb(path) => Db::open(path),
         Backend::Postgres(url) => tokio::task::block_in_place(|| {
-            PgEngine::open(url, Uuid::now_v7(), LeaseOptions::default()).map(Store::new)
+            PgEngine::open(url, Uuid::now_v7(), LeaseOptions::default()).map(Db::new)
         }),
     }
 }
 
 /// A store and its writer; reopening waits until the previous writer let go.
-async fn start(backend: &Backend) -> (Store, WriterHandle) {
+async fn start(backend: &Backend) -> (Db, WriterHandle) {
     let mut store = open(backend);
     for _ in 0..500 {
         if store.is_ok() {
@@ -51,7 +51,7 @@ fn key(key_id: &str, key: &str, fingerprint: &str) -> Option<Idempotency> {
     })
 }
 
-async fn sessions(store: &Store) -> usize {
+async fn sessions(store: &Db) -> usize {
     let filter = SessionFilter {
         limit: 100,
         ..SessionFilter::default()
@@ -60,7 +60,7 @@ async fn sessions(store: &Store) -> usize {
     sessions.unwrap().len()
 }
 
-async fn turns_started(store: &Store, session: Uuid) -> usize {
+async fn turns_started(store: &Db, session: Uuid) -> usize {
     let events = store.read(move |s| s.events(session, 0, 1000)).await;
     (events.unwrap().iter())
         .filter(|e| e.json.contains("\"type\":\"TURN_STARTED\""))

@@ -49,34 +49,36 @@ pub(crate) use records::{
 };
 pub use writer::Writer;
 
-/// Takes secret values out of a text the writer rebuilt from the journal
-/// (a message it closes itself after a crash or a failed write).
-pub(crate) type Redact = Arc<dyn Fn(&str) -> String + Send + Sync>;
+/// The `Redactor` of every secret stored now, for the texts the writer
+/// rebuilds from the journal (a message it closes itself after a crash or a
+/// failed write): the writer cannot know which secrets that turn had.
+pub(crate) type CurrentRedactor = Arc<dyn Fn() -> crate::redact::Redactor + Send + Sync>;
 
-/// Shared handle to the engine: cheap to clone. Its read queries are the
-/// engine's (`Engine`), reached through `Deref`.
+/// The storage handle (named apart from wasmtime's `Store`): shared, cheap
+/// to clone. Its read queries are the engine's (`Engine`), reached through
+/// `Deref`.
 #[derive(Clone)]
-pub struct Store {
+pub struct Db {
     engine: Arc<dyn Engine>,
     hub: Arc<Hub>,
     /// Set when a commit failed on redb (disk full, I/O error): writes stop, not ready.
     degraded: Arc<AtomicBool>,
 }
 
-impl Store {
+impl Db {
     /// Opens (or creates) a redb database file with the default page cache.
-    pub fn open(path: &Path) -> Result<Store, StoreError> {
-        Store::open_with_cache(path, redb::DEFAULT_CACHE_BYTES)
+    pub fn open(path: &Path) -> Result<Db, StoreError> {
+        Db::open_with_cache(path, redb::DEFAULT_CACHE_BYTES)
     }
 
     /// `open` with a page cache of `cache_bytes`.
-    pub fn open_with_cache(path: &Path, cache_bytes: usize) -> Result<Store, StoreError> {
-        Ok(Store::new(redb::RedbEngine::open(path, cache_bytes)?))
+    pub fn open_with_cache(path: &Path, cache_bytes: usize) -> Result<Db, StoreError> {
+        Ok(Db::new(redb::RedbEngine::open(path, cache_bytes)?))
     }
 
     /// A store over an engine.
-    pub fn new(engine: impl Engine) -> Store {
-        Store {
+    pub fn new(engine: impl Engine) -> Db {
+        Db {
             engine: Arc::new(engine),
             hub: Arc::new(Hub::default()),
             degraded: Arc::default(),
@@ -87,7 +89,7 @@ impl Store {
     pub async fn read<T, F>(&self, f: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
-        F: FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
+        F: FnOnce(&Db) -> Result<T, StoreError> + Send + 'static,
     {
         let store = self.clone();
         tokio::task::spawn_blocking(move || f(&store))
@@ -109,7 +111,7 @@ impl Store {
     }
 }
 
-impl Deref for Store {
+impl Deref for Db {
     type Target = dyn Engine;
 
     fn deref(&self) -> &Self::Target {

@@ -198,7 +198,7 @@ struct Pause {
 }
 
 async fn read_chunk(
-    store: &Store,
+    store: &Db,
     session: Uuid,
     from: u64,
     chunk: usize,
@@ -216,7 +216,7 @@ async fn read_chunk(
 /// that nothing beyond `until` is pending. A `slow` reader sleeps between
 /// replay chunks.
 async fn stream(
-    store: Store,
+    store: Db,
     session: Uuid,
     from: u64,
     until: u64,
@@ -330,24 +330,24 @@ enum Backend {
 
 /// Opens the store (a writer on redb keeps `cache` sessions cached); a
 /// "restart" on PostgreSQL is a new host on the same database.
-fn open(backend: &Backend, cache: usize) -> Result<Store, StoreError> {
+fn open(backend: &Backend, cache: usize) -> Result<Db, StoreError> {
     match backend {
         Backend::Redb(path) => {
             let engine = RedbEngine::open(path, DEFAULT_CACHE_BYTES)?.with_session_cache(cache);
-            Ok(Store::new(engine))
+            Ok(Db::new(engine))
         }
         Backend::Postgres(url) => {
             // The sync client may not run on an async worker.
             let engine = tokio::task::block_in_place(|| {
                 PgEngine::open(url, Uuid::now_v7(), LeaseOptions::default())
             })?;
-            Ok(Store::new(engine))
+            Ok(Db::new(engine))
         }
     }
 }
 
 /// Reopens the store once the previous writer thread has let go of it.
-async fn reopen(backend: &Backend, cache: usize) -> Result<Store, TestCaseError> {
+async fn reopen(backend: &Backend, cache: usize) -> Result<Db, TestCaseError> {
     let mut reopened = open(backend, cache);
     for _ in 0..500 {
         if reopened.is_ok() {
@@ -381,7 +381,7 @@ struct ModelSession {
 
 struct Harness {
     backend: Backend,
-    store: Option<Store>,
+    store: Option<Db>,
     writer: Option<WriterHandle>,
     boot: Uuid,
     observe: bool,
@@ -458,7 +458,7 @@ impl Harness {
         Ok(harness)
     }
 
-    fn store(&self) -> Result<&Store, TestCaseError> {
+    fn store(&self) -> Result<&Db, TestCaseError> {
         self.store
             .as_ref()
             .ok_or_else(|| TestCaseError::fail("no store"))

@@ -10,9 +10,9 @@ use super::outbox::Outbox;
 use super::*;
 use crate::journal::NewEvent;
 
-fn open() -> (tempfile::TempDir, Store, WriterHandle) {
+fn open() -> (tempfile::TempDir, Db, WriterHandle) {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&dir.path().join("db.redb")).unwrap();
+    let store = Db::open(&dir.path().join("db.redb")).unwrap();
     let writer = Writer::spawn(store.clone()).unwrap();
     (dir, store, writer)
 }
@@ -249,7 +249,7 @@ async fn a_failing_disk_stops_writes_and_nothing_half_written_is_streamed() {
         inner: ::redb::backends::FileBackend::new(file).unwrap(),
         fail: fail.clone(),
     };
-    let store = Store::new(redb::RedbEngine::open_with_backend(backend).unwrap());
+    let store = Db::new(redb::RedbEngine::open_with_backend(backend).unwrap());
     let writer = Writer::spawn(store.clone()).unwrap();
     let d = writer
         .create_deployment(new_deployment(None))
@@ -287,13 +287,13 @@ async fn a_failing_disk_stops_writes_and_nothing_half_written_is_streamed() {
     // After a restart the journal holds exactly what was acknowledged.
     drop((writer, subscription, store));
     // The writer thread lets go of the file once it sees its queue closed.
-    let mut reopened = Store::open(&path);
+    let mut reopened = Db::open(&path);
     for _ in 0..500 {
         if reopened.is_ok() {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        reopened = Store::open(&path);
+        reopened = Db::open(&path);
     }
     let reopened = reopened.unwrap();
     let events = reopened.events(session.id, 0, 100).unwrap();
@@ -356,8 +356,9 @@ async fn a_resumed_turn_that_started_is_never_run_again() {
 async fn a_rebuilt_message_end_has_secrets_split_across_deltas_redacted() {
     use crate::journal::EventType;
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&dir.path().join("db.redb")).unwrap();
-    let redact: Redact = Arc::new(|text: &str| text.replace("sk-12345", "[REDACTED:TOKEN]"));
+    let store = Db::open(&dir.path().join("db.redb")).unwrap();
+    let redact: CurrentRedactor =
+        Arc::new(|| crate::redact::Redactor::new(vec![("TOKEN".into(), Arc::from("sk-12345"))]));
     let host = Uuid::now_v7();
     let writer =
         Writer::spawn_for_host(store.clone(), host, redact.clone(), Quotas::default()).unwrap();

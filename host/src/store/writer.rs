@@ -17,21 +17,21 @@ use super::batch::{Batch, Changes, WriterState};
 use super::commands::{Command, QUEUE, WriterHandle};
 use super::domain::Quotas;
 use super::engine::WriteEngine;
-use super::{Redact, Store, StoreError};
+use super::{CurrentRedactor, Db, StoreError};
 
 /// At most this many commands go into one transaction.
 const MAX_BATCH: usize = 1024;
 
 /// The writer thread: the engine's write side and what it remembers between batches.
 pub struct Writer {
-    store: Store,
+    store: Db,
     engine: Box<dyn WriteEngine>,
     state: WriterState,
 }
 
 impl Writer {
     /// Starts a writer thread that checks no turn's owner (tests).
-    pub fn spawn(store: Store) -> Result<WriterHandle, StoreError> {
+    pub fn spawn(store: Db) -> Result<WriterHandle, StoreError> {
         Writer::start(store, WriterState::default())
     }
 
@@ -40,10 +40,10 @@ impl Writer {
     /// the server's secret values out of the texts the writer rebuilds when
     /// it closes a turn itself (after a crash, or a turn's failed write).
     /// `quotas` are the per-app caps its session commands check.
-    pub fn spawn_for_host(
-        store: Store,
+    pub(crate) fn spawn_for_host(
+        store: Db,
         host: uuid::Uuid,
-        redact: Redact,
+        redact: CurrentRedactor,
         quotas: Quotas,
     ) -> Result<WriterHandle, StoreError> {
         let state = WriterState {
@@ -55,7 +55,7 @@ impl Writer {
         Writer::start(store, state)
     }
 
-    fn start(store: Store, state: WriterState) -> Result<WriterHandle, StoreError> {
+    fn start(store: Db, state: WriterState) -> Result<WriterHandle, StoreError> {
         let (tx, rx) = mpsc::channel(QUEUE);
         let writer = Writer {
             engine: store.engine.write_engine()?,

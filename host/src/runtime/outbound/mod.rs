@@ -40,7 +40,7 @@ use crate::store::{Outbox, WriterHandle};
 pub(crate) use origin::OriginPattern;
 
 use super::gate::Gate;
-use super::redact::Redactor;
+use crate::redact::Redactor;
 
 /// The operator's outbound settings (`serve` flags).
 #[derive(Debug, Clone)]

@@ -123,7 +123,7 @@ pub(in crate::store) fn closing_events(
     let mut events: Vec<NewEvent> = open_messages(&journal)
         .into_iter()
         .map(|(message_id, role, text)| {
-            let text = redact.map_or(text.clone(), |redact| redact(&text));
+            let text = redact.map_or(text.clone(), |current| current().redact(&text).into_owned());
             NewEvent::of(&payloads::MessageEnd {
                 message_id,
                 role,

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-pub(super) const MIN_REDACTED: usize = 4;
+pub(crate) const MIN_REDACTED: usize = 4;
 
 #[derive(Default, Clone)]
 pub(crate) struct Redactor {
