@@ -50,10 +50,7 @@ pub(super) async fn stream(
     Query(query): Query<FeedQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let cursor = headers
-        .get("last-event-id")
-        .map(|v| v.to_str().unwrap_or("\u{fffd}").trim().to_string())
-        .or(query.last_event_id);
+    let cursor = super::events::last_event_id(&headers, query.last_event_id);
     let app = match query.app {
         None => None,
         Some(name) => {

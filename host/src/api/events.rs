@@ -50,11 +50,7 @@ pub(crate) async fn stream(
     Query(query): Query<EventsQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    // The header wins over the query parameter.
-    let cursor = headers
-        .get("last-event-id")
-        .map(|v| v.to_str().unwrap_or("\u{fffd}").trim().to_string())
-        .or(query.last_event_id);
+    let cursor = last_event_id(&headers, query.last_event_id);
     let ag_ui = match query.format.as_deref() {
         None | Some("journal") => false,
         Some("ag-ui") => true,
@@ -139,6 +135,14 @@ async fn agui_stream(
     Ok(Sse::new(events)
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
         .into_response())
+}
+
+/// A stream's resumption point: the `Last-Event-ID` header, which wins over
+/// the `last_event_id` query parameter.
+pub(super) fn last_event_id(headers: &HeaderMap, query: Option<String>) -> Option<String> {
+    (headers.get("last-event-id"))
+        .map(|v| v.to_str().unwrap_or("\u{fffd}").trim().to_string())
+        .or(query)
 }
 
 fn unknown_event(raw: &str) -> ApiError {

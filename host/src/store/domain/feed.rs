@@ -23,15 +23,7 @@ pub(super) fn requested(
     tool_call_id: &str,
     seq: u64,
 ) -> Result<(), StoreError> {
-    let event = event_json(batch, session, seq)?;
-    entry(
-        batch,
-        session,
-        FeedKind::Requested,
-        tool_call_id,
-        event,
-        None,
-    )
+    announce(batch, session, FeedKind::Requested, tool_call_id, seq)
 }
 
 /// The pending call was decided; `seq` is its TOOL_APPROVAL_GRANTED or _DENIED.
@@ -41,8 +33,19 @@ pub(super) fn decided(
     tool_call_id: &str,
     seq: u64,
 ) -> Result<(), StoreError> {
+    announce(batch, session, FeedKind::Decided, tool_call_id, seq)
+}
+
+/// An entry of `kind` carrying the journal event at `seq`.
+fn announce(
+    batch: &mut Batch<'_>,
+    session: Uuid,
+    kind: FeedKind,
+    tool_call_id: &str,
+    seq: u64,
+) -> Result<(), StoreError> {
     let event = event_json(batch, session, seq)?;
-    entry(batch, session, FeedKind::Decided, tool_call_id, event, None)
+    entry(batch, session, kind, tool_call_id, event, None)
 }
 
 /// The pending call will never be decided; `seq` is the SESSION_ENDED
