@@ -18,6 +18,7 @@ use agenthost::util::write_secret_file;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
+    agenthost::util::install_tls_provider();
     let cli = Cli::parse();
     let default_level = match cli.command {
         Command::Deploy(_) | Command::Bench(_) | Command::Build(_) => "warn",
