@@ -17,6 +17,7 @@ use agenthost::{
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
+    agenthost::install_tls_provider();
     let cli = Cli::parse();
     let default_level = match cli.command {
         Command::Deploy(_) | Command::Bench(_) | Command::Build(_) => "warn",

@@ -66,6 +66,14 @@ pub(crate) fn raise_open_file_limit() {
 #[cfg(not(unix))]
 pub fn raise_open_file_limit() {}
 
+/// reqwest is built with `rustls-no-provider` (host/Cargo.toml): it takes
+/// the process's rustls provider, which this makes ring, the one the guests'
+/// outbound client uses too. Call it before building a reqwest client; a
+/// second call does nothing (the Err only says one is installed).
+pub fn install_tls_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -32,7 +32,7 @@ pub(crate) async fn client(
     mut session: Option<String>,
     turns: usize,
 ) -> Option<String> {
-    let http = reqwest::Client::new();
+    let http = support::client();
     let words: Vec<String> = (0..rand::rng().random_range(50..400))
         .map(|i| format!("w{i}"))
         .collect();

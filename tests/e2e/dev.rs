@@ -66,7 +66,7 @@ async fn dev_serves_deploys_and_prints_a_working_key_and_curl() {
     );
 
     // The printed curl does what it says.
-    let client = reqwest::Client::new();
+    let client = support::client();
     let response = client
         .post(format!("{url}/sessions"))
         .bearer_auth(&key)

@@ -43,7 +43,7 @@ async fn first_start_mints_a_platform_key_saved_with_mode_0600() {
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
     }
-    let client = reqwest::Client::new();
+    let client = support::client();
     let ok = client
         .get(format!("{url}/apps"))
         .bearer_auth(&key)

@@ -237,7 +237,7 @@ impl Browser {
     /// The browser's log entries at level SEVERE since the last call: console
     /// errors, uncaught exceptions, CSP violations, failed loads.
     pub async fn errors(&self) -> Vec<Value> {
-        let client = reqwest::Client::new();
+        let client = super::client();
         let response: Value = client
             .post(format!(
                 "http://127.0.0.1:{}/session/{}/se/log",
@@ -333,7 +333,7 @@ fn free_port() -> u16 {
 }
 
 async fn wait_ready(driver_url: &str) {
-    let client = reqwest::Client::new();
+    let client = super::client();
     let started = Instant::now();
     loop {
         let ready = client

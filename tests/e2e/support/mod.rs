@@ -488,6 +488,7 @@ pub fn data_dir() -> tempfile::TempDir {
 /// that reuses one just then fails with a broken pipe mid-upload, so the
 /// pool lets connections go well before that.
 pub fn client() -> reqwest::Client {
+    agenthost::install_tls_provider();
     reqwest::Client::builder()
         .pool_idle_timeout(std::time::Duration::from_secs(10))
         .build()
