@@ -22,11 +22,12 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use uuid::Uuid;
 
+use super::approvals::item_view;
 use super::extract::Query;
-use super::views::{ApprovalItemView, ApprovalSnapshot, SessionView};
+use super::views::ApprovalSnapshot;
 use super::{ApiError, AppState};
 use crate::keys::Principal;
-use crate::store::{ApprovalItem, FeedKind, FeedPage};
+use crate::store::{FeedKind, FeedPage};
 
 /// Entries read per read.
 const CHUNK: usize = 256;
@@ -170,14 +171,6 @@ async fn snapshot(state: &AppState, app: Option<Uuid>) -> Result<(u64, Event), A
         .event(SNAPSHOT)
         .data(data);
     Ok((head, frame))
-}
-
-/// A pending approval as `GET /approvals` shows it.
-pub(super) fn item_view(item: &ApprovalItem) -> Result<ApprovalItemView, ApiError> {
-    Ok(ApprovalItemView {
-        session: SessionView::from(&item.session),
-        event: serde_json::from_str(&item.event.json).map_err(ApiError::internal)?,
-    })
 }
 
 /// An entry's frame: its stored JSON as the data, its type as the event name.

@@ -10,10 +10,10 @@ use serde::{Deserialize, Serialize};
 use super::extract::{Json, Path, Query, session_id};
 use super::idempotency::{Fingerprint, idempotency, key_of};
 use super::paging::{Page, app_filter};
-use super::views::{self, DecisionAccepted};
+use super::views::{self, ApprovalItemView, DecisionAccepted, SessionView};
 use super::{ApiError, AppState};
 use crate::keys::Principal;
-use crate::store::{Decision, SessionStatus};
+use crate::store::{ApprovalItem, Decision, SessionStatus};
 
 #[derive(Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -98,9 +98,17 @@ pub(super) async fn list(
         })
         .await?;
     let (items, next_cursor) = page.finish(items, |item| item.event.id);
-    let items = items.iter().map(super::approval_feed::item_view);
+    let items = items.iter().map(item_view);
     Ok(Json(views::ApprovalPage {
         items: items.collect::<Result<_, _>>()?,
         next_cursor,
     }))
+}
+
+/// A pending approval as `GET /approvals` shows it.
+pub(super) fn item_view(item: &ApprovalItem) -> Result<ApprovalItemView, ApiError> {
+    Ok(ApprovalItemView {
+        session: SessionView::from(&item.session),
+        event: serde_json::from_str(&item.event.json).map_err(ApiError::internal)?,
+    })
 }

@@ -163,6 +163,7 @@ impl TurnCtx {
         calls: Vec<ToolCall>,
         reason: Option<String>,
     ) -> Result<Step, HostError> {
+        // A closed gate refuses before the journal is read for earlier ids.
         self.open()?;
         self.remember_earlier_calls().await?;
         let mut turn = self.open()?;

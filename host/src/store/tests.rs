@@ -74,6 +74,15 @@ pub(super) async fn suspend(
         .unwrap();
 }
 
+/// Deploys app `app` and finishes its build: it takes sessions.
+async fn deployed(writer: &WriterHandle) {
+    let d = writer
+        .create_deployment(new_deployment(None))
+        .await
+        .unwrap();
+    writer.finish_build(d.id, success()).await.unwrap();
+}
+
 pub(super) fn success() -> BuildOutcome {
     BuildOutcome::Succeeded {
         description: AgentDescription {
@@ -130,11 +139,7 @@ async fn a_slow_older_build_never_replaces_a_newer_current_one() {
 #[tokio::test]
 async fn the_writer_decides_turn_states_and_seq() {
     let (_dir, store, writer) = open();
-    let d = writer
-        .create_deployment(new_deployment(None))
-        .await
-        .unwrap();
-    writer.finish_build(d.id, success()).await.unwrap();
+    deployed(&writer).await;
     let boot = Uuid::now_v7();
     let (session, ticket) = writer
         .create_session("app".into(), "/chat".into(), json!("hi"), boot)
@@ -251,11 +256,7 @@ async fn a_failing_disk_stops_writes_and_nothing_half_written_is_streamed() {
     };
     let store = Db::new(redb::RedbEngine::open_with_backend(backend).unwrap());
     let writer = Writer::spawn(store.clone()).unwrap();
-    let d = writer
-        .create_deployment(new_deployment(None))
-        .await
-        .unwrap();
-    writer.finish_build(d.id, success()).await.unwrap();
+    deployed(&writer).await;
     let boot = Uuid::now_v7();
     let (session, ticket) = writer
         .create_session("app".into(), "/chat".into(), json!("hi"), boot)
@@ -306,11 +307,7 @@ async fn a_failing_disk_stops_writes_and_nothing_half_written_is_streamed() {
 #[tokio::test]
 async fn a_resumed_turn_that_started_is_never_run_again() {
     let (_dir, store, writer) = open();
-    let d = writer
-        .create_deployment(new_deployment(None))
-        .await
-        .unwrap();
-    writer.finish_build(d.id, success()).await.unwrap();
+    deployed(&writer).await;
     let boot = Uuid::now_v7();
     let (session, ticket) = writer
         .create_session("app".into(), "/chat".into(), json!("delete x"), boot)
@@ -362,11 +359,7 @@ async fn a_rebuilt_message_end_has_secrets_split_across_deltas_redacted() {
     let host = Uuid::now_v7();
     let writer =
         Writer::spawn_for_host(store.clone(), host, redact.clone(), Quotas::default()).unwrap();
-    let d = writer
-        .create_deployment(new_deployment(None))
-        .await
-        .unwrap();
-    writer.finish_build(d.id, success()).await.unwrap();
+    deployed(&writer).await;
     let (session, ticket) = writer
         .create_session("app".into(), "/chat".into(), json!({}), host)
         .await
@@ -407,11 +400,7 @@ async fn a_rebuilt_message_end_has_secrets_split_across_deltas_redacted() {
 #[tokio::test]
 async fn a_deleted_session_leaves_no_trace_and_the_writer_never_brings_it_back() {
     let (_dir, store, writer) = open();
-    let d = writer
-        .create_deployment(new_deployment(None))
-        .await
-        .unwrap();
-    writer.finish_build(d.id, success()).await.unwrap();
+    deployed(&writer).await;
     let boot = Uuid::now_v7();
     let (gone, ticket) = writer
         .create_session("app".into(), "/chat".into(), json!("hi"), boot)
@@ -483,11 +472,7 @@ async fn a_deleted_session_leaves_no_trace_and_the_writer_never_brings_it_back()
 #[tokio::test]
 async fn the_approvals_feed_follows_every_approval_in_commit_order() {
     let (_dir, store, writer) = open();
-    let d = writer
-        .create_deployment(new_deployment(None))
-        .await
-        .unwrap();
-    writer.finish_build(d.id, success()).await.unwrap();
+    deployed(&writer).await;
     let boot = Uuid::now_v7();
     let call = |id: &str| ToolCallRecord {
         tool_call_id: id.into(),

@@ -417,32 +417,27 @@ impl Server {
         created.session.session_id.to_string()
     }
 
-    /// Opens the event stream of a session, optionally resuming after `last_event_id`.
     /// `GET /approvals/events` with `query` (e.g. `?app=ops`), resumed
     /// after `last_event_id` when given.
     pub async fn approval_feed(&self, query: &str, last_event_id: Option<&str>) -> EventStream {
-        let mut request = self
-            .client
-            .get(self.url(&format!("/approvals/events{query}")))
-            .bearer_auth(KEY);
-        if let Some(id) = last_event_id {
-            request = request.header("Last-Event-ID", id);
-        }
-        let response = request.send().await.expect("approvals feed");
-        assert_eq!(response.status(), 200);
-        EventStream::new(response)
+        self.stream(&format!("/approvals/events{query}"), last_event_id)
+            .await
     }
 
+    /// Opens the event stream of a session, optionally resuming after `last_event_id`.
     pub async fn events(&self, session: &str, last_event_id: Option<&str>) -> EventStream {
-        let mut request = self
-            .client
-            .get(self.url(&format!("/sessions/{session}/events")))
-            .bearer_auth(KEY);
+        self.stream(&format!("/sessions/{session}/events"), last_event_id)
+            .await
+    }
+
+    /// An SSE stream at `path`, which must answer 200.
+    async fn stream(&self, path: &str, last_event_id: Option<&str>) -> EventStream {
+        let mut request = self.client.get(self.url(path)).bearer_auth(KEY);
         if let Some(id) = last_event_id {
             request = request.header("Last-Event-ID", id);
         }
-        let response = request.send().await.expect("events");
-        assert_eq!(response.status(), 200);
+        let response = request.send().await.expect(path);
+        assert_eq!(response.status(), 200, "{path}");
         EventStream::new(response)
     }
 }

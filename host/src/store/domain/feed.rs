@@ -70,14 +70,10 @@ pub(super) fn withdrawn(
 /// the deletion does not take it away with the session's other entries).
 pub(super) fn withdrawn_by_deletion(record: &SessionRecord) -> Option<ApprovalFeedEntry> {
     let pending = record.pending_approval.as_ref()?;
-    (record.status == SessionStatus::AwaitingApproval).then(|| ApprovalFeedEntry {
-        kind: FeedKind::Withdrawn,
-        session_id: record.id,
-        app_id: record.app_id,
-        app: record.app_slug.clone(),
-        tool_call_id: pending.call.tool_call_id.clone(),
-        event: None,
-        reason: Some(WithdrawReason::SessionDeleted),
+    (record.status == SessionStatus::AwaitingApproval).then(|| {
+        let call = &pending.call.tool_call_id;
+        let reason = Some(WithdrawReason::SessionDeleted);
+        entry_of(record, FeedKind::Withdrawn, call, None, reason)
     })
 }
 
@@ -90,16 +86,27 @@ fn entry(
     reason: Option<WithdrawReason>,
 ) -> Result<(), StoreError> {
     let record = &batch.session(session)?.record;
-    let entry = ApprovalFeedEntry {
+    let entry = entry_of(record, kind, tool_call_id, event, reason);
+    batch.feed(&entry)
+}
+
+/// An entry about `record`'s session.
+fn entry_of(
+    record: &SessionRecord,
+    kind: FeedKind,
+    tool_call_id: &str,
+    event: Option<Value>,
+    reason: Option<WithdrawReason>,
+) -> ApprovalFeedEntry {
+    ApprovalFeedEntry {
         kind,
-        session_id: session,
+        session_id: record.id,
         app_id: record.app_id,
         app: record.app_slug.clone(),
         tool_call_id: tool_call_id.to_string(),
         event,
         reason,
-    };
-    batch.feed(&entry)
+    }
 }
 
 /// The client-facing JSON of an event of `session`: written by this batch,
