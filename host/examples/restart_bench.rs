@@ -1,14 +1,18 @@
 //! Restart time after a crash on a large journal (docs/durability.md, BENCHMARKS.md).
 //!
-//! `restart_bench write DIR MB` fills `DIR/agenthost.redb` with journal events
-//! through the real writer until the file reaches MB megabytes, then aborts
-//! without closing the database (as a crash would). `restart_bench open DIR`
-//! times opening it again (redb's repair, fast with quick repair on).
+//! `restart_bench write DIR MB [quick-repair]` fills `DIR/agenthost.redb`
+//! with journal events through the real writer until the file reaches MB
+//! megabytes, then aborts without closing the database (as a crash would).
+//! `restart_bench open DIR` times opening it again: redb's repair walk, or
+//! almost nothing when the last commit saved the allocator state
+//! (`--journal-quick-repair`).
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use agenthost::{AgentDescription, Artifact, BuildOutcome, Db, NewDeployment, Outbox, Writer};
+use agenthost::{
+    AgentDescription, Artifact, BuildOutcome, Db, NewDeployment, Outbox, RedbOptions, Writer,
+};
 use agenthost::{Delta, MessageDelta, NewEvent};
 use serde_json::json;
 use uuid::Uuid;
@@ -20,16 +24,25 @@ const BATCH: usize = 2000;
 async fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     match args.get(1).map(String::as_str) {
-        Some("write") if args.len() == 4 => write(&args[2], args[3].parse()?).await,
+        Some("write") if args.len() == 4 => write(&args[2], args[3].parse()?, false).await,
+        Some("write") if args.len() == 5 && args[4] == "quick-repair" => {
+            write(&args[2], args[3].parse()?, true).await
+        }
         Some("open") if args.len() == 3 => open(&args[2]),
-        _ => anyhow::bail!("usage: restart_bench write DIR MB | restart_bench open DIR"),
+        _ => anyhow::bail!(
+            "usage: restart_bench write DIR MB [quick-repair] | restart_bench open DIR"
+        ),
     }
 }
 
-async fn write(dir: &str, megabytes: u64) -> anyhow::Result<()> {
+async fn write(dir: &str, megabytes: u64, quick_repair: bool) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir)?;
     let path = std::path::Path::new(dir).join("agenthost.redb");
-    let store = Db::open(&path)?;
+    let options = RedbOptions {
+        quick_repair,
+        ..RedbOptions::default()
+    };
+    let store = Db::open_with(&path, options)?;
     let writer = Writer::spawn(store.clone())?;
     let deployment = writer
         .create_deployment(NewDeployment {

@@ -48,7 +48,7 @@ pub use journal::payloads::{Delta, MessageDelta};
 pub use journal::{NewEvent, StoredEvent, decode_record, encode_record};
 pub use store::{
     AgentDescription, Artifact, BuildOutcome, Db, DeploymentStatus, KeyClass, LimitsRecord,
-    NewDeployment, Outbox, SessionFilter, Writer, WriterHandle,
+    NewDeployment, Outbox, RedbOptions, SessionFilter, Writer, WriterHandle,
 };
 
 /// Internal steps the benchmarks time; not an API.

@@ -116,7 +116,6 @@ async fn start(args: &ServeArgs, bootstrap_key: Option<String>) -> anyhow::Resul
             approval_timeout: args.approval_timeout.map(Into::into),
         },
         outbound: args.outbound_policy()?,
-        journal_cache_bytes: args.journal_cache_mb.saturating_mul(1 << 20),
         store: args.store_engine()?,
         compile_cache_dir: args.compile_cache_dir.clone(),
         retain_ended_sessions: args.retain_ended_sessions.map(Into::into),

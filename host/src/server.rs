@@ -17,7 +17,7 @@ use crate::keys::{self, Keys};
 use crate::runtime::{Redactor, Runtime};
 use crate::secrets::{MasterKey, Vault};
 use crate::store::postgres::{LeaseOptions, PgEngine};
-use crate::store::{CurrentRedactor, Db, KeyClass, Quotas, Writer};
+use crate::store::{CurrentRedactor, Db, KeyClass, Quotas, RedbOptions, Writer};
 use crate::tokens::StreamTokens;
 
 pub struct ServeOptions {
@@ -35,8 +35,6 @@ pub struct ServeOptions {
     pub turns: crate::runtime::TurnSettings,
     /// What agents may reach over HTTP.
     pub outbound: crate::runtime::outbound::OutboundPolicy,
-    /// redb's page cache, in bytes.
-    pub journal_cache_bytes: usize,
     /// Cranelift's compile cache; `<data-dir>/compile-cache` when `None`.
     pub compile_cache_dir: Option<PathBuf>,
     /// The storage engine.
@@ -53,7 +51,7 @@ pub struct ServeOptions {
 #[derive(Debug, Clone)]
 pub enum StoreChoice {
     /// One redb file in the data dir: one host.
-    Redb,
+    Redb(RedbOptions),
     /// A PostgreSQL database that many hosts share.
     Postgres { url: String, lease: LeaseOptions },
 }
@@ -76,10 +74,9 @@ impl Server {
         // This process's id: the owner of the turns it runs.
         let boot_id = Uuid::now_v7();
         let (store, shared) = match &options.store {
-            StoreChoice::Redb => {
+            StoreChoice::Redb(redb) => {
                 let path = options.data_dir.join("agenthost.redb");
-                let store = Db::open_with_cache(&path, options.journal_cache_bytes)
-                    .context("cannot open the database")?;
+                let store = Db::open_with(&path, *redb).context("cannot open the database")?;
                 (store, None)
             }
             StoreChoice::Postgres { url, lease } => {

@@ -47,6 +47,7 @@ pub(crate) use records::{
     ApiKeyRecord, AppRecord, ApprovalFeedEntry, DeploymentRecord, FeedKind, PendingApproval,
     SecretRecord, SessionRecord, SessionStatus, ToolCallRecord, ToolInfo,
 };
+pub use redb::RedbOptions;
 pub use writer::Writer;
 
 /// The `Redactor` of every secret stored now, for the texts the writer
@@ -66,14 +67,14 @@ pub struct Db {
 }
 
 impl Db {
-    /// Opens (or creates) a redb database file with the default page cache.
+    /// Opens (or creates) a redb database file with the default options.
     pub fn open(path: &Path) -> Result<Db, StoreError> {
-        Db::open_with_cache(path, redb::DEFAULT_CACHE_BYTES)
+        Db::open_with(path, RedbOptions::default())
     }
 
-    /// `open` with a page cache of `cache_bytes`.
-    pub fn open_with_cache(path: &Path, cache_bytes: usize) -> Result<Db, StoreError> {
-        Ok(Db::new(redb::RedbEngine::open(path, cache_bytes)?))
+    /// `open` with other options (page cache, quick repair).
+    pub fn open_with(path: &Path, options: RedbOptions) -> Result<Db, StoreError> {
+        Ok(Db::new(redb::RedbEngine::open(path, options)?))
     }
 
     /// A store over an engine.

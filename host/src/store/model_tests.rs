@@ -25,7 +25,7 @@ use uuid::Uuid;
 
 use super::outbox::{AppendAck, Outbox};
 use super::postgres::{LeaseOptions, PgEngine};
-use super::redb::{DEFAULT_CACHE_BYTES, RedbEngine, SESSION_CACHE};
+use super::redb::{RedbEngine, RedbOptions, SESSION_CACHE};
 use super::*;
 use crate::journal::{EventType, NewEvent, StoredEvent};
 
@@ -333,7 +333,7 @@ enum Backend {
 fn open(backend: &Backend, cache: usize) -> Result<Db, StoreError> {
     match backend {
         Backend::Redb(path) => {
-            let engine = RedbEngine::open(path, DEFAULT_CACHE_BYTES)?.with_session_cache(cache);
+            let engine = RedbEngine::open(path, RedbOptions::default())?.with_session_cache(cache);
             Ok(Db::new(engine))
         }
         Backend::Postgres(url) => {

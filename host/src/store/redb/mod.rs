@@ -1,7 +1,10 @@
 //! The embedded engine: everything in one redb file (the default).
 //!
 //! Reads are short read transactions; the writer's transactions commit with
-//! `Durability::Immediate` and quick repair. The writer keeps the sessions
+//! `Durability::Immediate`: one fsync, checksummed (redb's one-phase
+//! commit), or with `quick_repair` two fsyncs and the allocator state, so a
+//! restart after a crash needs no repair walk (docs/durability.md). The
+//! writer keeps the sessions
 //! it touched cached between batches (at most `SESSION_CACHE` past a batch;
 //! idle ones are dropped and re-read): it is the only writer of the file.
 
@@ -30,6 +33,28 @@ pub(crate) const DEFAULT_CACHE_BYTES: usize = 256 << 20;
 /// without a running turn are dropped (and re-read from redb when needed).
 pub(crate) const SESSION_CACHE: usize = 4096;
 
+/// How the redb file is opened and committed (`--journal-cache-mb`,
+/// `--journal-quick-repair`).
+#[derive(Debug, Clone, Copy)]
+pub struct RedbOptions {
+    /// redb's page cache, in bytes.
+    pub cache_bytes: usize,
+    /// Every commit also saves the allocator state and commits in two
+    /// phases: a restart after a crash opens at once instead of walking
+    /// the file (about 1.4-3.7 s per GiB, BENCHMARKS.md), for a second
+    /// fsync per commit.
+    pub quick_repair: bool,
+}
+
+impl Default for RedbOptions {
+    fn default() -> Self {
+        RedbOptions {
+            cache_bytes: DEFAULT_CACHE_BYTES,
+            quick_repair: false,
+        }
+    }
+}
+
 /// Maps any redb error to `StoreError::Storage`.
 pub(super) fn storage(err: impl Into<redb::Error>) -> StoreError {
     StoreError::Storage(err.into().to_string())
@@ -39,18 +64,19 @@ pub(super) fn storage(err: impl Into<redb::Error>) -> StoreError {
 pub(crate) struct RedbEngine {
     db: Arc<Database>,
     session_cache: usize,
+    quick_repair: bool,
 }
 
 impl RedbEngine {
-    /// Opens (or creates) the database file with a page cache of
-    /// `cache_bytes` and makes sure every table exists.
-    pub(crate) fn open(path: &Path, cache_bytes: usize) -> Result<RedbEngine, StoreError> {
-        RedbEngine::init(
-            Database::builder()
-                .set_cache_size(cache_bytes)
-                .create(path)
-                .map_err(storage)?,
-        )
+    /// Opens (or creates) the database file and makes sure every table exists.
+    pub(crate) fn open(path: &Path, options: RedbOptions) -> Result<RedbEngine, StoreError> {
+        let db = Database::builder()
+            .set_cache_size(options.cache_bytes)
+            .create(path)
+            .map_err(storage)?;
+        let mut engine = RedbEngine::init(db)?;
+        engine.quick_repair = options.quick_repair;
+        Ok(engine)
     }
 
     /// Opens a database on a given storage backend (tests inject failures with it).
@@ -78,6 +104,7 @@ impl RedbEngine {
         Ok(RedbEngine {
             db: Arc::new(db),
             session_cache: SESSION_CACHE,
+            quick_repair: false,
         })
     }
 
@@ -86,6 +113,7 @@ impl RedbEngine {
             db: self.db.clone(),
             sessions: HashMap::new(),
             session_cache: self.session_cache,
+            quick_repair: self.quick_repair,
         })
     }
 }
@@ -95,6 +123,7 @@ struct RedbWriter {
     db: Arc<Database>,
     sessions: HashMap<Uuid, SessionRow>,
     session_cache: usize,
+    quick_repair: bool,
 }
 
 impl WriteEngine for RedbWriter {
@@ -103,12 +132,11 @@ impl WriteEngine for RedbWriter {
         apply: &mut dyn FnMut(&mut dyn WriteTx) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
         let mut txn = self.db.begin_write().map_err(storage)?;
-        // Acknowledged means on disk; commits also save the allocator
-        // state, so a restart after a crash is fast.
+        // Acknowledged means on disk.
         if let Err(err) = txn.set_durability(redb::Durability::Immediate) {
             tracing::error!(error = %err, "cannot set immediate durability");
         }
-        txn.set_quick_repair(true);
+        txn.set_quick_repair(self.quick_repair);
         let (touched, deleted) = {
             let mut tx = RedbTx::new(&txn, &self.sessions)?;
             apply(&mut tx)?;
