@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{self, KEY, Server, types};
+use crate::support::{self, KEY, Server, agents, types};
 
 async fn hello_server() -> (tempfile::TempDir, Server) {
     let dir = support::data_dir();
@@ -219,6 +219,30 @@ async fn a_tool_call_id_of_an_earlier_turn_is_refused() {
         "{last}"
     );
     assert!(!types(&second).contains(&"TOOL_CALL"), "{second:?}");
+}
+
+/// Every turn runs in a fresh instance, also when the host made it ahead of
+/// the turn (a spare, runtime/spare.rs): a guest's global never carries over,
+/// across turns of one session or of several sessions running at once.
+#[tokio::test]
+async fn every_turn_runs_in_a_fresh_instance_made_ahead_or_not() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    server.deploy("rogue", &support::guest("rogue")).await;
+    let fresh = vec!["turns in this instance: 1".to_string()];
+    let (session, mut turn) = rogue_turn(&server, "/remember").await;
+    assert_eq!(agents::said(&turn), fresh, "{turn:?}");
+    for _ in 0..3 {
+        let after = turn.last().unwrap()["id"].as_str().map(String::from);
+        let mut stream = server.events(&session, after.as_deref()).await;
+        agents::input(&server, &session, "again").await;
+        turn = stream.until(&["TURN_ENDED", "TURN_ERROR"]).await;
+        assert_eq!(agents::said(&turn), fresh, "{turn:?}");
+    }
+    let sessions = (0..4).map(|_| rogue_turn(&server, "/remember"));
+    for (_, turn) in futures::future::join_all(sessions).await {
+        assert_eq!(agents::said(&turn), fresh, "{turn:?}");
+    }
 }
 
 #[tokio::test]

@@ -1,8 +1,9 @@
 //! Running agents: the engine, the linker, compiled deployments, and turns.
 //!
 //! Every turn and every resume runs in a fresh instance made from an
-//! `InstancePre` cached per deployment, so nothing a guest does survives into
-//! the next turn and no linking happens on the turn's path. Calls are async:
+//! `InstancePre` cached per deployment (made ahead of the turn when a spare
+//! is ready), so nothing a guest does survives into the next turn and no
+//! linking happens on the turn's path. Calls are async:
 //! a guest yields to tokio every epoch tick and never blocks a worker.
 
 mod artifacts;
@@ -19,6 +20,7 @@ pub(crate) mod limits;
 pub(crate) mod outbound;
 mod output;
 mod prepare;
+mod spare;
 pub(crate) mod state;
 mod turn;
 
@@ -125,6 +127,8 @@ pub struct Runtime {
     outbound: OutboundPolicy,
     /// The engine's compile cache, for the build log's hit counts.
     compile_cache: Option<Arc<CompileCache>>,
+    /// Fresh instances made ahead of their turns.
+    spares: Arc<spare::Spares>,
 }
 
 impl Runtime {
@@ -141,7 +145,8 @@ impl Runtime {
         let max_concurrent_turns = turns.max_concurrent;
         let slots = u32::try_from(max_concurrent_turns.max(1))
             .unwrap_or(u32::MAX)
-            .saturating_add(16);
+            .saturating_add(16)
+            .saturating_add(spare::MAX_SPARES as u32);
         let cache = match compile_cache {
             Some(dir) => Some(Arc::new(CompileCache::open(dir).map_err(|e| {
                 anyhow::anyhow!("cannot open the compile cache {}: {e}", dir.display())
@@ -151,10 +156,11 @@ impl Runtime {
         let engine = engine::new_engine_with(slots, cache.clone()).map_err(|e| {
             anyhow::anyhow!(
                 "cannot set up the instance pool for {slots} instances \
-                 ({max_concurrent_turns} concurrent turns plus 16 for deploys): {e:#}. \
+                 ({max_concurrent_turns} concurrent turns, 16 for deploys and {} spares): {e:#}. \
                  The pool reserves several GiB of address space per instance up front \
                  (none of it is memory until a guest touches it): lift the process's \
-                 address-space limit (`ulimit -v`) or lower --max-concurrent-turns"
+                 address-space limit (`ulimit -v`) or lower --max-concurrent-turns",
+                spare::MAX_SPARES
             )
         })?;
         engine::start_epoch_ticker(&engine)?;
@@ -182,6 +188,7 @@ impl Runtime {
             accepting: AtomicBool::new(true),
             outbound,
             compile_cache: cache,
+            spares: Arc::default(),
         }))
     }
 

@@ -23,29 +23,18 @@ pub(crate) struct InstanceData {
     pub(super) limiter: MemoryLimiter,
     pub(super) stdout: CappedOutput,
     pub(super) stderr: CappedOutput,
-    /// The running turn; `None` while `describe` runs.
+    /// The running turn; `None` while `describe` runs and in a spare.
     pub(super) turn: Option<TurnCtx>,
     /// The message the guest's panic hook reported, if any.
     pub(super) panic: Option<String>,
 }
 
 impl InstanceData {
-    /// A state with no turn (`describe`), whose guest sees exactly `env`
-    /// and nothing else of the host: no files, no sockets, no arguments.
+    /// A state with no turn yet (`describe`, a spare instance), whose guest
+    /// sees exactly `env` and nothing else of the host: no files, no
+    /// sockets, no arguments. A turn attaches itself to `turn` before the
+    /// guest runs: its effects and outbound HTTP are then the turn's.
     pub(crate) fn new(env: &[(&str, &str)], memory_bytes: usize) -> InstanceData {
-        InstanceData::with_turn(env, memory_bytes, None)
-    }
-
-    /// The state of `turn`'s instance: its effects and outbound HTTP are the turn's.
-    pub(super) fn for_turn(
-        env: &[(&str, &str)],
-        memory_bytes: usize,
-        turn: TurnCtx,
-    ) -> InstanceData {
-        InstanceData::with_turn(env, memory_bytes, Some(turn))
-    }
-
-    fn with_turn(env: &[(&str, &str)], memory_bytes: usize, turn: Option<TurnCtx>) -> InstanceData {
         let stdout = CappedOutput::new(OUTPUT_CAP);
         let stderr = CappedOutput::new(OUTPUT_CAP);
         let wasi = WasiCtx::builder()
@@ -64,7 +53,7 @@ impl InstanceData {
             },
             stdout,
             stderr,
-            turn,
+            turn: None,
             panic: None,
         }
     }

@@ -1,4 +1,5 @@
-//! One turn: a fresh instance, the guest's `handle`, and the turn's final commit.
+//! One turn: a fresh instance (made ahead when a spare is ready,
+//! `spare.rs`), the guest's `handle`, and the turn's final commit.
 //!
 //! However the guest ends (returns, errs, panics, traps, overruns its
 //! deadline or memory, breaks an order rule), the turn ends with exactly one
@@ -10,12 +11,13 @@ use std::time::Instant;
 
 use wasmtime::{Store, Trap};
 
-use super::bindings::{Decision, Reason, ToolCall, Turn};
+use super::bindings::{Agent, Decision, Reason, ToolCall, Turn};
 use super::ctx::{Terms, TurnCtx};
 use super::gate::{Failure, Gate, Settled, Suspension, TurnState};
 use super::limits::TurnLimits;
 use super::outbound::Access;
 use super::prepare::trap_message;
+use super::spare::{Recipe, Secrets};
 use super::state::{InstanceData, apply_limits};
 use super::{Deployed, Runtime};
 use crate::journal::payloads;
@@ -43,7 +45,7 @@ struct Prepared {
 struct Guest {
     deployed: Deployed,
     /// The values of the secrets the deployment declares.
-    secrets: Vec<(String, Arc<str>)>,
+    secrets: Secrets,
 }
 
 impl Runtime {
@@ -136,20 +138,33 @@ impl Runtime {
         started: Instant,
     ) -> Option<(GuestEnd, TurnCtx)> {
         let Guest { deployed, secrets } = guest;
-        // The platform's environment for the agent: nothing of the host's own.
-        let policy = deployed.gates.policy_json.as_str();
-        let mut env = vec![("SERVICE_APPROVAL_POLICY", policy)];
-        env.extend(
-            secrets
-                .iter()
-                .map(|(name, value)| (name.as_str(), &**value)),
-        );
         let limits = &deployed.limits;
+        // The spare made for this turn, if it is ready; this turn makes the next one.
+        let spare = self.spares.take(ticket.deployment_id, &secrets);
+        let recipe = Recipe {
+            pre: deployed.pre.clone(),
+            env: guest_env(&deployed, &secrets),
+            secrets,
+            memory_bytes: limits.memory_bytes,
+            fuel: limits.fuel,
+            deadline: limits.deadline,
+        };
+        let (mut store, agent) = match spare {
+            Some(spare) => (spare.store, Some(spare.agent)),
+            None => {
+                let env: Vec<(&str, &str)> = (recipe.env.iter())
+                    .map(|(name, value)| (name.as_str(), value.as_str()))
+                    .collect();
+                let state = InstanceData::new(&env, limits.memory_bytes);
+                (Store::new(&self.engine, state), None)
+            }
+        };
+        self.spares
+            .refill(&self.engine, ticket.deployment_id, recipe);
         let gate = ctx.gate.clone();
-        let state = InstanceData::for_turn(&env, limits.memory_bytes, ctx);
-        let mut store = Store::new(&self.engine, state);
+        store.data_mut().turn = Some(ctx);
         let end = self
-            .call_handle(&mut store, &deployed.pre, ticket, started, limits, &gate)
+            .call_handle(&mut store, &deployed, agent, ticket, started, &gate)
             .await;
         let mut state = store.into_data();
         let ctx = state.turn.take()?;
@@ -159,7 +174,7 @@ impl Runtime {
     }
 
     /// The values of the secrets a deployment declares; a missing one fails the turn.
-    fn secrets_of(&self, deployed: &super::Deployed) -> Result<Vec<(String, Arc<str>)>, Failure> {
+    fn secrets_of(&self, deployed: &super::Deployed) -> Result<Secrets, Failure> {
         let mut secrets = Vec::with_capacity(deployed.secrets.len());
         for name in deployed.secrets.iter() {
             let value = self.vault.get(name).ok_or_else(|| Failure {
@@ -176,12 +191,13 @@ impl Runtime {
     async fn call_handle(
         &self,
         store: &mut Store<InstanceData>,
-        pre: &super::bindings::AgentPre<InstanceData>,
+        deployed: &Deployed,
+        spare: Option<Agent>,
         ticket: &TurnTicket,
         started: Instant,
-        limits: &TurnLimits,
         gate: &Gate,
     ) -> GuestEnd {
+        let (pre, limits) = (&deployed.pre, &deployed.limits);
         let deadline = limits.deadline;
         if let Err(err) = apply_limits(store, limits.fuel, deadline, started) {
             tracing::error!(error = %err, "cannot set the turn's fuel");
@@ -206,9 +222,16 @@ impl Runtime {
             input: ticket.input.to_string(),
         };
         let call = async {
-            let instantiating = Instant::now();
-            let agent = pre.instantiate_async(&mut *store).await?;
-            (crate::metrics::get().instantiate).observe(instantiating.elapsed().as_secs_f64());
+            let agent = match spare {
+                Some(agent) => agent,
+                None => {
+                    let instantiating = Instant::now();
+                    let agent = pre.instantiate_async(&mut *store).await?;
+                    (crate::metrics::get().instantiate)
+                        .observe(instantiating.elapsed().as_secs_f64());
+                    agent
+                }
+            };
             agent
                 .agenthost_agent_guest()
                 .call_handle(&mut *store, &turn)
@@ -269,6 +292,15 @@ impl Runtime {
             }
         }
     }
+}
+
+/// The platform's environment for the agent, nothing of the host's own:
+/// the approval policy and the deployment's secrets.
+fn guest_env(deployed: &Deployed, secrets: &Secrets) -> Vec<(String, String)> {
+    let policy = deployed.gates.policy_json.to_string();
+    let mut env = vec![("SERVICE_APPROVAL_POLICY".to_string(), policy)];
+    env.extend((secrets.iter()).map(|(name, value)| (name.clone(), value.to_string())));
+    env
 }
 
 fn wire_call(call: &ToolCallRecord) -> ToolCall {
