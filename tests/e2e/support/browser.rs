@@ -172,8 +172,18 @@ impl Browser {
         self.text(css).await
     }
 
-    /// Clicks the element matching `css` (a real click, through WebDriver).
+    /// Clicks the element matching `css` (a real click, through WebDriver),
+    /// once it is shown: a view that is still being swapped in (the nav
+    /// right after signing in) exists before it can be clicked.
     pub async fn click(&self, css: &str) {
+        self.until(
+            &format!("a visible element matching {css}"),
+            &format!(
+                "document.querySelector({})?.checkVisibility({{visibilityProperty: true}})",
+                json!(css)
+            ),
+        )
+        .await;
         self.find(css)
             .await
             .click()
