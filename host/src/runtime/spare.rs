@@ -45,6 +45,16 @@ pub(super) struct Recipe {
     pub(super) deadline: Duration,
 }
 
+impl Recipe {
+    /// The store of a fresh instance of the deployment, no turn attached.
+    pub(super) fn store(&self, engine: &Engine) -> Store<InstanceData> {
+        let env: Vec<(&str, &str)> = (self.env.iter())
+            .map(|(name, value)| (name.as_str(), value.as_str()))
+            .collect();
+        Store::new(engine, InstanceData::new(&env, self.memory_bytes))
+    }
+}
+
 #[derive(Default)]
 struct Shelf {
     ready: HashMap<Uuid, Spare>,
@@ -121,10 +131,7 @@ impl Spares {
 /// A fresh instance under the deployment's limits (the turn sets them
 /// again, from its own start, when it takes it).
 async fn make(engine: &Engine, recipe: &Recipe) -> wasmtime::Result<(Store<InstanceData>, Agent)> {
-    let env: Vec<(&str, &str)> = (recipe.env.iter())
-        .map(|(name, value)| (name.as_str(), value.as_str()))
-        .collect();
-    let mut store = Store::new(engine, InstanceData::new(&env, recipe.memory_bytes));
+    let mut store = recipe.store(engine);
     let started = Instant::now();
     apply_limits(&mut store, recipe.fuel, recipe.deadline, started)?;
     let agent = recipe.pre.instantiate_async(&mut store).await?;

@@ -151,13 +151,7 @@ impl Runtime {
         };
         let (mut store, agent) = match spare {
             Some(spare) => (spare.store, Some(spare.agent)),
-            None => {
-                let env: Vec<(&str, &str)> = (recipe.env.iter())
-                    .map(|(name, value)| (name.as_str(), value.as_str()))
-                    .collect();
-                let state = InstanceData::new(&env, limits.memory_bytes);
-                (Store::new(&self.engine, state), None)
-            }
+            None => (recipe.store(&self.engine), None),
         };
         self.spares
             .refill(&self.engine, ticket.deployment_id, recipe);
