@@ -333,6 +333,13 @@ async fn a_person_deploys_watches_sessions_live_and_decides_gated_calls() {
     assert_eq!(status, 202);
     let kiwis = format!(".inbox-item[data-session='{other}']");
     assert!(browser.text(&kiwis).await.contains("kiwis"));
+    // The header's count follows the same feed.
+    browser
+        .until(
+            "the pending count to be 2",
+            "document.querySelector('#approvals-count').dataset.pending === '2'",
+        )
+        .await;
     let (status, _) = server
         .post(
             &format!("/sessions/{other}/approval"),
@@ -342,6 +349,12 @@ async fn a_person_deploys_watches_sessions_live_and_decides_gated_calls() {
     assert_eq!(status, 202);
     browser
         .text_with(&format!("{kiwis} .outcome"), "Denied by")
+        .await;
+    browser
+        .until(
+            "the pending count to be 1 again",
+            "document.querySelector('#approvals-count').dataset.pending === '1'",
+        )
         .await;
     // Ended, so that the sessions list below shows the two sessions of the person.
     other_events.until(&["TURN_ENDED"]).await;
@@ -535,10 +548,13 @@ async fn keys_and_secrets_are_managed_and_a_revoked_key_is_refused() {
         .await;
     only_network_errors(&browser, "an invocation key's sign-in", &["status of 403"]).await;
 
-    // Revoked elsewhere: the console's next call is refused and it says so.
+    // Revoked elsewhere while the console sits idle on a view that makes no
+    // calls of its own (keys): the header's approvals feed ends, its
+    // reconnection is refused, and the console says so.
+    browser.click("nav a[data-view=keys]").await;
+    browser.find("tr[data-name=laptop]").await;
     let laptop_id = laptop.split('_').nth(1).unwrap();
     assert_eq!(server.delete(&format!("/api-keys/{laptop_id}")).await, 204);
-    browser.click("nav a[data-view=deployments]").await;
     browser
         .text_with(".signin .notice-error", "The server refused your key")
         .await;

@@ -3,7 +3,8 @@
 // and what happens when the server refuses the key.
 
 import { api, auth, keyId, onRefused } from './api.js';
-import { every, h } from './dom.js';
+import { h } from './dom.js';
+import { followApprovals } from './feed.js';
 import * as signin from './signin.js';
 import * as deployments from './deployments.js';
 import * as sessions from './sessions.js';
@@ -19,7 +20,7 @@ const whoName = document.getElementById('who-name');
 const count = document.getElementById('approvals-count');
 
 /** What the views share: who is signed in, and a refresh of the approvals count. */
-const ctx = { me: null, refreshApprovals: () => {} };
+const ctx = { me: null };
 let leave = null;
 let stopShell = null;
 let refusal = null;
@@ -86,13 +87,11 @@ function shell(signedIn) {
     ctx.me = { id: keyId(auth.key()), name: null };
     whoName.textContent = '';
     loadMe();
-    ctx.refreshApprovals = () => refreshCount().catch(() => {});
-    stopShell = every(5000, refreshCount);
+    stopShell = followCount();
   } else if (!signedIn && stopShell) {
     stopShell();
     stopShell = null;
     ctx.me = null;
-    ctx.refreshApprovals = () => {};
   }
 }
 
@@ -109,20 +108,46 @@ async function loadMe() {
   }
 }
 
-async function refreshCount() {
-  const page = await api('GET', '/approvals?limit=500');
-  const pending = page.items.length;
-  const shown = page.next_cursor ? `${pending}+` : String(pending);
-  count.hidden = pending === 0;
-  count.dataset.pending = shown;
-  count.replaceChildren(shown, h('span', { class: 'visually-hidden' }, ' pending'));
+/**
+ * Keeps the header's count of pending approvals from the approvals feed (a
+ * session waits on at most one call): no polling, and a request or a
+ * decision made anywhere shows at once. Returns a function that stops it.
+ */
+function followCount() {
+  const pending = new Set();
+  const show = () => {
+    const shown = String(pending.size);
+    count.hidden = pending.size === 0;
+    count.dataset.pending = shown;
+    count.replaceChildren(shown, h('span', { class: 'visually-hidden' }, ' pending'));
+  };
+  return followApprovals('', {
+    onSnapshot: (items) => {
+      pending.clear();
+      for (const item of items) pending.add(item.session.session_id);
+      show();
+    },
+    onEntry: (kind, entry) => {
+      if (kind === 'APPROVAL_REQUESTED') pending.add(entry.session_id);
+      else pending.delete(entry.session_id);
+      show();
+    },
+    // Revoking the key ends the feed, and its reconnection is refused: an
+    // idle console notices within a second.
+    onState: ({ error }) => {
+      if (error?.status === 401) refusedKey();
+    },
+  });
 }
 
-onRefused(() => {
+/** The server refused the signed-in key: forget it, say so at sign-in. */
+function refusedKey() {
   auth.signOut();
   refusal = REFUSED;
   route();
-});
+}
+
+onRefused(refusedKey);
 
 document.getElementById('sign-out').addEventListener('click', () => {
   auth.signOut();

@@ -70,7 +70,6 @@ export function render(main, ctx) {
           drop(entry.session_id); // withdrawn: the session ended or was deleted
         }
         shown();
-        ctx.refreshApprovals?.();
       },
       onState: ({ state, error }) => {
         if (state === 'live' && feedFailed) note.clear();

@@ -26,7 +26,6 @@ export function decisionForm(sessionId, ctx, onDecided) {
     deny.disabled = true;
     try {
       const answer = await api('POST', `/sessions/${seg(sessionId)}/approval`, body);
-      ctx.refreshApprovals();
       onDecided(answer);
     } catch (failure) {
       approve.disabled = false;
@@ -34,7 +33,6 @@ export function decisionForm(sessionId, ctx, onDecided) {
       note.show(failure.status === 409
         ? 'This call was already decided, or nothing is pending any more.'
         : describe(failure));
-      ctx.refreshApprovals();
     }
   };
   approve.addEventListener('click', () => decide(true));
