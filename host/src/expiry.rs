@@ -1,18 +1,32 @@
-//! Approval deadlines: every second, a pending approval past its
-//! `expires_at` (journaled in its TOOL_APPROVAL_REQUIRED, so it holds across
-//! restarts) is decided as denied by approver `timeout`, through the same
-//! exactly-once decision as a human's, and the resumed turn is scheduled.
-//! With several hosts each sweeps; one decision wins, the others are 409.
+//! Approval deadlines: a pending approval past its `expires_at` (journaled
+//! in its TOOL_APPROVAL_REQUIRED, so it holds across restarts) is decided as
+//! denied by approver `timeout`, through the same exactly-once decision as a
+//! human's, and the resumed turn is scheduled. With several hosts each
+//! host does so; one decision wins, the others are 409.
+//!
+//! The deadlines are kept in memory and followed through the approvals
+//! feed: one snapshot at start, then only the feed's new entries when it
+//! advances (a request adds its deadline, a decision or withdrawal removes
+//! it). So a second's check costs nothing however many approvals wait; a
+//! fresh snapshot every `RESYNC` makes up for anything missed.
 
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use uuid::Uuid;
 
 use crate::runtime::Runtime;
-use crate::store::{Db, Decision, StoreError, WriterHandle, now_rfc3339};
+use crate::store::{
+    ApprovalFeedEntry, Db, Decision, FeedKind, StoreError, WriterHandle, now_rfc3339,
+};
 
-/// How often pending approvals are checked.
+/// How often deadlines are compared with the clock.
 const EVERY: Duration = Duration::from_secs(1);
-/// Pending approvals read per page.
+/// How often the deadlines are read whole again, whatever the feed said.
+const RESYNC: Duration = Duration::from_secs(60);
+/// Feed entries read per page.
 const PAGE: usize = 500;
 /// The approver (and key id) of a decision the deadline made.
 pub(crate) const TIMEOUT_APPROVER: &str = "timeout";
@@ -20,56 +34,122 @@ pub(crate) const TIMEOUT_APPROVER: &str = "timeout";
 /// Starts the sweep; `boot` is this host's id (the resumed turns' owner).
 pub(crate) fn start(store: Db, writer: WriterHandle, runtime: Arc<Runtime>, boot: uuid::Uuid) {
     tokio::spawn(async move {
+        let mut feed = store.hub().feed_watch();
+        let mut deadlines = Deadlines::default();
+        let mut synced: Option<Instant> = None;
         loop {
-            tokio::time::sleep(EVERY).await;
-            if let Err(err) = sweep(&store, &writer, &runtime, boot).await {
-                tracing::warn!(error = %err, "cannot check approval deadlines");
+            let stale = synced.is_none_or(|at| at.elapsed() >= RESYNC);
+            let followed = if stale {
+                deadlines
+                    .resync(&store)
+                    .await
+                    .map(|()| synced = Some(Instant::now()))
+            } else if feed.has_changed().unwrap_or(false) {
+                feed.borrow_and_update();
+                deadlines.follow(&store).await
+            } else {
+                Ok(())
+            };
+            match followed {
+                Ok(()) => deadlines.decide_due(&writer, &runtime, boot).await,
+                Err(err) => {
+                    tracing::warn!(error = %err, "cannot read approval deadlines");
+                    synced = None;
+                }
             }
+            tokio::time::sleep(EVERY).await;
         }
     });
 }
 
-/// Denies every pending approval whose deadline has passed.
-async fn sweep(
-    store: &Db,
-    writer: &WriterHandle,
-    runtime: &Arc<Runtime>,
-    boot: uuid::Uuid,
-) -> Result<(), StoreError> {
-    let now = now_rfc3339();
-    let mut after = None;
-    loop {
-        let page = store
-            .read(move |s| s.pending_approvals(None, after, PAGE))
-            .await?;
-        for item in &page {
-            let session = &item.session;
-            let expired = (session.pending_approval.as_ref())
-                .and_then(|p| p.expires_at.as_deref())
-                .is_some_and(|at| at <= now.as_str());
-            if !expired {
-                continue;
+/// The deadlines of the pending approvals that have one, by session (a
+/// session waits on at most one call), and how far into the feed they go.
+#[derive(Default)]
+struct Deadlines {
+    by_session: HashMap<Uuid, String>,
+    read_through: u64,
+}
+
+impl Deadlines {
+    /// Reads every pending approval again, and the feed position it stands at.
+    async fn resync(&mut self, store: &Db) -> Result<(), StoreError> {
+        let (head, items) = store.read(|s| s.approval_snapshot(None)).await?;
+        self.by_session = (items.iter())
+            .filter_map(|item| {
+                let pending = item.session.pending_approval.as_ref()?;
+                Some((item.session.id, pending.expires_at.clone()?))
+            })
+            .collect();
+        self.read_through = head;
+        Ok(())
+    }
+
+    /// Applies the feed's entries since the last read.
+    async fn follow(&mut self, store: &Db) -> Result<(), StoreError> {
+        loop {
+            let after = self.read_through;
+            let page = store
+                .read(move |s| s.approval_feed(after, None, PAGE))
+                .await?;
+            if page.purged_through > after {
+                // Entries we never saw were purged by age: read it all again.
+                return self.resync(store).await;
             }
+            for item in &page.items {
+                let entry: ApprovalFeedEntry = serde_json::from_str(&item.json)
+                    .map_err(|e| StoreError::Corrupt(format!("approvals feed entry: {e}")))?;
+                match entry.kind {
+                    FeedKind::Requested => match requested_deadline(entry.event.as_ref()) {
+                        Some(at) => self.by_session.insert(entry.session_id, at),
+                        None => self.by_session.remove(&entry.session_id),
+                    },
+                    FeedKind::Decided | FeedKind::Withdrawn => {
+                        self.by_session.remove(&entry.session_id)
+                    }
+                };
+            }
+            self.read_through = after.max(page.read_through);
+            if page.read_through >= page.head {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Denies every pending approval whose deadline has passed.
+    async fn decide_due(&mut self, writer: &WriterHandle, runtime: &Arc<Runtime>, boot: Uuid) {
+        let now = now_rfc3339();
+        let due: Vec<Uuid> = (self.by_session.iter())
+            .filter(|(_, at)| at.as_str() <= now.as_str())
+            .map(|(session, _)| *session)
+            .collect();
+        for session in due {
             let decision = Decision {
                 approved: false,
                 approver: TIMEOUT_APPROVER.into(),
                 key_id: TIMEOUT_APPROVER.into(),
             };
-            match writer.decide(session.id, decision, boot).await {
+            match writer.decide(session, decision, boot).await {
                 Ok(ticket) => {
-                    tracing::info!(session = %session.id, "an approval expired: denied by timeout");
+                    tracing::info!(%session, "an approval expired: denied by timeout");
+                    self.by_session.remove(&session);
                     runtime.schedule(ticket);
                 }
                 // Decided meanwhile (by a human or another host).
-                Err(StoreError::Conflict(_) | StoreError::NotFound { .. }) => {}
-                // The app is at its running-turns cap: the next sweep tries again.
+                Err(StoreError::Conflict(_) | StoreError::NotFound { .. }) => {
+                    self.by_session.remove(&session);
+                }
+                // The app is at its running-turns cap: the next check tries again.
                 Err(StoreError::Quota { .. }) => {}
-                Err(err) => return Err(err),
+                Err(err) => {
+                    tracing::warn!(%session, error = %err, "cannot deny an expired approval");
+                }
             }
         }
-        match page.last() {
-            Some(last) if page.len() == PAGE => after = Some(last.event.id),
-            _ => return Ok(()),
-        }
     }
+}
+
+/// The `expires_at` of a TOOL_APPROVAL_REQUIRED event, if it has one.
+fn requested_deadline(event: Option<&Value>) -> Option<String> {
+    let at = event?.get("payload")?.get("expires_at")?.as_str()?;
+    Some(at.to_string())
 }

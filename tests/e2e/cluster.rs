@@ -1,6 +1,7 @@
 //! Several hosts on one PostgreSQL (docs/scale-out.md): any host serves
 //! any request and streams what another committed; keys revoked on one host
-//! are refused by all; one decision wins a race across hosts; the turn of a
+//! are refused by all; one decision wins a race across hosts; an approval's
+//! deadline outlives the host that set it; the turn of a
 //! killed host is settled by another within the lease; a PostgreSQL
 //! restart is survived without restarting the hosts; an app's cap holds
 //! exactly across hosts.
@@ -14,7 +15,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::support::pg_cluster::OwnCluster;
-use crate::support::{self, Server};
+use crate::support::{self, Server, agents};
 
 /// A database name of its own for one test's hosts.
 fn database(dir: &tempfile::TempDir) -> String {
@@ -214,6 +215,34 @@ async fn of_two_hosts_deciding_one_approval_exactly_one_wins() {
     assert_eq!(seen[0], seen[1], "both hosts' feeds agree");
     let kinds: Vec<&str> = seen[0].iter().map(|(_, kind)| kind.as_str()).collect();
     assert_eq!(kinds, ["APPROVAL_REQUESTED", "APPROVAL_DECIDED"]);
+}
+
+/// An approval's deadline is kept by every host: the host that ran the
+/// turn (and set the deadline) is killed after the request, and the other,
+/// which started before the request and sets no deadline of its own, denies
+/// it by `timeout` (it learned the deadline from the approvals feed).
+#[tokio::test]
+async fn another_host_keeps_the_deadline_of_an_approval_whose_host_is_gone() {
+    let (dir_a, dir_b) = (support::data_dir(), support::data_dir());
+    let db = database(&dir_a);
+    let a = Server::start_host_with(dir_a.path(), &db, &["--approval-timeout", "2s"]).await;
+    let b = Server::start_host(dir_b.path(), &db).await;
+    a.deploy("ops", &support::guest("ops")).await;
+    let session = a.session("ops", "/ops", json!("add plums")).await;
+    let mut watcher = b.events(&session, None).await;
+    watcher.until(&["TURN_ENDED"]).await;
+    agents::input(&a, &session, "delete plums").await;
+    let suspended = watcher
+        .until(&["TOOL_APPROVAL_REQUIRED", "TURN_ENDED", "TURN_ERROR"])
+        .await;
+    let required = suspended.last().unwrap();
+    assert_eq!(required["type"], "TOOL_APPROVAL_REQUIRED", "{suspended:?}");
+    assert!(required["payload"]["expires_at"].is_string(), "{required}");
+    a.kill();
+    let resumed = watcher.until(&["TURN_ENDED", "TURN_ERROR"]).await;
+    assert_eq!(resumed[0]["type"], "TOOL_APPROVAL_DENIED", "{resumed:?}");
+    assert_eq!(resumed[0]["payload"]["approver"], "timeout");
+    assert_eq!(resumed.last().unwrap()["type"], "TURN_ENDED", "{resumed:?}");
 }
 
 #[tokio::test]
