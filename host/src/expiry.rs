@@ -50,13 +50,12 @@ pub(crate) fn start(store: Db, writer: WriterHandle, runtime: Arc<Runtime>, boot
             } else {
                 Ok(())
             };
-            match followed {
-                Ok(()) => deadlines.decide_due(&writer, &runtime, boot).await,
-                Err(err) => {
-                    tracing::warn!(error = %err, "cannot read approval deadlines");
-                    synced = None;
-                }
+            if let Err(err) = followed {
+                tracing::warn!(error = %err, "cannot read approval deadlines");
+                synced = None;
             }
+            // From what is known, even if this read failed.
+            deadlines.decide_due(&writer, &runtime, boot).await;
             tokio::time::sleep(EVERY).await;
         }
     });
@@ -96,8 +95,14 @@ impl Deadlines {
                 return self.resync(store).await;
             }
             for item in &page.items {
-                let entry: ApprovalFeedEntry = serde_json::from_str(&item.json)
-                    .map_err(|e| StoreError::Corrupt(format!("approvals feed entry: {e}")))?;
+                let entry: ApprovalFeedEntry = match serde_json::from_str(&item.json) {
+                    Ok(entry) => entry,
+                    Err(err) => {
+                        // The next snapshot holds what this entry said.
+                        tracing::error!(seq = item.seq, error = %err, "unreadable approvals feed entry");
+                        continue;
+                    }
+                };
                 match entry.kind {
                     FeedKind::Requested => match requested_deadline(entry.event.as_ref()) {
                         Some(at) => self.by_session.insert(entry.session_id, at),

@@ -101,11 +101,14 @@ impl Spares {
             evicted
         };
         drop(evicted);
-        let spares = self.clone();
+        let making = Making {
+            spares: self.clone(),
+            deployment,
+        };
         let engine = engine.clone();
         tokio::spawn(async move {
             let made = make(&engine, &recipe).await;
-            let mut shelf = spares.lock();
+            let mut shelf = making.spares.lock();
             shelf.making.remove(&deployment);
             match made {
                 Ok((store, agent)) => {
@@ -120,11 +123,27 @@ impl Spares {
                 // The turn that takes no spare instantiates itself, and reports.
                 Err(err) => tracing::debug!(%deployment, error = %err, "no spare instance"),
             }
+            // The lock first: `making` takes it again when dropped.
+            drop(shelf);
+            drop(making);
         });
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Shelf> {
         self.shelf.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A spare being made; however its task ends (a panic included), the
+/// deployment may have a spare made again.
+struct Making {
+    spares: Arc<Spares>,
+    deployment: Uuid,
+}
+
+impl Drop for Making {
+    fn drop(&mut self) {
+        self.spares.lock().making.remove(&self.deployment);
     }
 }
 
