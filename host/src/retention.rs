@@ -70,9 +70,9 @@ pub(crate) async fn purge(
 /// How often expired idempotency keys are purged (a key is new again at
 /// its expiry whether or not it was purged yet).
 const IDEMPOTENCY_EVERY: Duration = Duration::from_secs(600);
-/// Keys (or feed entries) forgotten per writer command (the purge repeats
+/// Keys or feed entries forgotten per writer command (a purge repeats
 /// while there are more).
-const IDEMPOTENCY_PAGE: usize = 1000;
+const PURGE_PAGE: usize = 1000;
 
 /// How long the approvals feed keeps an entry: a feed reader away for
 /// longer resumes from a fresh snapshot (docs/approvals.md).
@@ -85,47 +85,46 @@ pub(crate) fn start_purges(writer: WriterHandle) {
         loop {
             tokio::time::sleep(IDEMPOTENCY_EVERY).await;
             let now = SystemTime::now();
-            match purge_idempotency(&writer, unix_ms(now)).await {
-                Ok(0) => {}
-                Ok(purged) => tracing::info!(purged, "purged expired idempotency keys"),
-                Err(err) => tracing::warn!(error = %err, "cannot purge idempotency keys"),
-            }
-            let before = unix_ms(
+            let now_ms = unix_ms(now);
+            purge_pages("expired idempotency keys", || {
+                writer.purge_idempotency(now_ms, PURGE_PAGE)
+            })
+            .await;
+            let before_ms = unix_ms(
                 now.checked_sub(FEED_RETENTION)
                     .unwrap_or(SystemTime::UNIX_EPOCH),
             );
-            match purge_feed(&writer, before).await {
-                Ok(0) => {}
-                Ok(purged) => tracing::info!(purged, "purged old approvals-feed entries"),
-                Err(err) => tracing::warn!(error = %err, "cannot purge the approvals feed"),
-            }
+            purge_pages("old approvals-feed entries", || {
+                writer.purge_feed(before_ms, PURGE_PAGE)
+            })
+            .await;
         }
     });
 }
 
-/// Forgets every approvals-feed entry appended before `before_ms`; returns how many.
-pub(crate) async fn purge_feed(writer: &WriterHandle, before_ms: u64) -> Result<usize, StoreError> {
+/// Runs a purge to its end, one writer command of at most `PURGE_PAGE`
+/// after another until one forgets fewer, and logs what it did.
+async fn purge_pages<F, Fut>(what: &str, mut page: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<usize, StoreError>>,
+{
     let mut purged = 0;
     loop {
-        let page = writer.purge_feed(before_ms, IDEMPOTENCY_PAGE).await?;
-        purged += page;
-        if page < IDEMPOTENCY_PAGE {
-            return Ok(purged);
+        match page().await {
+            Ok(forgotten) => {
+                purged += forgotten;
+                if forgotten < PURGE_PAGE {
+                    break;
+                }
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot purge {what}");
+                return;
+            }
         }
     }
-}
-
-/// Forgets every idempotency key expired at `now_ms`; returns how many.
-pub(crate) async fn purge_idempotency(
-    writer: &WriterHandle,
-    now_ms: u64,
-) -> Result<usize, StoreError> {
-    let mut purged = 0;
-    loop {
-        let page = writer.purge_idempotency(now_ms, IDEMPOTENCY_PAGE).await?;
-        purged += page;
-        if page < IDEMPOTENCY_PAGE {
-            return Ok(purged);
-        }
+    if purged > 0 {
+        tracing::info!(purged, "purged {what}");
     }
 }

@@ -45,16 +45,6 @@ pub(super) struct Recipe {
     pub(super) deadline: Duration,
 }
 
-impl Recipe {
-    /// The store of a fresh instance of the deployment, no turn attached.
-    pub(super) fn store(&self, engine: &Engine) -> Store<InstanceData> {
-        let env: Vec<(&str, &str)> = (self.env.iter())
-            .map(|(name, value)| (name.as_str(), value.as_str()))
-            .collect();
-        Store::new(engine, InstanceData::new(&env, self.memory_bytes))
-    }
-}
-
 #[derive(Default)]
 struct Shelf {
     ready: HashMap<Uuid, Spare>,
@@ -76,9 +66,15 @@ impl Spares {
         (spare.secrets == *secrets).then_some(spare)
     }
 
-    /// Makes the deployment's next spare in the background, unless one is
-    /// ready or being made, or `MAX_SPARES` are being made.
-    pub(super) fn refill(self: &Arc<Self>, engine: &Engine, deployment: Uuid, recipe: Recipe) {
+    /// Makes the deployment's next spare in the background from `recipe`
+    /// (called only then), unless one is ready or being made, or
+    /// `MAX_SPARES` are being made.
+    pub(super) fn refill(
+        self: &Arc<Self>,
+        engine: &Engine,
+        deployment: Uuid,
+        recipe: impl FnOnce() -> Recipe,
+    ) {
         let evicted = {
             let mut shelf = self.lock();
             if shelf.ready.contains_key(&deployment) || shelf.making.contains(&deployment) {
@@ -101,6 +97,7 @@ impl Spares {
             evicted
         };
         drop(evicted);
+        let recipe = recipe();
         let making = Making {
             spares: self.clone(),
             deployment,
@@ -150,7 +147,8 @@ impl Drop for Making {
 /// A fresh instance under the deployment's limits (the turn sets them
 /// again, from its own start, when it takes it).
 async fn make(engine: &Engine, recipe: &Recipe) -> wasmtime::Result<(Store<InstanceData>, Agent)> {
-    let mut store = recipe.store(engine);
+    let state = InstanceData::new(&recipe.env, recipe.memory_bytes);
+    let mut store = Store::new(engine, state);
     let started = Instant::now();
     apply_limits(&mut store, recipe.fuel, recipe.deadline, started)?;
     let agent = recipe.pre.instantiate_async(&mut store).await?;

@@ -34,7 +34,10 @@ impl InstanceData {
     /// sees exactly `env` and nothing else of the host: no files, no
     /// sockets, no arguments. A turn attaches itself to `turn` before the
     /// guest runs: its effects and outbound HTTP are then the turn's.
-    pub(crate) fn new(env: &[(&str, &str)], memory_bytes: usize) -> InstanceData {
+    pub(crate) fn new(
+        env: &[(impl AsRef<str>, impl AsRef<str>)],
+        memory_bytes: usize,
+    ) -> InstanceData {
         let stdout = CappedOutput::new(OUTPUT_CAP);
         let stderr = CappedOutput::new(OUTPUT_CAP);
         let wasi = WasiCtx::builder()

@@ -139,22 +139,27 @@ impl Runtime {
     ) -> Option<(GuestEnd, TurnCtx)> {
         let Guest { deployed, secrets } = guest;
         let limits = &deployed.limits;
+        let env = guest_env(&deployed, &secrets);
         // The spare made for this turn, if it is ready; this turn makes the next one.
-        let spare = self.spares.take(ticket.deployment_id, &secrets);
-        let recipe = Recipe {
-            pre: deployed.pre.clone(),
-            env: guest_env(&deployed, &secrets),
-            secrets,
-            memory_bytes: limits.memory_bytes,
-            fuel: limits.fuel,
-            deadline: limits.deadline,
-        };
-        let (mut store, agent) = match spare {
+        let (mut store, agent) = match self.spares.take(ticket.deployment_id, &secrets) {
             Some(spare) => (spare.store, Some(spare.agent)),
-            None => (recipe.store(&self.engine), None),
+            None => {
+                let state = InstanceData::new(&env, limits.memory_bytes);
+                (Store::new(&self.engine, state), None)
+            }
         };
+        // Owned copies only when a spare is to be made.
         self.spares
-            .refill(&self.engine, ticket.deployment_id, recipe);
+            .refill(&self.engine, ticket.deployment_id, || Recipe {
+                pre: deployed.pre.clone(),
+                env: (env.iter())
+                    .map(|(name, value)| (name.to_string(), value.to_string()))
+                    .collect(),
+                secrets: secrets.clone(),
+                memory_bytes: limits.memory_bytes,
+                fuel: limits.fuel,
+                deadline: limits.deadline,
+            });
         let gate = ctx.gate.clone();
         store.data_mut().turn = Some(ctx);
         let end = self
@@ -290,10 +295,10 @@ impl Runtime {
 
 /// The platform's environment for the agent, nothing of the host's own:
 /// the approval policy and the deployment's secrets.
-fn guest_env(deployed: &Deployed, secrets: &Secrets) -> Vec<(String, String)> {
-    let policy = deployed.gates.policy_json.to_string();
-    let mut env = vec![("SERVICE_APPROVAL_POLICY".to_string(), policy)];
-    env.extend((secrets.iter()).map(|(name, value)| (name.clone(), value.to_string())));
+fn guest_env<'a>(deployed: &'a Deployed, secrets: &'a Secrets) -> Vec<(&'a str, &'a str)> {
+    let policy = deployed.gates.policy_json.as_str();
+    let mut env = vec![("SERVICE_APPROVAL_POLICY", policy)];
+    env.extend((secrets.iter()).map(|(name, value)| (name.as_str(), &**value)));
     env
 }
 
