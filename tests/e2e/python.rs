@@ -455,6 +455,110 @@ async fn agenthost_deploy_builds_and_deploys_a_python_project() {
     assert_eq!(said(&events), ["You said: hi there"]);
 }
 
+/// The SHA-256 of each core module in `component` with over 1 MiB of code
+/// that imports its memory: a Python agent's interpreter library.
+fn interpreter_modules(component: &[u8]) -> Vec<String> {
+    use sha2::{Digest, Sha256};
+    use wasmparser::{Parser, Payload};
+    let mut found = Vec::new();
+    for payload in Parser::new(0).parse_all(component) {
+        if let Payload::ModuleSection {
+            unchecked_range, ..
+        } = payload.unwrap()
+        {
+            let module = &component[unchecked_range.start as usize..unchecked_range.end as usize];
+            let (mut code, mut defines_memory) = (0, false);
+            for inner in Parser::new(0).parse_all(module) {
+                match inner.unwrap() {
+                    Payload::CodeSectionStart { size, .. } => code = size,
+                    Payload::MemorySection(_) => defines_memory = true,
+                    _ => {}
+                }
+            }
+            if code > 1 << 20 && !defines_memory {
+                found.push(hex::encode(Sha256::digest(module)));
+            }
+        }
+    }
+    found
+}
+
+/// Two different Python agents share one compiled interpreter: it is
+/// compiled once beside the compile cache, each deployment's own artifact
+/// holds the rest (its snapshot), and both run again after a restart.
+#[tokio::test]
+async fn python_agents_share_one_compiled_interpreter_and_run_after_a_restart() {
+    let dir = support::data_dir();
+    let server = server(dir.path(), &[]).await;
+    let hello = python_guest("examples/python/hello");
+    let checks = python_guest("tests/fixtures/python/checks");
+    let interpreter = interpreter_modules(&hello);
+    assert_eq!(
+        interpreter.len(),
+        1,
+        "one interpreter library in a Python agent"
+    );
+    assert_eq!(
+        interpreter_modules(&checks),
+        interpreter,
+        "the same interpreter in both"
+    );
+
+    for (slug, component) in [("hello-py", &hello), ("checks-py", &checks)] {
+        let row = agents::deploy(&server, component, &manifest(slug, "")).await;
+        let id = row["id"].as_str().unwrap().to_string();
+        let artifact = dir
+            .path()
+            .join("deployments")
+            .join(&id)
+            .join("component.cwasm");
+        let size = std::fs::metadata(&artifact).unwrap().len();
+        // Compiled whole, the artifact was about twice the component.
+        assert!(
+            size < component.len() as u64,
+            "{slug}: an artifact of {size} bytes for a component of {}",
+            component.len()
+        );
+    }
+    let modules = workspace().join("target/compile-cache-e2e/modules");
+    let compiled = std::fs::read_dir(&modules)
+        .unwrap()
+        .flatten()
+        .any(|engine| {
+            engine
+                .path()
+                .join(format!("{}.cwasm", interpreter[0]))
+                .is_file()
+        });
+    assert!(
+        compiled,
+        "the interpreter is compiled in {}",
+        modules.display()
+    );
+
+    server.kill();
+    let server = agents::server(dir.path(), &[]).await;
+    let session = server
+        .session("hello-py", "/chat", json!("after a restart"))
+        .await;
+    let mut stream = server.events(&session, None).await;
+    assert_eq!(
+        said(&turn(&mut stream).await),
+        ["You said: after a restart"]
+    );
+    let session = server
+        .session("checks-py", "/ops", json!("mixed apples pears"))
+        .await;
+    let mut stream = server.events(&session, None).await;
+    let suspended = turn(&mut stream).await;
+    assert_eq!(
+        last(&suspended)["type"],
+        "TOOL_APPROVAL_REQUIRED",
+        "{:?}",
+        types(&suspended)
+    );
+}
+
 #[tokio::test]
 async fn a_missing_componentize_py_says_how_to_install_it() {
     let project = tempfile::tempdir().unwrap();

@@ -9,6 +9,7 @@ use wasmtime::component::Component;
 
 use super::RuntimeError;
 use super::engine::fingerprint;
+use super::shared_modules::SharedModules;
 use crate::store::{Artifact, DeploymentRecord, StoreError};
 
 const COMPONENT_FILE: &str = "component.wasm";
@@ -27,7 +28,7 @@ pub(crate) fn deployment_dir(data_dir: &Path, id: uuid::Uuid) -> PathBuf {
 /// the directory. The temp file's name is unique: two writers of one
 /// deployment (a build, and a turn recompiling it after another host
 /// adopted that build) must not write into each other's file.
-fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub(super) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     let tmp = path.with_extension(format!("tmp-{}", uuid::Uuid::now_v7().simple()));
     let mut file = std::fs::File::create(&tmp)?;
@@ -72,6 +73,7 @@ pub(super) struct Loaded {
 /// it (another host built the deployment).
 pub(super) fn load(
     engine: &Engine,
+    modules: &SharedModules,
     data_dir: &Path,
     record: &DeploymentRecord,
     shared: &dyn Fn() -> Result<Option<Vec<u8>>, StoreError>,
@@ -97,7 +99,33 @@ pub(super) fn load(
         }
         tracing::warn!(deployment = %record.id, "artifact missing or damaged; recompiling from the component");
     }
-    let original = match std::fs::read(dir.join(COMPONENT_FILE)) {
+    let original = original(data_dir, record, shared)?;
+    let (compiled, _) = modules
+        .compile(engine, &original)
+        .map_err(|e| RuntimeError::Load(format!("{e:#}")))?;
+    let new = store(engine, &dir, &original, &compiled)?;
+    // SAFETY: just produced by this engine.
+    let component = unsafe { Component::deserialize(engine, &compiled) }
+        .map_err(|e| RuntimeError::Load(format!("{e:#}")))?;
+    Ok(Loaded {
+        component,
+        recompiled: Some(new),
+    })
+}
+
+/// A deployment's component as deployed: the kept file, else the store's
+/// copy; checked against the recorded hash.
+pub(super) fn original(
+    data_dir: &Path,
+    record: &DeploymentRecord,
+    shared: &dyn Fn() -> Result<Option<Vec<u8>>, StoreError>,
+) -> Result<Vec<u8>, RuntimeError> {
+    let artifact = record
+        .artifact
+        .as_ref()
+        .ok_or(RuntimeError::NotBuilt(record.id))?;
+    let path = deployment_dir(data_dir, record.id).join(COMPONENT_FILE);
+    let original = match std::fs::read(path) {
         Ok(bytes) => bytes,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => match shared()? {
             Some(bytes) => bytes,
@@ -111,15 +139,5 @@ pub(super) fn load(
             record.id
         )));
     }
-    let compiled = engine
-        .precompile_component(&original)
-        .map_err(|e| RuntimeError::Load(format!("{e:#}")))?;
-    let new = store(engine, &dir, &original, &compiled)?;
-    // SAFETY: just produced by this engine.
-    let component = unsafe { Component::deserialize(engine, &compiled) }
-        .map_err(|e| RuntimeError::Load(format!("{e:#}")))?;
-    Ok(Loaded {
-        component,
-        recompiled: Some(new),
-    })
+    Ok(original)
 }

@@ -20,7 +20,9 @@ pub(crate) mod limits;
 pub(crate) mod outbound;
 mod output;
 mod prepare;
+mod shared_modules;
 mod spare;
+mod split;
 pub(crate) mod state;
 mod turn;
 
@@ -46,6 +48,7 @@ use control::{Controls, Registered};
 use gates::Gates;
 use limits::TurnLimits;
 use outbound::{OriginPattern, OutboundPolicy};
+use shared_modules::SharedModules;
 use state::InstanceData;
 
 use crate::journal::TurnErrorKind;
@@ -129,6 +132,8 @@ pub struct Runtime {
     compile_cache: Option<Arc<CompileCache>>,
     /// Fresh instances made ahead of their turns.
     spares: Arc<spare::Spares>,
+    /// Large core modules compiled once by content (`runtime::split`).
+    shared_modules: Arc<SharedModules>,
 }
 
 impl Runtime {
@@ -173,7 +178,13 @@ impl Runtime {
             |state| state,
         )
         .map_err(wasm)?;
+        let modules_dir = match compile_cache {
+            Some(dir) => dir.join("modules"),
+            None => data_dir.join("modules"),
+        };
+        let shared_modules = Arc::new(SharedModules::new(&modules_dir, &engine));
         Ok(Arc::new(Runtime {
+            shared_modules,
             engine,
             linker,
             data_dir,
@@ -357,16 +368,21 @@ impl Runtime {
         let engine = self.engine.clone();
         let data_dir = self.data_dir.clone();
         let store = self.store.clone();
-        let loaded = tokio::task::spawn_blocking(move || {
-            artifacts::load(&engine, &data_dir, &record, &|| store.component(deployment))
+        let modules = self.shared_modules.clone();
+        let base = self.linker.clone();
+        let (loaded, linker) = tokio::task::spawn_blocking(move || {
+            let shared = || store.component(deployment);
+            let loaded = artifacts::load(&engine, &modules, &data_dir, &record, &shared)?;
+            let original = || artifacts::original(&data_dir, &record, &shared);
+            let linker = modules.linker(&engine, &base, &loaded.component, &original)?;
+            Ok::<_, RuntimeError>((loaded, linker))
         })
         .await
         .map_err(|e| RuntimeError::Load(e.to_string()))??;
         if let Some(artifact) = loaded.recompiled {
             self.writer.set_artifact(deployment, artifact).await?;
         }
-        let pre = self
-            .linker
+        let pre = linker
             .instantiate_pre(&loaded.component)
             .and_then(AgentPre::new)
             .map_err(|e| RuntimeError::Load(format!("{e:#}")))?;

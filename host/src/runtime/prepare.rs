@@ -66,16 +66,18 @@ impl Runtime {
         }
         let compiling = Instant::now();
         let cached_before = self.compile_cache.as_ref().map(|c| c.counts());
-        let compiled =
-            self.engine
-                .precompile_component(bytes)
-                .map_err(|e| PrepareError::Invalid {
-                    entry: entry.to_string(),
-                    detail: format!("{e:#}"),
-                })?;
+        let (compiled, reuse) = self
+            .shared_modules
+            .compile(&self.engine, bytes)
+            .map_err(|e| PrepareError::Invalid {
+                entry: entry.to_string(),
+                detail: format!("{e:#}"),
+            })?;
         if let (Some(cache), Some((hits, misses))) = (&self.compile_cache, cached_before) {
             let (hits_now, misses_now) = cache.counts();
             tracing::info!(
+                shared_modules_found = reuse.found,
+                shared_modules_compiled = reuse.compiled,
                 functions_from_cache = hits_now - hits,
                 functions_compiled = misses_now - misses,
                 duration_ms = compiling.elapsed().as_secs_f64() * 1000.0,
@@ -90,8 +92,11 @@ impl Runtime {
                     detail: format!("{e:#}"),
                 }
             })?;
-        let pre = self
-            .linker
+        let original = || Ok(bytes.to_vec());
+        let linker =
+            self.shared_modules
+                .linker(&self.engine, &self.linker, &component, &original)?;
+        let pre = linker
             .instantiate_pre(&component)
             .map_err(|e| PrepareError::MissingImport(format!("{e:#}")))?;
         let pre = AgentPre::new(pre).map_err(|_| PrepareError::WrongExports {
