@@ -187,6 +187,10 @@ fn run_job(runtime: &Runtime, store: &Db, writer: &WriterHandle, data_dir: &Path
             tracing::warn!(deployment = %job.deployment, error = %err, "cannot drop a built bundle");
         }
     }
+    if recorded.is_ok() && status == "succeeded" {
+        // Links its libraries for now; compiled whole in the background.
+        runtime.compile_whole_later(job.deployment);
+    }
     match recorded {
         Ok(record) => tracing::info!(
             deployment = %job.deployment,

@@ -25,6 +25,7 @@ mod spare;
 mod split;
 pub(crate) mod state;
 mod turn;
+mod whole;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -116,7 +117,7 @@ pub struct Runtime {
     data_dir: PathBuf,
     store: Db,
     writer: WriterHandle,
-    deployments: Mutex<HashMap<Uuid, Deployed>>,
+    deployments: Arc<Mutex<HashMap<Uuid, Deployed>>>,
     slots: Arc<Semaphore>,
     vault: Arc<Vault>,
     /// Turns scheduled and not yet finished.
@@ -134,6 +135,8 @@ pub struct Runtime {
     spares: Arc<spare::Spares>,
     /// Large core modules compiled once by content (`runtime::split`).
     shared_modules: Arc<SharedModules>,
+    /// Deployments compiled again whole in the background.
+    wholes: Arc<whole::Wholes>,
 }
 
 impl Runtime {
@@ -190,7 +193,8 @@ impl Runtime {
             data_dir,
             store,
             writer,
-            deployments: Mutex::new(HashMap::new()),
+            deployments: Arc::default(),
+            wholes: Arc::default(),
             slots: Arc::new(Semaphore::new(max_concurrent_turns.max(1))),
             vault,
             active: Arc::default(),
@@ -370,7 +374,7 @@ impl Runtime {
         let store = self.store.clone();
         let modules = self.shared_modules.clone();
         let base = self.linker.clone();
-        let (loaded, linker) = tokio::task::spawn_blocking(move || {
+        let (loaded, (linker, links_libraries)) = tokio::task::spawn_blocking(move || {
             let shared = || store.component(deployment);
             let loaded = artifacts::load(&engine, &modules, &data_dir, &record, &shared)?;
             let original = || artifacts::original(&data_dir, &record, &shared);
@@ -381,6 +385,9 @@ impl Runtime {
         .map_err(|e| RuntimeError::Load(e.to_string()))??;
         if let Some(artifact) = loaded.recompiled {
             self.writer.set_artifact(deployment, artifact).await?;
+        }
+        if links_libraries {
+            self.compile_whole_later(deployment);
         }
         let pre = linker
             .instantiate_pre(&loaded.component)

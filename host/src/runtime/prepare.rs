@@ -93,7 +93,7 @@ impl Runtime {
                 }
             })?;
         let original = || Ok(bytes.to_vec());
-        let linker =
+        let (linker, _) =
             self.shared_modules
                 .linker(&self.engine, &self.linker, &component, &original)?;
         let pre = linker

@@ -74,19 +74,20 @@ impl SharedModules {
         }
     }
 
-    /// `base` with the shared modules `component` imports defined; `base`
-    /// itself (cloned) when it imports none. `original` gives the
-    /// component's bytes when a module's file is gone and it must be
-    /// compiled again. Blocking: call off the async workers.
+    /// `base` with the shared modules `component` imports defined (`base`
+    /// itself, cloned, when it imports none), and whether it imports any.
+    /// `original` gives the component's bytes when a module's file is gone
+    /// and it must be compiled again. Blocking: call off the async workers.
     pub(crate) fn linker<T: 'static>(
         &self,
         engine: &Engine,
         base: &Linker<T>,
         component: &Component,
         original: &dyn Fn() -> Result<Vec<u8>, RuntimeError>,
-    ) -> Result<Linker<T>, RuntimeError> {
+    ) -> Result<(Linker<T>, bool), RuntimeError> {
         let mut linker = base.clone();
         let mut missing = Vec::new();
+        let mut linked = false;
         for (name, item) in component.component_type().imports(engine) {
             let wasmtime::component::types::ComponentItem::Module(_) = item.ty else {
                 continue;
@@ -94,13 +95,14 @@ impl SharedModules {
             let Some(sha) = split::shared_sha256(name) else {
                 continue;
             };
+            linked = true;
             match self.find(engine, sha) {
                 Some(module) => define(&mut linker, name, &module)?,
                 None => missing.push((name.to_string(), sha.to_string())),
             }
         }
         if missing.is_empty() {
-            return Ok(linker);
+            return Ok((linker, linked));
         }
         let bytes = original()?;
         let split = split::split(&bytes)
@@ -118,7 +120,7 @@ impl SharedModules {
                 .map_err(|e| RuntimeError::Load(format!("{e:#}")))?;
             define(&mut linker, &name, &module)?;
         }
-        Ok(linker)
+        Ok((linker, linked))
     }
 
     /// A compiled module: from memory, else from its hash-checked file.
@@ -240,7 +242,8 @@ mod tests {
                     Ok(original.clone())
                 }
             })
-            .expect("links");
+            .expect("links")
+            .0;
         let mut store = Store::new(engine, ());
         store.set_fuel(u64::MAX).expect("fuel");
         store.set_epoch_deadline(u64::MAX / 2);

@@ -163,6 +163,10 @@ impl WriterHandle {
         self.call(SetArtifact(id, artifact)).await
     }
 
+    pub fn blocking_set_artifact(&self, id: Uuid, artifact: Artifact) -> Result<(), StoreError> {
+        self.blocking_call(SetArtifact(id, artifact))
+    }
+
     /// Creates a session pinned to the app's current deployment and schedules turn 1.
     pub async fn create_session(
         &self,
