@@ -37,14 +37,24 @@ fn componentize_py() -> PathBuf {
     }
 }
 
+/// The Python base's cache every build of the tests shares (built by the
+/// first build of a test process that finds it missing or stale).
+fn python_cache() -> PathBuf {
+    workspace().join("target/python-cache-e2e")
+}
+
+/// What `agenthost build` of a Python agent is run with.
+fn build_env() -> [(&'static str, PathBuf); 2] {
+    [
+        ("AGENTHOST_COMPONENTIZE_PY", componentize_py()),
+        ("AGENTHOST_PYTHON_CACHE", python_cache()),
+    ]
+}
+
 /// The component of the project `dir` (relative to the workspace), built
 /// by `agenthost build` once per test process.
 fn python_guest(dir: &str) -> Arc<Vec<u8>> {
-    agents::built(
-        dir,
-        "python-guests",
-        ("AGENTHOST_COMPONENTIZE_PY", componentize_py()),
-    )
+    agents::built(dir, "python-guests", &build_env())
 }
 
 /// Deploys the project `dir`'s component under `manifest` (`agents::deploy`).
@@ -210,7 +220,7 @@ async fn an_exception_ends_the_turn_with_its_message_and_a_traceback() {
     let events = turn(&mut stream).await;
     let error = last(&events);
     assert_eq!(error["type"], "TURN_ERROR", "{:?}", types(&events));
-    assert_eq!(error["payload"]["kind"], "agent_error");
+    assert_eq!(error["payload"]["kind"], "agent_error", "{error}");
     let message = error["payload"]["message"].as_str().unwrap();
     let lines: Vec<&str> = message.lines().collect();
     assert_eq!(lines[0], "ValueError: the kettle is empty", "{message}");
@@ -437,7 +447,7 @@ async fn agenthost_deploy_builds_and_deploys_a_python_project() {
         .arg("deploy")
         .arg(project.path())
         .args(["--url", &server.url, "--api-key", support::KEY])
-        .env("AGENTHOST_COMPONENTIZE_PY", componentize_py())
+        .envs(build_env())
         .output()
         .await
         .expect("run agenthost deploy");
