@@ -29,7 +29,7 @@ from importlib.machinery import ModuleSpec, PathFinder
 from importlib.util import decode_source
 
 from componentize_py_types import Err
-from wit_world.imports import environment, preopens
+from wit_world.imports import environment, preopens, stderr, stdout
 from wit_world.imports import wasi_filesystem_types as fs
 
 SNAPSHOT_VAR = "AGENTHOST_PYTHON_SNAPSHOT"
@@ -108,6 +108,9 @@ def _load():
         sys.path.remove("/2")  # no site-packages: the staging directory is no module root
     index = sys.meta_path.index(PathFinder)
     sys.meta_path[index] = finder
+    real = sys.stdout, sys.stderr
+    held = _Held(sys.stdout, stdout.get_stdout), _Held(sys.stderr, stderr.get_stderr)
+    sys.stdout, sys.stderr = held
     try:
         import app
 
@@ -115,10 +118,44 @@ def _load():
 
         return export(app)()
     finally:
+        for stream in held:
+            stream.building = False
+        sys.stdout, sys.stderr = real
         sys.meta_path[sys.meta_path.index(finder)] = PathFinder
         finder.close()
         del finder
         gc.collect()
+
+
+class _Held:
+    """``sys.stdout`` or ``sys.stderr`` while the app is imported: what it
+    prints goes to the host's stream through the raw bindings, each handle
+    dropped at once, as wasi-libc would keep its own handle, stale in the
+    snapshot. Afterwards (for a logger that kept it) it is the real stream."""
+
+    def __init__(self, real, get):
+        self.real = real
+        self.get = get
+        self.building = True
+
+    def write(self, text: str) -> int:
+        if not self.building:
+            return self.real.write(text)
+        data = text.encode("utf-8", "backslashreplace")
+        stream = self.get()
+        try:
+            for start in range(0, len(data), 4096):
+                stream.blocking_write_and_flush(data[start : start + 4096])
+        finally:
+            stream.__exit__(None, None, None)
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.building:
+            self.real.flush()
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
 
 
 class _Finder:

@@ -109,21 +109,22 @@ async fn run(bytes: Vec<u8>, cache: PathBuf, mounts: Mounts) -> anyhow::Result<V
     })
     .await;
     init.map_err(|err| {
-        if used.load(Ordering::Relaxed) {
-            return anyhow!(
-                "cannot import the agent's app: it reads files while it is imported \
-                 (with `open`, `os` or `pathlib`), which a Python agent cannot do: \
-                 its files are not there when it runs. Put what it needs in its code."
-            );
-        }
         let mut said = String::from_utf8_lossy(&stdout.contents()).into_owned();
         said.push_str(&String::from_utf8_lossy(&stderr.contents()));
         let said = python_said(&said);
-        if said.is_empty() {
-            anyhow!("cannot import the agent's app: {err:#}")
+        let mut message = if said.is_empty() {
+            format!("cannot import the agent's app: {err:#}")
         } else {
-            anyhow!("cannot import the agent's app:\n\n{said}")
+            format!("cannot import the agent's app:\n\n{said}")
+        };
+        if used.load(Ordering::Relaxed) && said.contains("Error: [Errno 44]") {
+            message.push_str(
+                "\n\nnote: a Python agent cannot read files (with `open`, `os` or \
+                 `pathlib`) while it is imported or when it runs: none are there. \
+                 Put what it needs in its code.",
+            );
         }
+        anyhow!(message)
     })
 }
 
@@ -162,6 +163,7 @@ fn agenthost_as_traps(
 fn python_said(output: &str) -> String {
     let noise = [
         "File \"/1/agenthost/_loader.py\"",
+        "File \"<frozen importlib._bootstrap>\"",
         "thread '<unnamed>'",
         "Python function threw an unexpected exception",
         "note: run with `RUST_BACKTRACE=1`",
@@ -234,17 +236,16 @@ struct State {
     no_outbound: NoOutbound,
     /// Calls of `get-directories` so far (see its `Host` impl).
     preopen_calls: u32,
-    /// Set when the app asked for the filesystem through wasi-libc.
+    /// Set when wasi-libc asked for the preopens after the loader.
     files_used: Arc<AtomicBool>,
 }
 
 /// The preopens, to `agenthost._loader` only. wasi-libc asks for them once
-/// and keeps what it got, and the snapshot keeps that: so the first call
-/// (wasi-libc's, made when componentize-py seeds `random` before the first
-/// export call, or the loader's first try) is answered with none, the
-/// agent's run-time truth; the second (the loader's) with the mounts; a
-/// later one is wasi-libc's, for an app that reads files while it is
-/// imported, and fails the build (its handles would be stale at run time).
+/// it first needs a path and keeps what it got, and the snapshot would keep
+/// that: so only the second call (the loader's: it asks twice if its first
+/// call is the first) gets the mounts, and every other call none, the
+/// agent's run-time truth. A call after the loader's is wasi-libc's: the app
+/// (or a traceback being printed) looked for a file.
 impl preopens::Host for State {
     fn get_directories(&mut self) -> wasmtime::Result<Vec<(Resource<Descriptor>, String)>> {
         self.preopen_calls += 1;
@@ -253,9 +254,7 @@ impl preopens::Host for State {
             2 => preopens::Host::get_directories(&mut self.filesystem()),
             _ => {
                 self.files_used.store(true, Ordering::Relaxed);
-                Err(wasmtime::format_err!(
-                    "the app used the filesystem while it was imported"
-                ))
+                Ok(Vec::new())
             }
         }
     }
