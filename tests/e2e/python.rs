@@ -1,16 +1,20 @@
 //! Python agents end to end: real components built from `examples/python/`
 //! and `tests/fixtures/python/` by `agenthost build` (componentize-py, found
 //! through `AGENTHOST_COMPONENTIZE_PY`, which `scripts/prereqs/20-python.sh`
-//! exports), deployed to the real server: streaming and history, gated
-//! tools approved and denied, exceptions, the CPU limit, secrets, the
-//! Python assistant against the fake OpenAI-compatible server, `agenthost
-//! deploy` of a Python project, a missing componentize-py, and the SDK's
-//! own unit tests.
+//! exports, builds the base; agenthost snapshots it with each app), deployed
+//! to the real server: streaming and history, gated tools approved and
+//! denied, exceptions, the CPU limit, secrets, modules from the standard
+//! library and the project, the Python assistant against the fake
+//! OpenAI-compatible server, a changed agent rebuilt without componentize-py,
+//! errors at import, `agenthost deploy` of a Python project, a missing
+//! componentize-py, and the SDK's own unit tests.
 //!
 //! Kept lean for CI: each component is built once per test process, every
-//! server shares one compile cache (`target/compile-cache-e2e`), and
-//! deploys of Python components take turns, so the first one compiles the
-//! interpreter and the others find it in the cache.
+//! build shares one cache of the base (`target/python-cache-e2e`, built by
+//! the first build that misses it, the others waiting), every server shares
+//! one compile cache (`target/compile-cache-e2e`), and deploys of Python
+//! components take turns, so the first one compiles the interpreter and the
+//! others find it in the cache.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -1,13 +1,15 @@
 //! Python agents: the project's `app.py` (with the modules beside it) and
-//! the SDK embedded in this binary, built into a component by
-//! componentize-py.
+//! the SDK embedded in this binary, built into a component in two
+//! snapshots: componentize-py makes a base once (`python_base`, cached per
+//! componentize-py version and SDK), then every build snapshots that base
+//! again with the app imported, in this process (`python_snapshot`), in a
+//! second or two instead of componentize-py's many seconds.
 //!
 //! componentize-py is found, in order: `$AGENTHOST_COMPONENTIZE_PY`, the
 //! project's venv (`.venv/` or `venv/`), the active venv (`$VIRTUAL_ENV`),
-//! then `PATH`. The build runs in a temporary directory holding the SDK,
-//! the WIT and a generated entry module that exports the `Agent` of
-//! `app.py`; componentize-py imports it (with `DIR` first on the Python
-//! path) and snapshots the interpreter.
+//! then `PATH`; every build asks it its version (the base's key). The venv
+//! it was found in gives its site-packages to the app, as componentize-py
+//! itself would.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
