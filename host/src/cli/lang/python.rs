@@ -159,6 +159,7 @@ fn check_version(path: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::lang::python_files::FILES;
     use std::collections::BTreeSet;
     use std::os::unix::fs::PermissionsExt;
 
