@@ -444,7 +444,8 @@ async fn modules_import_from_the_standard_library_and_the_project_and_tracebacks
     .await;
 
     // `fractions` and `decimal` (never imported by the SDK), a sibling
-    // module and a package; the app printed while imported and prints now.
+    // module, a package and a namespace package; the app printed while
+    // imported and prints now.
     let session = server.session("imports-py", "/calc", json!("1/3")).await;
     let mut stream = server.events(&session, None).await;
     let events = turn(&mut stream).await;
