@@ -150,6 +150,10 @@ class _Held:
             stream.__exit__(None, None, None)
         return len(text)
 
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
     def flush(self) -> None:
         if not self.building:
             self.real.flush()
