@@ -4,10 +4,11 @@
 //! globals written into a new component by `component-init-transform`, as
 //! componentize-py writes its own snapshot.
 //!
-//! The instance sees the project and the base's staged files read-only,
-//! an environment holding only `AGENTHOST_PYTHON_SNAPSHOT`, and traps for
-//! every import but WASI's (the agenthost host functions, outbound HTTP):
-//! an app that calls them while it is imported fails the build. The
+//! The instance sees the project and the base's staged files read-only
+//! (to the loader only: see `get_directories` below), an environment
+//! holding only `AGENTHOST_PYTHON_SNAPSHOT`, traps for the agenthost host
+//! functions and outbound HTTP refused, as `describe` at deploy time: an
+//! app that calls them while it is imported fails the build. The
 //! instrumented base is compiled once per engine fingerprint and kept in
 //! the base's cache directory.
 
