@@ -39,8 +39,10 @@ pub(super) fn build(dir: &Path) -> anyhow::Result<Vec<u8>> {
         );
     }
     let tool = find_componentize_py(dir)?;
+    let started = std::time::Instant::now();
     let version = check_version(&tool.path);
     let base = python_base::ensure(&tool.path, &version)?;
+    tracing::debug!(elapsed = ?started.elapsed(), base = %base.dir.display(), "python build: base ready");
     let project = dir
         .canonicalize()
         .with_context(|| format!("cannot read {}", dir.display()))?;

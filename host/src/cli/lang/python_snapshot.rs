@@ -15,6 +15,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
 
 use anyhow::{Context, anyhow};
 use component_init_transform::Invoker;
@@ -78,9 +79,12 @@ async fn run(bytes: Vec<u8>, cache: PathBuf, mounts: Mounts) -> anyhow::Result<V
     let wasi = context(&mounts, &stdout, &stderr)?;
     let files_used = Arc::new(AtomicBool::new(false));
     let used = files_used.clone();
+    let started = Instant::now();
     let init = component_init_transform::initialize(&bytes, move |instrumented| {
         Box::pin(async move {
+            tracing::debug!(elapsed = ?started.elapsed(), "python snapshot: base instrumented");
             let component = compiled(&engine, &cache, &instrumented)?;
+            tracing::debug!(elapsed = ?started.elapsed(), "python snapshot: instrumented base loaded");
             let mut linker = Linker::new(&engine);
             wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
             linker.allow_shadowing(true);
@@ -105,10 +109,12 @@ async fn run(bytes: Vec<u8>, cache: PathBuf, mounts: Mounts) -> anyhow::Result<V
                 .agenthost_agent_guest()
                 .call_describe(&mut store)
                 .await?;
+            tracing::debug!(elapsed = ?started.elapsed(), "python snapshot: app imported");
             Ok(Box::new(Snapshotted { store, instance }) as Box<dyn Invoker>)
         })
     })
     .await;
+    tracing::debug!(elapsed = ?started.elapsed(), "python snapshot: written");
     init.map_err(|err| {
         let mut said = String::from_utf8_lossy(&stdout.contents()).into_owned();
         said.push_str(&String::from_utf8_lossy(&stderr.contents()));
@@ -219,6 +225,7 @@ fn compiled(engine: &Engine, cache: &Path, instrumented: &[u8]) -> anyhow::Resul
             return Ok(component);
         }
     }
+    tracing::debug!("python snapshot: compiling the instrumented base (once per base and engine)");
     let serialized = engine.precompile_component(instrumented)?;
     let partial = cache.join(format!(".{}.partial", uuid::Uuid::now_v7().simple()));
     // The cache is an optimisation: failing to keep the artifact costs time, not the build.
