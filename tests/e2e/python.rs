@@ -1,18 +1,23 @@
 //! Python agents end to end: real components built from `examples/python/`
 //! and `tests/fixtures/python/` by `agenthost build` (componentize-py, found
 //! through `AGENTHOST_COMPONENTIZE_PY`, which `scripts/prereqs/20-python.sh`
-//! exports), deployed to the real server: streaming and history, gated
-//! tools approved and denied, exceptions, the CPU limit, secrets, the
-//! Python assistant against the fake OpenAI-compatible server, `agenthost
-//! deploy` of a Python project, a missing componentize-py, and the SDK's
-//! own unit tests.
+//! exports, builds the base; agenthost snapshots it with each app), deployed
+//! to the real server: streaming and history, gated tools approved and
+//! denied, exceptions, the CPU limit, secrets, modules from the standard
+//! library and the project, the Python assistant against the fake
+//! OpenAI-compatible server, a changed agent rebuilt without componentize-py,
+//! errors at import, `agenthost deploy` of a Python project, a missing
+//! componentize-py, and the SDK's own unit tests.
 //!
 //! Kept lean for CI: each component is built once per test process, every
-//! server shares one compile cache (`target/compile-cache-e2e`), and
-//! deploys of Python components take turns, so the first one compiles the
-//! interpreter and the others find it in the cache.
+//! build shares one cache of the base (`target/python-cache-e2e`, built by
+//! the first build that misses it, the others waiting), every server shares
+//! one compile cache (`target/compile-cache-e2e`), and deploys of Python
+//! components take turns, so the first one compiles the interpreter and the
+//! others find it in the cache.
 
-use std::path::PathBuf;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
@@ -37,14 +42,24 @@ fn componentize_py() -> PathBuf {
     }
 }
 
+/// The Python base's cache every build of the tests shares (built by the
+/// first build of a test process that finds it missing or stale).
+fn python_cache() -> PathBuf {
+    workspace().join("target/python-cache-e2e")
+}
+
+/// What `agenthost build` of a Python agent is run with.
+fn build_env() -> [(&'static str, PathBuf); 2] {
+    [
+        ("AGENTHOST_COMPONENTIZE_PY", componentize_py()),
+        ("AGENTHOST_PYTHON_CACHE", python_cache()),
+    ]
+}
+
 /// The component of the project `dir` (relative to the workspace), built
 /// by `agenthost build` once per test process.
 fn python_guest(dir: &str) -> Arc<Vec<u8>> {
-    agents::built(
-        dir,
-        "python-guests",
-        ("AGENTHOST_COMPONENTIZE_PY", componentize_py()),
-    )
+    agents::built(dir, "python-guests", &build_env())
 }
 
 /// Deploys the project `dir`'s component under `manifest` (`agents::deploy`).
@@ -210,7 +225,7 @@ async fn an_exception_ends_the_turn_with_its_message_and_a_traceback() {
     let events = turn(&mut stream).await;
     let error = last(&events);
     assert_eq!(error["type"], "TURN_ERROR", "{:?}", types(&events));
-    assert_eq!(error["payload"]["kind"], "agent_error");
+    assert_eq!(error["payload"]["kind"], "agent_error", "{error}");
     let message = error["payload"]["message"].as_str().unwrap();
     let lines: Vec<&str> = message.lines().collect();
     assert_eq!(lines[0], "ValueError: the kettle is empty", "{message}");
@@ -228,6 +243,8 @@ async fn an_exception_ends_the_turn_with_its_message_and_a_traceback() {
     );
     assert!(frames[frames.len() - 2].ends_with(", in fail"), "{message}");
     assert!(frames[frames.len() - 1].ends_with(", in pour"), "{message}");
+    // With their source lines: the build kept the project's sources.
+    assert!(message.contains("\n    pour({})\n"), "{message}");
     // What the turn said before it failed is kept.
     assert_eq!(said(&events), ["Pouring..."]);
     let (_, record) = server.get(&format!("/sessions/{session}")).await;
@@ -416,6 +433,150 @@ async fn the_python_assistant_feeds_tool_results_back_and_runs_an_approved_refun
 }
 
 #[tokio::test]
+async fn modules_import_from_the_standard_library_and_the_project_and_tracebacks_show_lines() {
+    let dir = support::data_dir();
+    let server = server(dir.path(), &[]).await;
+    deploy(
+        &server,
+        "tests/fixtures/python/imports",
+        &manifest("imports-py", ""),
+    )
+    .await;
+
+    // `fractions` and `decimal` (never imported by the SDK), a sibling
+    // module, a package and a namespace package; the app printed while
+    // imported and prints now.
+    let session = server.session("imports-py", "/calc", json!("1/3")).await;
+    let mut stream = server.events(&session, None).await;
+    let events = turn(&mut stream).await;
+    assert_eq!(
+        said(&events),
+        ["halved: 1/6 = 0.1667, squared 1/36"],
+        "{:?} {}",
+        types(&events),
+        last(&events)
+    );
+
+    // A traceback formatted at run time names the project's file as
+    // componentize-py mounts it, with its lines.
+    let session = server.session("imports-py", "/trace", json!("go")).await;
+    let mut stream = server.events(&session, None).await;
+    let events = turn(&mut stream).await;
+    let said = said(&events);
+    assert_eq!(said.len(), 1, "{:?} {}", types(&events), last(&events));
+    let trace = &said[0];
+    assert!(
+        trace.starts_with("Traceback (most recent call last):"),
+        "{trace}"
+    );
+    assert!(trace.contains("File \"/0/app.py\", line "), "{trace}");
+    assert!(trace.contains(", in divide\n    return a / b"), "{trace}");
+    assert!(
+        trace.contains("ZeroDivisionError: division by zero"),
+        "{trace}"
+    );
+}
+
+/// Runs `agenthost build` of `project` into `output` with `env` over the
+/// tests' build environment.
+async fn build(project: &Path, output: &Path, env: &[(&str, &Path)]) -> std::process::Output {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_agenthost"))
+        .arg("build")
+        .arg(project)
+        .arg("--output")
+        .arg(output)
+        .envs(build_env())
+        .envs(env.iter().copied())
+        .output()
+        .await
+        .expect("run agenthost build")
+}
+
+#[tokio::test]
+async fn a_changed_agent_builds_from_the_cached_base_without_componentize_py() {
+    let project = tempfile::tempdir().unwrap();
+    for file in ["app.py", "agenthost.toml"] {
+        std::fs::copy(
+            workspace().join("examples/python/hello").join(file),
+            project.path().join(file),
+        )
+        .unwrap();
+    }
+    let first = project.path().join("first.wasm");
+    let out = build(project.path(), &first, &[]).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // componentize-py answers `--version` and refuses to build anything.
+    let refusing = project.path().join("refusing-componentize-py");
+    std::fs::write(
+        &refusing,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = --version ]; then exec '{}' --version; fi\n\
+             echo \"componentize-py was run: $*\" >&2\nexit 3\n",
+            componentize_py().display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&refusing, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let no_componentize = [("AGENTHOST_COMPONENTIZE_PY", refusing.as_path())];
+
+    let app = project.path().join("app.py");
+    let code = std::fs::read_to_string(&app).unwrap();
+    assert!(code.contains("\"You said:\""));
+    std::fs::write(&app, code.replace("\"You said:\"", "\"You told me:\"")).unwrap();
+    let second = project.path().join("second.wasm");
+    let out = build(project.path(), &second, &no_componentize).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let dir = support::data_dir();
+    let server = server(dir.path(), &[]).await;
+    for (slug, wasm, answer) in [
+        ("first-py", &first, "You said: hi there"),
+        ("second-py", &second, "You told me: hi there"),
+    ] {
+        agents::deploy(&server, &std::fs::read(wasm).unwrap(), &manifest(slug, "")).await;
+        let session = server.session(slug, "/chat", json!("hi there")).await;
+        let mut stream = server.events(&session, None).await;
+        let events = turn(&mut stream).await;
+        assert_eq!(said(&events), [answer], "{:?}", types(&events));
+    }
+
+    // An exception while app.py is imported fails the build with its traceback.
+    std::fs::write(&app, format!("{code}\nraise ValueError(\"no kettle\")\n")).unwrap();
+    let out = build(project.path(), &second, &no_componentize).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("File \"/0/app.py\", line "), "{stderr}");
+    assert!(stderr.contains("ValueError: no kettle"), "{stderr}");
+    assert!(!stderr.contains("componentize-py was run"), "{stderr}");
+    assert!(!stderr.contains("_loader.py"), "{stderr}");
+
+    // So does reading a file while imported: the file is not there at run time.
+    std::fs::write(project.path().join("prompt.txt"), "Be brief.").unwrap();
+    std::fs::write(
+        &app,
+        format!("PROMPT = open(\"/0/prompt.txt\").read()\n{code}"),
+    )
+    .unwrap();
+    let out = build(project.path(), &second, &no_componentize).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("FileNotFoundError"), "{stderr}");
+    assert!(
+        stderr.contains("a Python agent cannot read files"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
 async fn agenthost_deploy_builds_and_deploys_a_python_project() {
     let dir = support::data_dir();
     let server = server(dir.path(), &[]).await;
@@ -437,7 +598,7 @@ async fn agenthost_deploy_builds_and_deploys_a_python_project() {
         .arg("deploy")
         .arg(project.path())
         .args(["--url", &server.url, "--api-key", support::KEY])
-        .env("AGENTHOST_COMPONENTIZE_PY", componentize_py())
+        .envs(build_env())
         .output()
         .await
         .expect("run agenthost deploy");

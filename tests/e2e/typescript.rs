@@ -45,7 +45,7 @@ fn typescript_guest(dir: &str) -> Arc<Vec<u8>> {
     agents::built(
         dir,
         "typescript-guests",
-        ("AGENTHOST_NODE_MODULES", node_modules()),
+        &[("AGENTHOST_NODE_MODULES", node_modules())],
     )
 }
 

@@ -56,6 +56,16 @@ pub(super) fn new_engine_with(
     Engine::new(&config)
 }
 
+/// A plain engine for work outside the server (`agenthost build` snapshots
+/// a Python agent with it, `cli::lang::python_snapshot`): no pool, no
+/// fuel, no epochs, one instance at a time.
+pub(crate) fn new_build_engine() -> wasmtime::Result<Engine> {
+    let mut config = Config::new();
+    config.wasm_component_model(true);
+    config.cranelift_opt_level(OptLevel::Speed);
+    Engine::new(&config)
+}
+
 /// Starts the thread that advances the engine's epoch; it stops when the
 /// engine is dropped everywhere else.
 pub(super) fn start_epoch_ticker(engine: &Engine) -> std::io::Result<()> {
@@ -74,7 +84,7 @@ pub(super) fn start_epoch_ticker(engine: &Engine) -> std::io::Result<()> {
 
 /// A fingerprint of everything that makes precompiled artifacts compatible.
 /// An artifact made under another fingerprint is recompiled from its component.
-pub(super) fn fingerprint(engine: &Engine) -> String {
+pub(crate) fn fingerprint(engine: &Engine) -> String {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     engine.precompile_compatibility_hash().hash(&mut hasher);
     format!("{:016x}", hasher.finish())

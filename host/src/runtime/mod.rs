@@ -40,6 +40,7 @@ use wasmtime::component::Linker;
 
 pub(crate) use crate::redact::Redactor;
 pub(crate) use artifacts::deployment_dir;
+pub(crate) use engine::{fingerprint, new_build_engine};
 pub(crate) use error::RuntimeError;
 pub(crate) use prepare::{PrepareError, Prepared, valid_tool_name};
 

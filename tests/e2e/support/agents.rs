@@ -19,7 +19,7 @@ pub const TERMINAL: &[&str] = &["TURN_ENDED", "TURN_ERROR", "TOOL_APPROVAL_REQUI
 /// The component of the project `dir` (relative to the workspace), built by
 /// `agenthost build` once per test process into `target/<output_dir>/`,
 /// with `env` (the variable that names the language's toolchain) set.
-pub fn built(dir: &str, output_dir: &str, env: (&str, PathBuf)) -> Arc<Vec<u8>> {
+pub fn built(dir: &str, output_dir: &str, env: &[(&str, PathBuf)]) -> Arc<Vec<u8>> {
     /// One cell per project, filled by the first test that needs it.
     type Built = Arc<OnceLock<Arc<Vec<u8>>>>;
     static BUILT: OnceLock<Mutex<HashMap<String, Built>>> = OnceLock::new();
@@ -41,7 +41,7 @@ pub fn built(dir: &str, output_dir: &str, env: (&str, PathBuf)) -> Arc<Vec<u8>> 
             .arg(workspace().join(dir))
             .arg("--output")
             .arg(&output)
-            .env(env.0, env.1)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .status()
             .expect("run agenthost build");
         assert!(status.success(), "agenthost build {dir} failed");

@@ -3,7 +3,9 @@
 //! a module here with its `build`, and an arm in each function below.
 
 mod python;
+mod python_base;
 mod python_files;
+mod python_snapshot;
 mod rust;
 mod typescript;
 mod typescript_map;

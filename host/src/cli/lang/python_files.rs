@@ -16,6 +16,10 @@ pub(super) const FILES: &[(&str, &str)] = &[
         include_str!("../../../../guest-sdk/python/agenthost/_export.py"),
     ),
     (
+        "sdk/agenthost/_loader.py",
+        include_str!("../../../../guest-sdk/python/agenthost/_loader.py"),
+    ),
+    (
         "sdk/agenthost/_host.py",
         include_str!("../../../../guest-sdk/python/agenthost/_host.py"),
     ),

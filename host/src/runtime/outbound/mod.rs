@@ -256,7 +256,7 @@ impl OutboundHooks {
 /// The `wasi:http` hooks of an instance with no outbound access at all
 /// (`describe`): every request is refused.
 #[derive(Default)]
-pub(super) struct NoOutbound;
+pub(crate) struct NoOutbound;
 
 type Sent = Result<
     (

@@ -1,0 +1,330 @@
+//! The second snapshot of a Python build: the cached base component
+//! (`python_base`) run in this process, its `describe` called so that
+//! `agenthost._loader` imports the project's `app`, and the memory and
+//! globals written into a new component by `component-init-transform`, as
+//! componentize-py writes its own snapshot.
+//!
+//! The instance sees the project and the base's staged files read-only
+//! (to the loader only: see `get_directories` below), an environment
+//! holding only `AGENTHOST_PYTHON_SNAPSHOT`, traps for the agenthost host
+//! functions and outbound HTTP refused, as `describe` at deploy time: an
+//! app that calls them while it is imported fails the build. The
+//! instrumented base is compiled once per engine fingerprint and kept in
+//! the base's cache directory.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use anyhow::{Context, anyhow};
+use component_init_transform::Invoker;
+use wasmtime::component::types::ComponentItem;
+use wasmtime::component::{Component, HasSelf, Instance, Linker, Resource, ResourceTable};
+use wasmtime::{Engine, Store};
+use wasmtime_wasi::filesystem::WasiFilesystemView;
+use wasmtime_wasi::p2::bindings::filesystem::preopens;
+use wasmtime_wasi::p2::bindings::filesystem::types::Descriptor;
+use wasmtime_wasi::p2::pipe::{MemoryInputPipe, MemoryOutputPipe};
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+
+use crate::runtime::bindings::Agent;
+use crate::runtime::outbound::NoOutbound;
+
+/// The variable `agenthost._loader` looks for (`SNAPSHOT_VAR` there).
+const SNAPSHOT_VAR: &str = "AGENTHOST_PYTHON_SNAPSHOT";
+
+/// How much of the app's output while it is imported is kept for an error.
+const OUTPUT_LIMIT: usize = 1 << 20;
+
+/// The directories the second snapshot mounts, each under the name
+/// componentize-py gave it when it built the base.
+pub(super) struct Mounts {
+    /// The project (`/0`).
+    pub(super) project: PathBuf,
+    /// The SDK the base was built with (`/1`).
+    pub(super) sdk: PathBuf,
+    /// The project venv's site-packages, if any (`/2`).
+    pub(super) site_packages: Option<PathBuf>,
+    /// componentize-py's standard library, bindings and helpers, as the
+    /// base staged them (`/python`, `/world`, `/bundled`).
+    pub(super) staged: PathBuf,
+}
+
+/// Snapshots `base` (in the cache directory `cache`) with the project of
+/// `mounts` imported, and returns the component. Blocking.
+pub(super) fn snapshot(base: &Path, cache: &Path, mounts: Mounts) -> anyhow::Result<Vec<u8>> {
+    let bytes = std::fs::read(base).with_context(|| format!("cannot read {}", base.display()))?;
+    let cache = cache.to_path_buf();
+    // Its own thread and runtime: the caller may or may not be in one.
+    std::thread::scope(|scope| {
+        scope
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .context("cannot start the snapshot's runtime")?;
+                runtime.block_on(run(bytes, cache, mounts))
+            })
+            .join()
+            .map_err(|_| anyhow!("the Python snapshot panicked"))?
+    })
+}
+
+async fn run(bytes: Vec<u8>, cache: PathBuf, mounts: Mounts) -> anyhow::Result<Vec<u8>> {
+    let engine = crate::runtime::new_build_engine()?;
+    let stdout = MemoryOutputPipe::new(OUTPUT_LIMIT);
+    let stderr = MemoryOutputPipe::new(OUTPUT_LIMIT);
+    let wasi = context(&mounts, &stdout, &stderr)?;
+    let files_used = Arc::new(AtomicBool::new(false));
+    let used = files_used.clone();
+    let started = Instant::now();
+    let init = component_init_transform::initialize(&bytes, move |instrumented| {
+        Box::pin(async move {
+            tracing::debug!(elapsed = ?started.elapsed(), "python snapshot: base instrumented");
+            let component = compiled(&engine, &cache, &instrumented)?;
+            tracing::debug!(elapsed = ?started.elapsed(), "python snapshot: instrumented base loaded");
+            let mut linker = Linker::new(&engine);
+            wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+            linker.allow_shadowing(true);
+            preopens::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
+            linker.allow_shadowing(false);
+            wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
+            agenthost_as_traps(&engine, &mut linker, &component)?;
+            let mut store = Store::new(
+                &engine,
+                State {
+                    wasi,
+                    table: ResourceTable::new(),
+                    http: WasiHttpCtx::new(),
+                    no_outbound: NoOutbound,
+                    preopen_calls: 0,
+                    files_used: files_used.clone(),
+                },
+            );
+            let instance = linker.instantiate_async(&mut store, &component).await?;
+            let agent = Agent::new(&mut store, &instance)?;
+            agent
+                .agenthost_agent_guest()
+                .call_describe(&mut store)
+                .await?;
+            tracing::debug!(elapsed = ?started.elapsed(), "python snapshot: app imported");
+            Ok(Box::new(Snapshotted { store, instance }) as Box<dyn Invoker>)
+        })
+    })
+    .await;
+    tracing::debug!(elapsed = ?started.elapsed(), "python snapshot: written");
+    init.map_err(|err| {
+        let mut said = String::from_utf8_lossy(&stdout.contents()).into_owned();
+        said.push_str(&String::from_utf8_lossy(&stderr.contents()));
+        let said = python_said(&said);
+        let mut message = if said.is_empty() {
+            format!("cannot import the agent's app: {err:#}")
+        } else {
+            format!("cannot import the agent's app:\n\n{said}")
+        };
+        if used.load(Ordering::Relaxed) && said.contains("Error: [Errno 44]") {
+            message.push_str(
+                "\n\nnote: a Python agent cannot read files (with `open`, `os` or \
+                 `pathlib`) while it is imported or when it runs: none are there. \
+                 Put what it needs in its code.",
+            );
+        }
+        anyhow!(message)
+    })
+}
+
+/// Defines every function of the agenthost imports as a trap: the host
+/// answers nothing while a snapshot is taken. (`define_unknown_imports_as_traps`
+/// would also shadow the WASI instances the linker matches by semver.)
+fn agenthost_as_traps(
+    engine: &Engine,
+    linker: &mut Linker<State>,
+    component: &Component,
+) -> anyhow::Result<()> {
+    for (name, import) in component.component_type().imports(engine) {
+        let ComponentItem::ComponentInstance(instance) = import.ty else {
+            continue;
+        };
+        if !name.starts_with("agenthost:") {
+            continue;
+        }
+        let mut defined = linker.instance(name)?;
+        for (export, item) in instance.exports(engine) {
+            if let ComponentItem::ComponentFunc(_) = item.ty {
+                let called = format!("{name}#{export}");
+                defined.func_new(export, move |_, _, _, _| {
+                    Err(wasmtime::format_err!(
+                        "`{called}` is not available while the agent is built"
+                    ))
+                })?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What Python printed, without the loader's frames and componentize-py's
+/// panic (its way to fail a call that raised).
+fn python_said(output: &str) -> String {
+    let noise = [
+        "File \"/1/agenthost/_loader.py\"",
+        "File \"<frozen importlib._bootstrap>\"",
+        "thread '<unnamed>'",
+        "Python function threw an unexpected exception",
+        "note: run with `RUST_BACKTRACE=1`",
+    ];
+    let kept: Vec<&str> = output
+        .lines()
+        .filter(|line| !noise.iter().any(|n| line.trim_start().starts_with(n)))
+        .collect();
+    kept.join("\n").trim().to_owned()
+}
+
+/// WASI for the snapshot: the mounts read-only, no arguments, only
+/// `SNAPSHOT_VAR` in the environment, output kept in memory.
+fn context(
+    mounts: &Mounts,
+    stdout: &MemoryOutputPipe,
+    stderr: &MemoryOutputPipe,
+) -> anyhow::Result<WasiCtx> {
+    let mut wasi = WasiCtxBuilder::new();
+    wasi.stdin(MemoryInputPipe::new(Vec::new()))
+        .stdout(stdout.clone())
+        .stderr(stderr.clone())
+        .env(SNAPSHOT_VAR, "1");
+    let mut dirs = vec![("0", mounts.project.clone()), ("1", mounts.sdk.clone())];
+    if let Some(site) = &mounts.site_packages {
+        dirs.push(("2", site.clone()));
+    }
+    for name in ["python", "world", "bundled"] {
+        dirs.push((name, mounts.staged.join(name)));
+    }
+    for (name, dir) in dirs {
+        wasi.preopened_dir(&dir, name, FsPerms::ReadOnly)
+            .map_err(|e| anyhow!("cannot open {}: {e:#}", dir.display()))?;
+    }
+    Ok(wasi.build())
+}
+
+/// The instrumented base, compiled: from the cache when this engine
+/// compiled it before, else compiled and kept.
+///
+/// Keyed by the engine alone: a base directory holds one base, and the
+/// instrumentation of a base differs from run to run only in the order of
+/// its added exports, which are looked up by name.
+fn compiled(engine: &Engine, cache: &Path, instrumented: &[u8]) -> anyhow::Result<Component> {
+    let fingerprint = crate::runtime::fingerprint(engine);
+    let path = cache.join(format!("instrumented-{fingerprint}.cwasm"));
+    if let Ok(serialized) = std::fs::read(&path) {
+        // SAFETY: written below by `Engine::precompile_component` of an
+        // engine with the same fingerprint, atomically (a rename), into the
+        // user's own cache directory, beside the base it was made from.
+        if let Ok(component) = unsafe { Component::deserialize(engine, &serialized) } {
+            return Ok(component);
+        }
+    }
+    tracing::debug!("python snapshot: compiling the instrumented base (once per base and engine)");
+    let serialized = engine.precompile_component(instrumented)?;
+    let partial = cache.join(format!(".{}.partial", uuid::Uuid::now_v7().simple()));
+    // The cache is an optimisation: failing to keep the artifact costs time, not the build.
+    if std::fs::write(&partial, &serialized).is_ok() && std::fs::rename(&partial, &path).is_err() {
+        let _ = std::fs::remove_file(&partial);
+    }
+    // SAFETY: just produced by this engine.
+    Ok(unsafe { Component::deserialize(engine, &serialized) }?)
+}
+
+/// The snapshot instance's `Store` data.
+struct State {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    http: WasiHttpCtx,
+    no_outbound: NoOutbound,
+    /// Calls of `get-directories` so far (see its `Host` impl).
+    preopen_calls: u32,
+    /// Set when wasi-libc asked for the preopens after the loader.
+    files_used: Arc<AtomicBool>,
+}
+
+/// The preopens, to `agenthost._loader` only. wasi-libc asks for them once
+/// it first needs a path and keeps what it got, and the snapshot would keep
+/// that: so only the second call (the loader's: it asks twice if its first
+/// call is the first) gets the mounts, and every other call none, the
+/// agent's run-time truth. A call after the loader's is wasi-libc's: the app
+/// (or a traceback being printed) looked for a file.
+impl preopens::Host for State {
+    fn get_directories(&mut self) -> wasmtime::Result<Vec<(Resource<Descriptor>, String)>> {
+        self.preopen_calls += 1;
+        match self.preopen_calls {
+            1 => Ok(Vec::new()),
+            2 => preopens::Host::get_directories(&mut self.filesystem()),
+            _ => {
+                self.files_used.store(true, Ordering::Relaxed);
+                Ok(Vec::new())
+            }
+        }
+    }
+}
+
+impl WasiHttpView for State {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.no_outbound,
+        }
+    }
+}
+
+impl WasiView for State {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// What `component-init-transform` reads the snapshot through: the
+/// functions it added to the instrumented component.
+struct Snapshotted {
+    store: Store<State>,
+    instance: Instance,
+}
+
+impl Snapshotted {
+    async fn call<R>(&mut self, function: &str) -> anyhow::Result<R>
+    where
+        R: wasmtime::component::ComponentType + wasmtime::component::Lift + Send + Sync + 'static,
+    {
+        let func = self
+            .instance
+            .get_typed_func::<(), (R,)>(&mut self.store, function)?;
+        Ok(func.call_async(&mut self.store, ()).await?.0)
+    }
+}
+
+#[async_trait::async_trait]
+impl Invoker for Snapshotted {
+    async fn call_s32(&mut self, function: &str) -> anyhow::Result<i32> {
+        self.call(function).await
+    }
+
+    async fn call_s64(&mut self, function: &str) -> anyhow::Result<i64> {
+        self.call(function).await
+    }
+
+    async fn call_f32(&mut self, function: &str) -> anyhow::Result<f32> {
+        self.call(function).await
+    }
+
+    async fn call_f64(&mut self, function: &str) -> anyhow::Result<f64> {
+        self.call(function).await
+    }
+
+    async fn call_list_u8(&mut self, function: &str) -> anyhow::Result<Vec<u8>> {
+        self.call(function).await
+    }
+}
