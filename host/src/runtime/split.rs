@@ -82,7 +82,6 @@ pub(crate) fn split(component: &[u8]) -> Result<Option<Split<'_>>, wasmparser::B
             } => {
                 depth += 1;
                 let bytes = slice(component, unchecked_range);
-                let sha256 = hex::encode(Sha256::digest(bytes));
                 // Shared: the libraries of a dynamically linked program (they
                 // import their memory). A module that defines its memory holds
                 // the program's own data (a Python agent's snapshot, a Rust
@@ -93,9 +92,10 @@ pub(crate) fn split(component: &[u8]) -> Result<Option<Split<'_>>, wasmparser::B
                     }
                     _ => None,
                 };
+                let shared = ty.map(|ty| (ty, hex::encode(Sha256::digest(bytes))));
                 // A module twice in one component would import one name twice.
-                match ty.filter(|_| !modules.iter().any(|m| m.sha256 == sha256)) {
-                    Some(ty) => {
+                match shared.filter(|(_, sha)| !modules.iter().any(|m| &m.sha256 == sha)) {
+                    Some((ty, sha256)) => {
                         // The type, then the import: the module keeps its index.
                         let mut types = CoreTypeSection::new();
                         ComponentCoreTypeEncoder::module(types.ty(), &ty);
