@@ -14,5 +14,16 @@ if ! "$_venv/bin/st" --version 2>/dev/null | grep -qF "$AGENTHOST_SCHEMATHESIS_V
     return 1 2>/dev/null || exit 1
   }
 fi
+# CPython before 3.11.8 and 3.12.1 (this machine's and Debian's 3.11 among
+# them) can fail `ast.parse` deep in a call stack with "SystemError: AST
+# constructor recursion depth mismatch" (python/cpython#106905), which
+# schemathesis' generator (hypothesis describing its filters) runs into now
+# and then: a higher recursion limit in the venv keeps the parse under it.
+"$_venv/bin/python" - <<'PY'
+import pathlib, site
+pathlib.Path(site.getsitepackages()[0], "agenthost_recursion.pth").write_text(
+    "import sys; sys.setrecursionlimit(max(sys.getrecursionlimit(), 10000))\n"
+)
+PY
 export AGENTHOST_SCHEMATHESIS="$_venv/bin/st"
 unset _venv
