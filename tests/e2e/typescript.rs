@@ -39,13 +39,22 @@ fn node_modules() -> PathBuf {
     }
 }
 
+/// The TypeScript base's cache every build of the tests shares (made by
+/// the first build of a test process that finds it missing or stale).
+fn typescript_cache() -> PathBuf {
+    workspace().join("target/typescript-cache-e2e")
+}
+
 /// The component of the project `dir` (relative to the workspace), built
 /// by `agenthost build` once per test process.
 fn typescript_guest(dir: &str) -> Arc<Vec<u8>> {
     agents::built(
         dir,
         "typescript-guests",
-        &[("AGENTHOST_NODE_MODULES", node_modules())],
+        &[
+            ("AGENTHOST_NODE_MODULES", node_modules()),
+            ("AGENTHOST_TYPESCRIPT_CACHE", typescript_cache()),
+        ],
     )
 }
 
@@ -606,6 +615,7 @@ async fn agenthost_deploy_builds_a_typescript_project_with_its_own_node_modules(
         .arg(project.path())
         .args(["--url", &server.url, "--api-key", support::KEY])
         .env_remove("AGENTHOST_NODE_MODULES")
+        .env("AGENTHOST_TYPESCRIPT_CACHE", typescript_cache())
         .output()
         .await
         .expect("run agenthost deploy");
@@ -621,6 +631,64 @@ async fn agenthost_deploy_builds_a_typescript_project_with_its_own_node_modules(
     let mut stream = server.events(&session, None).await;
     let events = turn(&mut stream).await;
     assert_eq!(said(&events), ["You said: hi there"]);
+}
+
+/// A changed agent builds in this process from the cached base (the
+/// splicer ran once, for the first build of the tests), and runs the
+/// change; an error thrown while the module is evaluated fails the build
+/// with its message.
+#[tokio::test]
+async fn a_changed_agent_builds_from_the_cached_base_and_an_error_at_load_says_why() {
+    // The tests' first build (of the examples' hello) makes the base.
+    typescript_guest("examples/typescript/hello");
+    let dir = support::data_dir();
+    let server = server(dir.path(), &[]).await;
+    let project = hello_project();
+    std::os::unix::fs::symlink(node_modules(), project.path().join("node_modules")).unwrap();
+    let source = project.path().join("agent.ts");
+    let code = std::fs::read_to_string(&source).unwrap();
+    assert!(code.contains("reply.write('You said:');"));
+    std::fs::write(&source, code.replace("'You said:'", "'Heard:'")).unwrap();
+    let _turn = DEPLOYS.lock().await;
+    let output = Command::new(env!("CARGO_BIN_EXE_agenthost"))
+        .arg("deploy")
+        .arg(project.path())
+        .args(["--url", &server.url, "--api-key", support::KEY])
+        .env("AGENTHOST_TYPESCRIPT_CACHE", typescript_cache())
+        .output()
+        .expect("run agenthost deploy");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(!stderr.contains("building the TypeScript base"), "{stderr}");
+    let session = server.session("hello-ts", "/chat", json!("hi again")).await;
+    let mut stream = server.events(&session, None).await;
+    assert_eq!(said(&turn(&mut stream).await), ["Heard: hi again"]);
+
+    std::fs::write(
+        &source,
+        format!("{code}\nthrow new RangeError('no model is configured for this agent');\n"),
+    )
+    .unwrap();
+    let built = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_agenthost"))
+        .arg("build")
+        .arg(project.path())
+        .arg("--output")
+        .arg(built.path().join("agent.wasm"))
+        .env("AGENTHOST_TYPESCRIPT_CACHE", typescript_cache())
+        .output()
+        .expect("run agenthost build");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("cannot evaluate the agent's code"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("RangeError: no model is configured for this agent"),
+        "{stderr}"
+    );
+    assert!(!built.path().join("agent.wasm").exists());
 }
 
 #[test]

@@ -2,13 +2,16 @@
 //! of its manifest. A language adds a variant to `build::manifest::Language`,
 //! a module here with its `build`, and an arm in each function below.
 
+mod base_cache;
 mod python;
 mod python_base;
 mod python_files;
 mod python_snapshot;
 mod rust;
 mod typescript;
+mod typescript_base;
 mod typescript_map;
+mod typescript_snapshot;
 
 use std::path::{Path, PathBuf};
 

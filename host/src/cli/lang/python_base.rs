@@ -2,23 +2,19 @@
 //! with an entry module that knows no app yet (`agenthost._loader`),
 //! built once per componentize-py version and SDK, and cached.
 //!
-//! The cache is `$AGENTHOST_PYTHON_CACHE`, else
+//! The cache (`base_cache`) is `$AGENTHOST_PYTHON_CACHE`, else
 //! `$XDG_CACHE_HOME/agenthost/python`, else `~/.cache/agenthost/python`;
 //! each base is a directory named by the hash of what went into it,
 //! holding `base.wasm`, the SDK (`sdk/`) and componentize-py's standard
-//! library, bindings and helpers as the base staged them (`staged/`). A
-//! base is built in a temporary directory and renamed into place, under a
-//! lock, so concurrent builds wait for one another and never see half of
-//! one.
+//! library, bindings and helpers as the base staged them (`staged/`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use anyhow::{Context, bail};
-use sha2::{Digest, Sha256};
 
 use super::python_files::FILES;
-use super::write;
+use super::{base_cache, write};
 
 /// The environment variable that names the cache directory explicitly.
 const CACHE_VAR: &str = "AGENTHOST_PYTHON_CACHE";
@@ -60,32 +56,9 @@ impl Base {
 /// The base for componentize-py `tool` (which says `version`), built by
 /// it if the cache does not hold it yet.
 pub(super) fn ensure(tool: &Path, version: &str) -> anyhow::Result<Base> {
-    let root = cache_root()?;
-    std::fs::create_dir_all(&root).with_context(|| format!("cannot create {}", root.display()))?;
-    let key = key(version);
-    let base = Base {
-        dir: root.join(&key),
-    };
-    if base.component().is_file() {
-        return Ok(base);
-    }
-    let lock_path = root.join(format!("{key}.lock"));
-    let lock = std::fs::File::create(&lock_path)
-        .with_context(|| format!("cannot create {}", lock_path.display()))?;
-    lock.lock()
-        .with_context(|| format!("cannot lock {}", lock_path.display()))?;
-    if base.component().is_file() {
-        return Ok(base); // built by another build while this one waited
-    }
-    let partial = root.join(format!(".{key}.{}", uuid::Uuid::now_v7().simple()));
-    let built = build(tool, &partial).and_then(|()| {
-        std::fs::rename(&partial, &base.dir)
-            .with_context(|| format!("cannot rename {} into place", partial.display()))
-    });
-    if built.is_err() {
-        let _ = std::fs::remove_dir_all(&partial);
-    }
-    built.map(|()| base)
+    let root = base_cache::root(CACHE_VAR, "python")?;
+    let dir = base_cache::ensure(&root, &key(version), "base.wasm", |dir| build(tool, dir))?;
+    Ok(Base { dir })
 }
 
 /// Runs componentize-py on the SDK and the base's entry module in `dir`.
@@ -132,34 +105,14 @@ fn build(tool: &Path, dir: &Path) -> anyhow::Result<()> {
 /// What a base depends on: componentize-py's version, the SDK and WIT, the
 /// entry module and the layout.
 fn key(version: &str) -> String {
-    let mut hash = Sha256::new();
-    for part in [version, ENTRY_SOURCE, LAYOUT] {
-        hash.update(part.len().to_le_bytes());
-        hash.update(part);
-    }
+    let mut parts: Vec<&[u8]> = vec![
+        version.as_bytes(),
+        ENTRY_SOURCE.as_bytes(),
+        LAYOUT.as_bytes(),
+    ];
     for (path, contents) in FILES {
-        hash.update(path.len().to_le_bytes());
-        hash.update(path);
-        hash.update(contents.len().to_le_bytes());
-        hash.update(contents);
+        parts.push(path.as_bytes());
+        parts.push(contents.as_bytes());
     }
-    hash.finalize()[..16]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
-fn cache_root() -> anyhow::Result<PathBuf> {
-    let var = |name| std::env::var_os(name).filter(|v| !v.is_empty());
-    if let Some(dir) = var(CACHE_VAR) {
-        return Ok(PathBuf::from(dir));
-    }
-    let cache = match (var("XDG_CACHE_HOME"), var("HOME")) {
-        (Some(xdg), _) => PathBuf::from(xdg),
-        (None, Some(home)) => PathBuf::from(home).join(".cache"),
-        (None, None) => {
-            bail!("no cache directory for the Python base: set {CACHE_VAR}, XDG_CACHE_HOME or HOME")
-        }
-    };
-    Ok(cache.join("agenthost").join("python"))
+    base_cache::key(parts)
 }

@@ -29,6 +29,7 @@ use wasmtime_wasi::p2::pipe::{MemoryInputPipe, MemoryOutputPipe};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
+use super::base_cache;
 use crate::runtime::bindings::Agent;
 use crate::runtime::outbound::NoOutbound;
 
@@ -216,24 +217,20 @@ fn context(
 /// its added exports, which are looked up by name.
 fn compiled(engine: &Engine, cache: &Path, instrumented: &[u8]) -> anyhow::Result<Component> {
     let fingerprint = crate::runtime::fingerprint(engine);
-    let path = cache.join(format!("instrumented-{fingerprint}.cwasm"));
-    if let Ok(serialized) = std::fs::read(&path) {
-        // SAFETY: written below by `Engine::precompile_component` of an
-        // engine with the same fingerprint, atomically (a rename), into the
-        // user's own cache directory, beside the base it was made from.
-        if let Ok(component) = unsafe { Component::deserialize(engine, &serialized) } {
-            return Ok(component);
-        }
-    }
-    tracing::debug!("python snapshot: compiling the instrumented base (once per base and engine)");
-    let serialized = engine.precompile_component(instrumented)?;
-    let partial = cache.join(format!(".{}.partial", uuid::Uuid::now_v7().simple()));
-    // The cache is an optimisation: failing to keep the artifact costs time, not the build.
-    if std::fs::write(&partial, &serialized).is_ok() && std::fs::rename(&partial, &path).is_err() {
-        let _ = std::fs::remove_file(&partial);
-    }
-    // SAFETY: just produced by this engine.
-    Ok(unsafe { Component::deserialize(engine, &serialized) }?)
+    base_cache::compiled(
+        &cache.join(format!("instrumented-{fingerprint}.cwasm")),
+        // SAFETY: the file is `Engine::precompile_component`'s output for an
+        // engine of this fingerprint, written atomically (a rename) by
+        // `base_cache::compiled` into the user's own cache, beside the base
+        // it was made from; or these bytes were just produced below.
+        |bytes| Ok(unsafe { Component::deserialize(engine, bytes) }?),
+        || {
+            tracing::debug!(
+                "python snapshot: compiling the instrumented base (once per base and engine)"
+            );
+            Ok(engine.precompile_component(instrumented)?)
+        },
+    )
 }
 
 /// The snapshot instance's `Store` data.

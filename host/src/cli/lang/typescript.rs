@@ -7,8 +7,10 @@
 //! build runs in a temporary directory: esbuild bundles a generated entry
 //! module (which exports the project's `Agent` as the component's `guest`)
 //! into one ES module (with its source map appended, `typescript_map`), and
-//! componentize-js builds it against the WIT embedded here
-//! (`guest-sdk/typescript/wit/`), running the module once to snapshot it.
+//! this process builds it as componentize-js would, against the WIT
+//! embedded here (`guest-sdk/typescript/wit/`): componentize-js's engine
+//! with the world's bindings spliced in, made once (`typescript_base`),
+//! runs the module once to snapshot it (`typescript_snapshot`).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -16,7 +18,7 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context, bail};
 
-use super::{BuildDir, typescript_map, write};
+use super::{BuildDir, typescript_base, typescript_map, typescript_snapshot};
 
 /// The componentize-js version the SDK is built and tested with.
 pub(super) const COMPONENTIZE_JS_VERSION: &str = "0.23.0";
@@ -31,9 +33,6 @@ pub(super) const PREVIEW2_SHIM_VERSION: &str = "0.25.0";
 
 /// The environment variable that names a `node_modules` directory explicitly.
 const NODE_MODULES_VAR: &str = "AGENTHOST_NODE_MODULES";
-
-/// The world a TypeScript agent targets (`guest-sdk/typescript/wit/world.wit`).
-const WORLD: &str = "agent";
 
 /// The generated entry module: exports the project's `Agent` as `guest`.
 fn entry_source(module: &str) -> String {
@@ -84,31 +83,15 @@ pub(super) fn build(dir: &Path) -> anyhow::Result<Vec<u8>> {
     let tools = find(&project, explicit.map(PathBuf::from))?;
     let node = find_node()?;
     check_version(&tools.node_modules);
+    let base = typescript_base::ensure(&node, &tools.node_modules, WIT)?;
     let work = BuildDir::new("typescript")?;
-    for (path, contents) in WIT {
-        write(&work.0.join(path), contents)?;
-    }
-    let bundle = work.0.join("agent.js");
-    bundle_agent(&project, module, &tools, &bundle)?;
-    let output = work.0.join("agent.wasm");
-    let status = Command::new(&node)
-        .arg(&tools.componentize_js)
-        .arg(&bundle)
-        .arg("--wit")
-        .arg(work.0.join("wit"))
-        .args(["--world-name", WORLD, "--disable", "fetch-event", "--out"])
-        .arg(&output)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .status()
-        .with_context(|| format!("cannot run {}", tools.componentize_js.display()))?;
-    if !status.success() {
-        bail!(
-            "componentize-js could not build {} (its output is above)",
-            dir.display()
-        );
-    }
-    std::fs::read(&output).with_context(|| format!("cannot read {}", output.display()))
+    bundle_agent(
+        &project,
+        module,
+        &tools,
+        &work.0.join(typescript_snapshot::BUNDLE),
+    )?;
+    typescript_snapshot::snapshot(&base, &work.0)
 }
 
 /// Bundles the generated entry (with the project's module and the SDK) into one ES module.
@@ -162,7 +145,6 @@ fn bundle_agent(project: &Path, module: &str, tools: &Tools, out: &Path) -> anyh
 struct Tools {
     node_modules: PathBuf,
     esbuild: PathBuf,
-    componentize_js: PathBuf,
 }
 
 impl Tools {
@@ -197,7 +179,6 @@ impl Tools {
         Ok(Tools {
             node_modules: node_modules.to_path_buf(),
             esbuild,
-            componentize_js,
         })
     }
 }
@@ -262,12 +243,7 @@ fn find_node() -> anyhow::Result<PathBuf> {
 
 /// Warns when componentize-js is not the version the SDK is tested with.
 fn check_version(node_modules: &Path) {
-    let manifest = node_modules.join("@bytecodealliance/componentize-js/package.json");
-    let found = std::fs::read_to_string(&manifest)
-        .ok()
-        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
-        .and_then(|v| v["version"].as_str().map(str::to_owned))
-        .unwrap_or_default();
+    let found = typescript_base::version(&node_modules.join("@bytecodealliance/componentize-js"));
     if found != COMPONENTIZE_JS_VERSION {
         eprintln!(
             "warning: {} has componentize-js `{found}`; the TypeScript SDK is built and tested \
