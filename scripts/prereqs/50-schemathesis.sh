@@ -14,16 +14,29 @@ if ! "$_venv/bin/st" --version 2>/dev/null | grep -qF "$AGENTHOST_SCHEMATHESIS_V
     return 1 2>/dev/null || exit 1
   }
 fi
-# CPython before 3.11.8 and 3.12.1 (this machine's and Debian's 3.11 among
-# them) can fail `ast.parse` deep in a call stack with "SystemError: AST
-# constructor recursion depth mismatch" (python/cpython#106905), which
-# schemathesis' generator (hypothesis describing its filters) runs into now
-# and then: a higher recursion limit in the venv keeps the parse under it.
+# CPython before 3.11.8 and 3.12.2 (this machine's 3.11.7 and Debian's 3.11
+# among them) keeps `ast.parse`'s recursion count in interpreter-wide state,
+# so two threads parsing at once can fail with "SystemError: AST constructor
+# recursion depth mismatch" (python/cpython#106905). schemathesis' two
+# workers do exactly that when hypothesis describes a filter's lambda. A
+# module loaded by a .pth in this venv only serialises `ast.parse` across
+# threads; reproduced and checked with two threads on 3.11.7.
 "$_venv/bin/python" - <<'PY'
 import pathlib, site
-pathlib.Path(site.getsitepackages()[0], "agenthost_recursion.pth").write_text(
-    "import sys; sys.setrecursionlimit(max(sys.getrecursionlimit(), 10000))\n"
+packages = pathlib.Path(site.getsitepackages()[0])
+(packages / "agenthost_recursion.pth").unlink(missing_ok=True)  # an earlier, wrong guess
+(packages / "agenthost_ast_lock.py").write_text(
+    '"""Serialise ast.parse across threads (python/cpython#106905)."""\n'
+    "import ast, functools, threading\n"
+    "_lock = threading.RLock()\n"
+    "_parse = ast.parse\n"
+    "@functools.wraps(_parse)\n"
+    "def parse(*args, **kwargs):\n"
+    "    with _lock:\n"
+    "        return _parse(*args, **kwargs)\n"
+    "ast.parse = parse\n"
 )
+(packages / "agenthost_ast_lock.pth").write_text("import agenthost_ast_lock\n")
 PY
 export AGENTHOST_SCHEMATHESIS="$_venv/bin/st"
 unset _venv

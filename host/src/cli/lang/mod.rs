@@ -20,8 +20,9 @@ use anyhow::Context;
 use crate::build::manifest::{Language, Manifest};
 
 /// Builds the component of the project in `dir`. Blocking: it runs the
-/// language's toolchain (cargo; componentize-py; esbuild and
-/// componentize-js), whose output goes to the terminal.
+/// language's toolchain (cargo; componentize-py; esbuild, then the
+/// snapshot in-process over a base spliced once by componentize-js), whose
+/// output goes to the terminal.
 pub(super) fn build_component(dir: &Path, manifest: &Manifest) -> anyhow::Result<Vec<u8>> {
     match manifest.agent.language {
         Language::Rust => rust::build(dir),
