@@ -635,14 +635,26 @@ async fn agenthost_deploy_builds_a_typescript_project_with_its_own_node_modules(
 
 /// A changed agent builds in this process from the cached base (the
 /// splicer ran once, for the first build of the tests), and runs the
-/// change; an error thrown while the module is evaluated fails the build
-/// with its message.
+/// change; the server compiled the engine's code once for both builds (a
+/// shared module, `runtime::split_state`); an error thrown while the module
+/// is evaluated fails the build with its message.
 #[tokio::test]
 async fn a_changed_agent_builds_from_the_cached_base_and_an_error_at_load_says_why() {
     // The tests' first build (of the examples' hello) makes the base.
-    typescript_guest("examples/typescript/hello");
+    let hello = typescript_guest("examples/typescript/hello");
     let dir = support::data_dir();
-    let server = server(dir.path(), &[]).await;
+    // Its own shared modules, the tests' compiled functions.
+    let cache = tempfile::tempdir().unwrap();
+    let shared = PathBuf::from(agents::compile_cache());
+    std::fs::create_dir_all(&shared).unwrap();
+    for entry in std::fs::read_dir(&shared).unwrap().flatten() {
+        if entry.file_name() != "modules" {
+            std::os::unix::fs::symlink(entry.path(), cache.path().join(entry.file_name())).unwrap();
+        }
+    }
+    let cache_flag = cache.path().display().to_string();
+    let server = Server::start_with(dir.path(), &["--compile-cache-dir", &cache_flag]).await;
+    agents::deploy(&server, &hello, &manifest("hello-ts", "")).await;
     let project = hello_project();
     std::os::unix::fs::symlink(node_modules(), project.path().join("node_modules")).unwrap();
     let source = project.path().join("agent.ts");
@@ -663,6 +675,15 @@ async fn a_changed_agent_builds_from_the_cached_base_and_an_error_at_load_says_w
     let session = server.session("hello-ts", "/chat", json!("hi again")).await;
     let mut stream = server.events(&session, None).await;
     assert_eq!(said(&turn(&mut stream).await), ["Heard: hi again"]);
+    // The two builds share the engine's code: compiled once, by content.
+    let compiled: Vec<PathBuf> = std::fs::read_dir(cache.path().join("modules"))
+        .unwrap()
+        .flatten()
+        .flat_map(|engine| std::fs::read_dir(engine.path()).unwrap().flatten())
+        .map(|file| file.path())
+        .filter(|path| path.extension().is_some_and(|e| e == "cwasm"))
+        .collect();
+    assert_eq!(compiled.len(), 1, "{compiled:?}");
 
     std::fs::write(
         &source,

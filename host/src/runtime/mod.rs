@@ -23,6 +23,7 @@ mod prepare;
 mod shared_modules;
 mod spare;
 mod split;
+mod split_state;
 pub(crate) mod state;
 mod turn;
 mod whole;
@@ -43,6 +44,7 @@ pub(crate) use artifacts::deployment_dir;
 pub(crate) use engine::{fingerprint, new_build_engine};
 pub(crate) use error::RuntimeError;
 pub(crate) use prepare::{PrepareError, Prepared, valid_tool_name};
+pub(crate) use split_state::MARKER as SHARED_CODE_MARKER;
 
 use bindings::AgentPre;
 use compile_cache::CompileCache;

@@ -151,7 +151,7 @@ impl SharedModules {
         engine: &Engine,
         module: &SharedModule<'_>,
     ) -> Result<Module, wasmtime::Error> {
-        let compiled = engine.precompile_module(module.bytes)?;
+        let compiled = engine.precompile_module(&module.bytes)?;
         let stored = std::fs::create_dir_all(&self.dir)
             .and_then(|()| {
                 write_atomic(
@@ -195,7 +195,9 @@ fn define<T: 'static>(
 mod tests {
     //! Two components that share a library and differ in their data: the
     //! library compiles once, each component reads its own data, and a
-    //! library whose file is gone is compiled again from the original.
+    //! library whose file is gone is compiled again from the original. Two
+    //! components whose marked module differs only in its state share its
+    //! code, and each runs with its own state.
 
     use wasmtime::component::{Component, Linker};
     use wasmtime::{Engine, Store};
@@ -224,11 +226,14 @@ mod tests {
         wat::parse_str(wat).expect("the test component parses")
     }
 
-    async fn first_byte(
+    /// Calls the component's `name` export (no arguments, a `u32` back);
+    /// `original` is what the linker gets if a module must be compiled again.
+    async fn call(
         engine: &Engine,
         shared: &SharedModules,
         bytes: &[u8],
         original: &[u8],
+        name: &str,
     ) -> u32 {
         let (compiled, _) = shared.compile(engine, bytes).expect("compiles");
         // SAFETY: produced just above by this engine.
@@ -251,10 +256,10 @@ mod tests {
             .instantiate_async(&mut store, &component)
             .await
             .expect("instantiates");
-        let first = instance
-            .get_typed_func::<(), (u32,)>(&mut store, "first")
-            .expect("exports first");
-        first.call_async(&mut store, ()).await.expect("runs").0
+        let func = instance
+            .get_typed_func::<(), (u32,)>(&mut store, name)
+            .expect("exported");
+        func.call_async(&mut store, ()).await.expect("runs").0
     }
 
     #[tokio::test]
@@ -280,12 +285,21 @@ mod tests {
         assert_eq!((first.found, first.compiled), (0, 1));
         let (_, second) = shared.compile(&engine, &b).expect("compiles");
         assert_eq!((second.found, second.compiled), (1, 0));
-        assert_eq!(first_byte(&engine, &shared, &a, &[]).await, u32::from(b'A'));
-        assert_eq!(first_byte(&engine, &shared, &b, &[]).await, u32::from(b'B'));
+        assert_eq!(
+            call(&engine, &shared, &a, &[], "first").await,
+            u32::from(b'A')
+        );
+        assert_eq!(
+            call(&engine, &shared, &b, &[], "first").await,
+            u32::from(b'B')
+        );
 
         // Another process: the library comes from its file.
         let fresh = SharedModules::new(dir.path(), &engine);
-        assert_eq!(first_byte(&engine, &fresh, &b, &[]).await, u32::from(b'B'));
+        assert_eq!(
+            call(&engine, &fresh, &b, &[], "first").await,
+            u32::from(b'B')
+        );
         let compiled = fresh.compile(&engine, &a).expect("compiles").0;
         // The file gone (the cache deleted): compiled again from the original.
         std::fs::remove_dir_all(dir.path()).expect("delete the modules");
@@ -297,7 +311,86 @@ mod tests {
             Err(RuntimeError::Load("no original".into()))
         });
         assert!(missing.is_err(), "a missing library needs the original");
-        assert_eq!(first_byte(&engine, &emptied, &a, &a).await, u32::from(b'A'));
+        assert_eq!(
+            call(&engine, &emptied, &a, &a, "first").await,
+            u32::from(b'A')
+        );
+    }
+
+    /// A component whose one big module defines its memory and a global
+    /// (its state: `data` at 0, `value` in the global; a passive segment
+    /// before it, as wizer leaves one) and is marked as code every build
+    /// shares; a second module, instantiated after it, calls it.
+    fn marked_component(data: &str, value: u32) -> Vec<u8> {
+        let filler: String = (0..4000)
+            .map(|i| format!("(func (result i32) i32.const {i} i32.const 7 i32.mul i32.const 3 i32.add i32.const 5 i32.mul i32.const 1 i32.add i32.const 9 i32.xor)\n"))
+            .collect();
+        let wat = format!(
+            r#"(component
+                (core module $engine
+                    (memory (export "memory") 1)
+                    (global $g (mut i32) (i32.const {value}))
+                    (data $emptied "")
+                    (data (i32.const 0) "{data}")
+                    (func (export "first") (result i32)
+                        data.drop $emptied
+                        i32.const 0 i32.load8_u global.get $g i32.add)
+                    {filler}
+                    (@custom "agenthost:shared-code" ""))
+                (core module $user
+                    (import "engine" "first" (func $first (result i32)))
+                    (func (export "twice") (result i32) call $first call $first i32.add))
+                (core instance $engine (instantiate $engine))
+                (core instance $user (instantiate $user (with "engine" (instance $engine))))
+                (func (export "first") (result u32) (canon lift (core func $engine "first")))
+                (func (export "twice") (result u32) (canon lift (core func $user "twice"))))"#
+        );
+        wat::parse_str(wat).expect("the test component parses")
+    }
+
+    #[tokio::test]
+    async fn a_marked_module_shares_its_code_and_keeps_its_state() {
+        let engine = new_engine_with(2, None).expect("engine");
+        let dir = tempfile::tempdir().expect("temp dir");
+        let shared = SharedModules::new(dir.path(), &engine);
+        let (a, b) = (marked_component("A", 1), marked_component("B", 2));
+
+        let (split_a, split_b) = (
+            super::split::split(&a).expect("parses").expect("splits"),
+            super::split::split(&b).expect("parses").expect("splits"),
+        );
+        assert_eq!(split_a.modules.len(), 1);
+        assert_eq!(
+            split_a.modules[0].sha256, split_b.modules[0].sha256,
+            "one code module for both states"
+        );
+        wasmparser::Validator::new()
+            .validate_all(&split_a.component)
+            .expect("the split form validates");
+        wasmparser::Validator::new()
+            .validate_all(&split_a.modules[0].bytes)
+            .expect("the code validates");
+
+        let (_, first) = shared.compile(&engine, &a).expect("compiles");
+        assert_eq!((first.found, first.compiled), (0, 1));
+        let (_, second) = shared.compile(&engine, &b).expect("compiles");
+        assert_eq!((second.found, second.compiled), (1, 0));
+        for (bytes, state) in [(&a, u32::from(b'A') + 1), (&b, u32::from(b'B') + 2)] {
+            assert_eq!(call(&engine, &shared, bytes, &[], "first").await, state);
+            assert_eq!(call(&engine, &shared, bytes, &[], "twice").await, 2 * state);
+        }
+
+        // Unmarked, the same module stays inside its component.
+        let whole = a
+            .windows(b"agenthost:shared-code".len())
+            .position(|w| w == b"agenthost:shared-code")
+            .map(|at| {
+                let mut bytes = a.clone();
+                bytes[at..at + 9].copy_from_slice(b"elsewhere");
+                bytes
+            })
+            .expect("the marker");
+        assert!(super::split::split(&whole).expect("parses").is_none());
     }
 
     #[test]

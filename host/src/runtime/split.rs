@@ -5,20 +5,33 @@
 //! compiled once (`runtime::shared_modules`) and a redeploy compiles only
 //! what changed.
 //!
-//! The rewrite keeps every index space: an imported core module takes the
-//! index of the module it replaces, and its type goes into a new core type
-//! section, which is why components that define core types of their own are
-//! left whole. Nested components are copied as they are.
+//! A module marked as code every build shares (`runtime::split_state`) is
+//! split in two: its state stays inside as a small module, its code becomes
+//! an import like a library's, instantiated with the state's instance.
+//!
+//! The rewrite keeps every index space but for that one split: an imported
+//! core module takes the index of the module it replaces, and its type goes
+//! into a new core type section, which is why components that define core
+//! types of their own are left whole. A state split adds one module and one
+//! instance; the references after them are shifted (`Shift`), and a
+//! component that nests one aliasing an outer core module after it is left
+//! whole. Nested components are otherwise copied as they are.
 
+use std::borrow::Cow;
 use std::ops::Range;
 
 use sha2::{Digest, Sha256};
-use wasm_encoder::reencode::{Reencode, RoundtripReencoder};
+use wasm_encoder::reencode::{Reencode, ReencodeComponent, RoundtripReencoder};
 use wasm_encoder::{
     ComponentCoreTypeEncoder, ComponentImportSection, ComponentTypeRef, CoreTypeSection,
-    EntityType, ModuleType, RawSection,
+    EntityType, ModuleArg, ModuleType, RawSection,
 };
-use wasmparser::{ExternalKind, Parser, Payload, TypeRef};
+use wasmparser::{
+    ComponentAlias, ComponentExternalKind, ComponentOuterAliasKind, ExternalKind, Parser, Payload,
+    TypeRef,
+};
+
+use super::split_state::{self, STATE_MODULE};
 
 /// Shared modules have at least this much code; smaller ones compile in
 /// milliseconds and stay inside their component.
@@ -39,7 +52,8 @@ pub(crate) struct Split<'a> {
 pub(crate) struct SharedModule<'a> {
     /// Its SHA-256, hex: what it is compiled and stored under.
     pub sha256: String,
-    pub bytes: &'a [u8],
+    /// The module as it is in the component, or the code half of a state split.
+    pub bytes: Cow<'a, [u8]>,
 }
 
 /// The import name under which a component imports the module `sha256`.
@@ -60,6 +74,10 @@ pub(crate) fn split(component: &[u8]) -> Result<Option<Split<'_>>, wasmparser::B
     let mut out = wasm_encoder::Component::new();
     let mut modules: Vec<SharedModule<'_>> = Vec::new();
     let mut depth = 0usize;
+    // The core modules and core instances of the original, counted as they
+    // are defined, and what a state split shifts.
+    let (mut module_count, mut instance_count) = (0u32, 0u32);
+    let mut shift = Shift::default();
     for payload in Parser::new(0).parse_all(component) {
         let payload = payload?;
         if depth > 0 {
@@ -82,20 +100,36 @@ pub(crate) fn split(component: &[u8]) -> Result<Option<Split<'_>>, wasmparser::B
             } => {
                 depth += 1;
                 let bytes = slice(component, unchecked_range);
+                let index = module_count;
+                module_count += 1;
                 // Shared: the libraries of a dynamically linked program (they
                 // import their memory). A module that defines its memory holds
                 // the program's own data (a Python agent's snapshot, a Rust
-                // agent whole) and is different in every build.
-                let ty = match module_type(bytes) {
-                    Some(found) if !found.defines_memory && found.code >= MIN_SHARED_CODE_BYTES => {
-                        Some(found.ty)
+                // agent whole) and is different in every build, unless it is
+                // marked as code every build shares: then its state stays.
+                let found = module_type(bytes).filter(|f| f.code >= MIN_SHARED_CODE_BYTES);
+                let code = match found {
+                    Some(found) if !found.defines_memory => Some((found.ty, Cow::Borrowed(bytes))),
+                    Some(_) if shift.module.is_none() && split_state::is_marked(bytes) => {
+                        split_state::split(bytes).and_then(|halves| {
+                            let ty = module_type(&halves.code)?.ty;
+                            out.section(&RawSection {
+                                id: wasm_encoder::ComponentSectionId::CoreModule as u8,
+                                data: &halves.state,
+                            });
+                            shift.module = Some(index);
+                            Some((ty, Cow::Owned(halves.code)))
+                        })
                     }
                     _ => None,
                 };
-                let shared = ty.map(|ty| (ty, hex::encode(Sha256::digest(bytes))));
+                let shared = code.map(|(ty, code)| {
+                    let sha256 = hex::encode(Sha256::digest(&code));
+                    (ty, sha256, code)
+                });
                 // A module twice in one component would import one name twice.
-                match shared.filter(|(_, sha)| !modules.iter().any(|m| &m.sha256 == sha)) {
-                    Some((ty, sha256)) => {
+                match shared.filter(|(_, sha, _)| !modules.iter().any(|m| &m.sha256 == sha)) {
+                    Some((ty, sha256, bytes)) => {
                         // The type, then the import: the module keeps its index.
                         let mut types = CoreTypeSection::new();
                         ComponentCoreTypeEncoder::module(types.ty(), &ty);
@@ -109,6 +143,7 @@ pub(crate) fn split(component: &[u8]) -> Result<Option<Split<'_>>, wasmparser::B
                         out.section(&imports);
                         modules.push(SharedModule { sha256, bytes });
                     }
+                    None if shift.module == Some(index) => return Ok(None),
                     None => {
                         out.section(&RawSection {
                             id: wasm_encoder::ComponentSectionId::CoreModule as u8,
@@ -117,10 +152,107 @@ pub(crate) fn split(component: &[u8]) -> Result<Option<Split<'_>>, wasmparser::B
                     }
                 }
             }
-            Payload::ComponentSection { .. } => {
+            Payload::ComponentSection {
+                unchecked_range, ..
+            } => {
+                // Its outer aliases could name modules a state split shifted
+                // (wit-component's nested components alias only types).
+                if shift.module.is_some()
+                    && aliases_outer_modules(slice(component, unchecked_range))?
+                {
+                    return Ok(None);
+                }
                 depth += 1;
                 copy(component, &payload, &mut out);
             }
+            Payload::ComponentImportSection(reader) => {
+                for import in reader.clone() {
+                    if matches!(import?.ty, wasmparser::ComponentTypeRef::Module(_)) {
+                        module_count += 1;
+                    }
+                }
+                copy(component, &payload, &mut out);
+            }
+            Payload::ComponentAliasSection(reader) => {
+                for alias in reader.clone() {
+                    if matches!(
+                        alias?,
+                        ComponentAlias::InstanceExport {
+                            kind: ComponentExternalKind::Module,
+                            ..
+                        } | ComponentAlias::Outer {
+                            kind: ComponentOuterAliasKind::CoreModule,
+                            ..
+                        }
+                    ) {
+                        module_count += 1;
+                    }
+                }
+                if !copy_shifted(component, &payload, &mut shift, &mut out) {
+                    return Ok(None);
+                }
+            }
+            Payload::ComponentExportSection(reader) => {
+                for export in reader.clone() {
+                    if export?.kind == ComponentExternalKind::Module {
+                        module_count += 1;
+                    }
+                }
+                if !copy_shifted(component, &payload, &mut shift, &mut out) {
+                    return Ok(None);
+                }
+            }
+            Payload::ComponentInstanceSection(_) => {
+                if !copy_shifted(component, &payload, &mut shift, &mut out) {
+                    return Ok(None);
+                }
+            }
+            Payload::InstanceSection(reader) => {
+                let Some(split_at) = shift.module else {
+                    instance_count += reader.count();
+                    copy(component, &payload, &mut out);
+                    continue;
+                };
+                let mut section = wasm_encoder::InstanceSection::new();
+                for instance in reader.clone() {
+                    let instance = instance?;
+                    let index = instance_count;
+                    instance_count += 1;
+                    let wasmparser::Instance::Instantiate { module_index, args } = &instance else {
+                        if shift.parse_instance(&mut section, instance).is_err() {
+                            return Ok(None);
+                        }
+                        continue;
+                    };
+                    if *module_index != split_at {
+                        if shift.parse_instance(&mut section, instance).is_err() {
+                            return Ok(None);
+                        }
+                        continue;
+                    }
+                    // Instantiated once only: the state, then the code with it.
+                    if shift.instance.is_some() {
+                        return Ok(None);
+                    }
+                    shift.instance = Some(index);
+                    section.instantiate(split_at, Vec::<(&str, ModuleArg)>::new());
+                    let mut with: Vec<(&str, ModuleArg)> = args
+                        .iter()
+                        .map(|arg| {
+                            (
+                                arg.name,
+                                ModuleArg::Instance(shift.instance_index(arg.index)),
+                            )
+                        })
+                        .collect();
+                    with.push((STATE_MODULE, ModuleArg::Instance(index)));
+                    section.instantiate(split_at + 1, with);
+                }
+                out.section(&section);
+            }
+            // Core modules and instances by their old indices: left out.
+            Payload::CustomSection(custom)
+                if shift.module.is_some() && custom.name() == "component-name" => {}
             Payload::End(_) => {}
             _ => copy(component, &payload, &mut out),
         }
@@ -132,6 +264,99 @@ pub(crate) fn split(component: &[u8]) -> Result<Option<Split<'_>>, wasmparser::B
         component: out.finish(),
         modules,
     }))
+}
+
+/// Copies a section that may name core modules or instances (aliases,
+/// exports, component instances) into `out`, through `shift` once a state
+/// split has moved them; false when it cannot be re-encoded.
+fn copy_shifted(
+    component: &[u8],
+    payload: &Payload<'_>,
+    shift: &mut Shift,
+    out: &mut wasm_encoder::Component,
+) -> bool {
+    fn reencode<S: wasm_encoder::ComponentSection + Default, E>(
+        out: &mut wasm_encoder::Component,
+        parse: impl FnOnce(&mut S) -> Result<(), E>,
+    ) -> bool {
+        let mut section = S::default();
+        let parsed = parse(&mut section).is_ok();
+        if parsed {
+            out.section(&section);
+        }
+        parsed
+    }
+    if shift.module.is_none() {
+        copy(component, payload, out);
+        return true;
+    }
+    match payload {
+        Payload::ComponentAliasSection(reader) => reencode(out, |section| {
+            shift.parse_component_alias_section(section, reader.clone())
+        }),
+        Payload::ComponentExportSection(reader) => reencode(out, |section| {
+            shift.parse_component_export_section(section, reader.clone())
+        }),
+        Payload::ComponentInstanceSection(reader) => reencode(out, |section| {
+            shift.parse_component_instance_section(section, reader.clone())
+        }),
+        _ => {
+            copy(component, payload, out);
+            true
+        }
+    }
+}
+
+/// Whether a nested component (or one nested in it) aliases a core module
+/// of an enclosing component.
+fn aliases_outer_modules(nested: &[u8]) -> Result<bool, wasmparser::BinaryReaderError> {
+    for payload in Parser::new(0).parse_all(nested) {
+        if let Payload::ComponentAliasSection(reader) = payload? {
+            for alias in reader {
+                if let ComponentAlias::Outer {
+                    kind: ComponentOuterAliasKind::CoreModule,
+                    ..
+                } = alias?
+                {
+                    return Ok(true);
+                }
+            }
+        }
+    }
+    Ok(false)
+}
+
+/// The indices a state split moves: it puts the state module where the
+/// marked module was and the code's import after it, and instantiates the
+/// state just before the code, so every later core module and core
+/// instance is one further on.
+#[derive(Default)]
+struct Shift {
+    /// The marked module's index in the original.
+    module: Option<u32>,
+    /// The index of its instance in the original.
+    instance: Option<u32>,
+}
+
+impl Reencode for Shift {
+    type Error = std::convert::Infallible;
+}
+
+impl ReencodeComponent for Shift {
+    fn module_index(&mut self, index: u32) -> u32 {
+        shifted(self.module, index)
+    }
+
+    fn instance_index(&mut self, index: u32) -> u32 {
+        shifted(self.instance, index)
+    }
+}
+
+fn shifted(from: Option<u32>, index: u32) -> u32 {
+    match from {
+        Some(from) if index >= from => index + 1,
+        _ => index,
+    }
 }
 
 fn slice<'a>(bytes: &'a [u8], range: &Range<u64>) -> &'a [u8] {

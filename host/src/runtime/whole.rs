@@ -6,10 +6,15 @@
 //! modules is compiled again whole, one at a time, its artifact replaced
 //! and its cached `InstancePre` dropped: the turns after that load the
 //! whole one.
+//!
+//! The compiles run on a rayon pool of one thread of their own: wasmtime
+//! compiles a module's functions on the pool it is called from, so a whole
+//! compile takes one core and never queues ahead of a deploy's own compile
+//! (on rayon's global pool) or takes every core from the turns.
 
 use std::collections::HashSet;
 use std::path::Path;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Instant;
 
 use uuid::Uuid;
@@ -22,9 +27,23 @@ use crate::store::{Artifact, Db};
 #[derive(Default)]
 pub(super) struct Wholes {
     started: Mutex<HashSet<Uuid>>,
-    /// Held by the compile running: one at a time, so a burst of deploys
-    /// does not take every core from the turns.
-    one_at_a_time: Mutex<()>,
+    /// One thread: the compiles run one at a time, each on one core.
+    pool: OnceLock<Option<rayon::ThreadPool>>,
+}
+
+impl Wholes {
+    fn pool(&self) -> Option<&rayon::ThreadPool> {
+        self.pool
+            .get_or_init(|| {
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(1)
+                    .thread_name(|_| "compile-whole".into())
+                    .build()
+                    .map_err(|err| tracing::warn!(error = %err, "cannot start the whole compiles' thread; deployments keep linking their libraries"))
+                    .ok()
+            })
+            .as_ref()
+    }
 }
 
 impl Runtime {
@@ -45,14 +64,10 @@ impl Runtime {
         let store = self.store.clone();
         let writer = self.writer.clone();
         let deployments = self.deployments.clone();
-        let wholes = self.wholes.clone();
-        let spawned = std::thread::Builder::new()
-            .name("compile-whole".into())
-            .spawn(move || {
-                let _one = wholes
-                    .one_at_a_time
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner);
+        let Some(pool) = self.wholes.pool() else {
+            return;
+        };
+        pool.spawn(move || {
                 let started = Instant::now();
                 let artifact = match compile(&engine, &data_dir, &store, deployment) {
                     Ok(Some(artifact)) => artifact,
@@ -76,9 +91,6 @@ impl Runtime {
                     "compiled whole"
                 );
             });
-        if let Err(err) = spawned {
-            tracing::warn!(%deployment, error = %err, "cannot start the whole compile");
-        }
     }
 }
 

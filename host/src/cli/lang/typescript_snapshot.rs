@@ -239,7 +239,8 @@ const DATA_COUNT: u8 = 12;
 /// indices, not globals, memories or data), `wizened` the spliced engine
 /// after wizer. Every section comes from `stubbed` except the memories,
 /// globals and data, which come from `wizened`; the exports lose the
-/// initialisation functions, as wizer drops them.
+/// initialisation functions, as wizer drops them. The module is marked as
+/// code every build of the base shares ([`crate::runtime::SHARED_CODE_MARKER`]).
 pub(super) fn transplant(stubbed: &[u8], wizened: &[u8]) -> anyhow::Result<Vec<u8>> {
     let sections = |bytes: &[u8]| -> anyhow::Result<Vec<(u8, std::ops::Range<usize>)>> {
         let mut found = Vec::new();
@@ -323,6 +324,12 @@ pub(super) fn transplant(stubbed: &[u8], wizened: &[u8]) -> anyhow::Result<Vec<u
             );
         }
     }
+    // Every build of this base has the same code: the server compiles it
+    // once and keeps each build's state apart (`runtime::split_state`).
+    module.section(&wasm_encoder::CustomSection {
+        name: std::borrow::Cow::Borrowed(crate::runtime::SHARED_CODE_MARKER),
+        data: std::borrow::Cow::Borrowed(&[]),
+    });
     // wit-component validates the module as it makes the component.
     Ok(module.finish())
 }
@@ -390,6 +397,10 @@ mod tests {
 
         let stubbed = wat::parse_str(STUBBED).unwrap();
         let module = transplant(&stubbed, &wizened).unwrap();
+        let marked = wasmparser::Parser::new(0).parse_all(&module).any(|p| {
+            matches!(p, Ok(Payload::CustomSection(c)) if c.name() == crate::runtime::SHARED_CODE_MARKER)
+        });
+        assert!(marked, "marked as code every build shares");
         let module = Module::new(&engine, &module).unwrap();
         let names: Vec<&str> = module.exports().map(|e| e.name()).collect();
         assert_eq!(names, ["memory", "get", "k", "calls_g"]);
