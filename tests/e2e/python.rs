@@ -574,6 +574,17 @@ async fn a_changed_agent_builds_from_the_cached_base_without_componentize_py() {
         stderr.contains("a Python agent cannot read files"),
         "{stderr}"
     );
+
+    // An endless loop while imported is stopped at the build's limit.
+    std::fs::write(&app, format!("{code}\nwhile True:\n    pass\n")).unwrap();
+    let limit = [("AGENTHOST_BUILD_INIT_SECS", std::path::Path::new("2"))];
+    let out = build(project.path(), &second, &[no_componentize[0], limit[0]]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("module-level code was still running after 2 s"),
+        "{stderr}"
+    );
 }
 
 #[tokio::test]

@@ -637,7 +637,8 @@ async fn agenthost_deploy_builds_a_typescript_project_with_its_own_node_modules(
 /// splicer ran once, for the first build of the tests), and runs the
 /// change; the server compiled the engine's code once for both builds (a
 /// shared module, `runtime::split_state`); an error thrown while the module
-/// is evaluated fails the build with its message.
+/// is evaluated fails the build with its message, and an endless loop there
+/// fails it at the build's time limit.
 #[tokio::test]
 async fn a_changed_agent_builds_from_the_cached_base_and_an_error_at_load_says_why() {
     // The tests' first build (of the examples' hello) makes the base.
@@ -710,6 +711,24 @@ async fn a_changed_agent_builds_from_the_cached_base_and_an_error_at_load_says_w
         "{stderr}"
     );
     assert!(!built.path().join("agent.wasm").exists());
+
+    // An endless loop at module level is stopped at the build's limit.
+    std::fs::write(&source, format!("{code}\nwhile (Date.now() > 0) {{}}\n")).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_agenthost"))
+        .arg("build")
+        .arg(project.path())
+        .arg("--output")
+        .arg(built.path().join("agent.wasm"))
+        .env("AGENTHOST_TYPESCRIPT_CACHE", typescript_cache())
+        .env("AGENTHOST_BUILD_INIT_SECS", "2")
+        .output()
+        .expect("run agenthost build");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("module-level code was still running after 2 s"),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -57,12 +57,14 @@ pub(super) fn new_engine_with(
 }
 
 /// A plain engine for work outside the server (`agenthost build` snapshots
-/// a Python agent with it, `cli::lang::python_snapshot`): no pool, no
-/// fuel, no epochs, one instance at a time.
+/// Python and TypeScript agents with it, `cli::lang`): no pool, no fuel,
+/// one instance at a time; epochs, so a build can bound the agent's
+/// module-level code (`cli::lang::init_limit`).
 pub(crate) fn new_build_engine() -> wasmtime::Result<Engine> {
     let mut config = Config::new();
     config.wasm_component_model(true);
     config.cranelift_opt_level(OptLevel::Speed);
+    config.epoch_interruption(true);
     Engine::new(&config)
 }
 

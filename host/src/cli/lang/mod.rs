@@ -3,6 +3,7 @@
 //! a module here with its `build`, and an arm in each function below.
 
 mod base_cache;
+mod init_limit;
 mod python;
 mod python_base;
 mod python_files;

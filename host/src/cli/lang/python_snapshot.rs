@@ -29,7 +29,7 @@ use wasmtime_wasi::p2::pipe::{MemoryInputPipe, MemoryOutputPipe};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use super::base_cache;
+use super::{base_cache, init_limit};
 use crate::runtime::bindings::Agent;
 use crate::runtime::outbound::NoOutbound;
 
@@ -81,6 +81,8 @@ async fn run(bytes: Vec<u8>, cache: PathBuf, mounts: Mounts) -> anyhow::Result<V
     let files_used = Arc::new(AtomicBool::new(false));
     let used = files_used.clone();
     let started = Instant::now();
+    let limit = Arc::new(init_limit::Limit::from_env()?);
+    let limits = limit.clone();
     let init = component_init_transform::initialize(&bytes, move |instrumented| {
         Box::pin(async move {
             tracing::debug!(elapsed = ?started.elapsed(), "python snapshot: base instrumented");
@@ -104,12 +106,14 @@ async fn run(bytes: Vec<u8>, cache: PathBuf, mounts: Mounts) -> anyhow::Result<V
                     files_used: files_used.clone(),
                 },
             );
+            let armed = limits.arm(&mut store)?;
             let instance = linker.instantiate_async(&mut store, &component).await?;
             let agent = Agent::new(&mut store, &instance)?;
             agent
                 .agenthost_agent_guest()
                 .call_describe(&mut store)
                 .await?;
+            drop(armed);
             tracing::debug!(elapsed = ?started.elapsed(), "python snapshot: app imported");
             Ok(Box::new(Snapshotted { store, instance }) as Box<dyn Invoker>)
         })
@@ -117,6 +121,9 @@ async fn run(bytes: Vec<u8>, cache: PathBuf, mounts: Mounts) -> anyhow::Result<V
     .await;
     tracing::debug!(elapsed = ?started.elapsed(), "python snapshot: written");
     init.map_err(|err| {
+        if let Some(exceeded) = limit.exceeded() {
+            return exceeded;
+        }
         let mut said = String::from_utf8_lossy(&stdout.contents()).into_owned();
         said.push_str(&String::from_utf8_lossy(&stderr.contents()));
         let said = python_said(&said);

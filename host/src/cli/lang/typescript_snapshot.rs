@@ -23,8 +23,8 @@ use wasmtime_wasi::p2::pipe::{MemoryInputPipe, MemoryOutputPipe};
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 use wasmtime_wizer::{InstanceState, SnapshotVal, ValType, Wizer};
 
-use super::base_cache;
 use super::typescript_base::Base;
+use super::{base_cache, init_limit};
 
 /// The engine's initialisation function (componentize-js's `--init-func`).
 const INIT: &str = "componentize.wizer";
@@ -92,6 +92,8 @@ async fn run(base: &Base, dir: &Path) -> anyhow::Result<Vec<u8>> {
     wasmtime_wasi::p1::add_to_linker_async(&mut linker, |wasi: &mut WasiP1Ctx| wasi)?;
     linker.define_unknown_imports_as_traps(&module)?;
     let mut store = Store::new(&engine, wasi);
+    let limit = init_limit::Limit::from_env()?;
+    let _armed = limit.arm(&mut store)?;
     let instance = linker.instantiate_async(&mut store, &module).await?;
     let said = || {
         let mut said = String::from_utf8_lossy(&stdout.contents()).into_owned();
@@ -99,6 +101,9 @@ async fn run(base: &Base, dir: &Path) -> anyhow::Result<Vec<u8>> {
         said.trim().to_owned()
     };
     initialize(&mut store, &instance).await.map_err(|err| {
+        if let Some(exceeded) = limit.exceeded() {
+            return exceeded;
+        }
         let said = said();
         if said.is_empty() {
             anyhow!("cannot evaluate the agent's code: {err:#}")
@@ -382,6 +387,8 @@ mod tests {
         let mut linker = wasmtime::Linker::new(&engine);
         linker.define_unknown_imports_as_traps(&module).unwrap();
         let mut store = Store::new(&engine, WasiCtxBuilder::new().build_p1());
+        let limit = init_limit::Limit::new(std::time::Duration::from_secs(600));
+        let _armed = limit.arm(&mut store).unwrap();
         let instance = linker.instantiate_async(&mut store, &module).await.unwrap();
         initialize(&mut store, &instance).await.unwrap();
         let wizened = wizer
@@ -408,6 +415,7 @@ mod tests {
         let mut linker = wasmtime::Linker::new(&engine);
         linker.func_wrap("host", "f", || 5).unwrap();
         let mut store = Store::new(&engine, ());
+        let _armed = limit.arm(&mut store).unwrap();
         let instance = linker.instantiate_async(&mut store, &module).await.unwrap();
         let mut call = |name: &str| {
             instance
