@@ -218,18 +218,19 @@ pub(crate) fn split(component: &[u8]) -> Result<Option<Split<'_>>, wasmparser::B
                     let instance = instance?;
                     let index = instance_count;
                     instance_count += 1;
-                    let wasmparser::Instance::Instantiate { module_index, args } = &instance else {
-                        if shift.parse_instance(&mut section, instance).is_err() {
-                            return Ok(None);
+                    let args = match &instance {
+                        wasmparser::Instance::Instantiate { module_index, args }
+                            if *module_index == split_at =>
+                        {
+                            args
                         }
-                        continue;
+                        _ => {
+                            if shift.parse_instance(&mut section, instance).is_err() {
+                                return Ok(None);
+                            }
+                            continue;
+                        }
                     };
-                    if *module_index != split_at {
-                        if shift.parse_instance(&mut section, instance).is_err() {
-                            return Ok(None);
-                        }
-                        continue;
-                    }
                     // Instantiated once only: the state, then the code with it.
                     if shift.instance.is_some() {
                         return Ok(None);

@@ -39,7 +39,12 @@ impl Wholes {
                     .num_threads(1)
                     .thread_name(|_| "compile-whole".into())
                     .build()
-                    .map_err(|err| tracing::warn!(error = %err, "cannot start the whole compiles' thread; deployments keep linking their libraries"))
+                    .map_err(|err| {
+                        tracing::warn!(
+                            error = %err,
+                            "cannot start the whole compiles' thread; deployments keep linking"
+                        );
+                    })
                     .ok()
             })
             .as_ref()
@@ -68,29 +73,33 @@ impl Runtime {
             return;
         };
         pool.spawn(move || {
-                let started = Instant::now();
-                let artifact = match compile(&engine, &data_dir, &store, deployment) {
-                    Ok(Some(artifact)) => artifact,
-                    Ok(None) => return,
-                    Err(err) => {
-                        tracing::warn!(%deployment, error = %err, "cannot compile the deployment whole; it keeps linking its libraries");
-                        return;
-                    }
-                };
-                if let Err(err) = writer.blocking_set_artifact(deployment, artifact) {
-                    tracing::warn!(%deployment, error = %err, "cannot record the whole artifact");
+            let started = Instant::now();
+            let artifact = match compile(&engine, &data_dir, &store, deployment) {
+                Ok(Some(artifact)) => artifact,
+                Ok(None) => return,
+                Err(err) => {
+                    tracing::warn!(
+                        %deployment,
+                        error = %err,
+                        "cannot compile the deployment whole; it keeps linking its libraries"
+                    );
                     return;
                 }
-                deployments
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .remove(&deployment);
-                tracing::info!(
-                    %deployment,
-                    duration_ms = started.elapsed().as_secs_f64() * 1000.0,
-                    "compiled whole"
-                );
-            });
+            };
+            if let Err(err) = writer.blocking_set_artifact(deployment, artifact) {
+                tracing::warn!(%deployment, error = %err, "cannot record the whole artifact");
+                return;
+            }
+            deployments
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&deployment);
+            tracing::info!(
+                %deployment,
+                duration_ms = started.elapsed().as_secs_f64() * 1000.0,
+                "compiled whole"
+            );
+        });
     }
 }
 
