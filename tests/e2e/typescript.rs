@@ -637,8 +637,8 @@ async fn agenthost_deploy_builds_a_typescript_project_with_its_own_node_modules(
 /// splicer ran once, for the first build of the tests), and runs the
 /// change; the server compiled the engine's code once for both builds (a
 /// shared module, `runtime::split_state`); an error thrown while the module
-/// is evaluated fails the build with its message, and an endless loop there
-/// fails it at the build's time limit.
+/// is evaluated fails the build with its message at its place in agent.ts,
+/// and an endless loop there fails it at the build's time limit.
 #[tokio::test]
 async fn a_changed_agent_builds_from_the_cached_base_and_an_error_at_load_says_why() {
     // The tests' first build (of the examples' hello) makes the base.
@@ -710,6 +710,15 @@ async fn a_changed_agent_builds_from_the_cached_base_and_an_error_at_load_says_w
         stderr.contains("RangeError: no model is configured for this agent"),
         "{stderr}"
     );
+    // Its position is named in agent.ts (the engine knows only the bundle's).
+    let thrown = std::fs::read_to_string(&source)
+        .unwrap()
+        .lines()
+        .position(|line| line.starts_with("throw new RangeError"))
+        .unwrap()
+        + 1;
+    assert!(stderr.contains(&format!("agent.ts:{thrown}:")), "{stderr}");
+    assert!(!stderr.contains("agent.js:"), "{stderr}");
     assert!(!built.path().join("agent.wasm").exists());
 
     // An endless loop at module level is stopped at the build's limit.

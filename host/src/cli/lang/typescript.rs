@@ -16,7 +16,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use anyhow::{Context, bail};
+use anyhow::{Context, anyhow, bail};
 
 use super::{BuildDir, typescript_base, typescript_map, typescript_snapshot};
 
@@ -85,17 +85,25 @@ pub(super) fn build(dir: &Path) -> anyhow::Result<Vec<u8>> {
     check_version(&tools.node_modules);
     let base = typescript_base::ensure(&node, &tools.node_modules, WIT)?;
     let work = BuildDir::new("typescript")?;
-    bundle_agent(
+    let map = bundle_agent(
         &project,
         module,
         &tools,
         &work.0.join(typescript_snapshot::BUNDLE),
     )?;
+    // The engine names bundle positions: the author knows their sources.
     typescript_snapshot::snapshot(&base, &work.0)
+        .map_err(|err| anyhow!(map.rewrite(&format!("{err:#}"), typescript_snapshot::BUNDLE)))
 }
 
-/// Bundles the generated entry (with the project's module and the SDK) into one ES module.
-fn bundle_agent(project: &Path, module: &str, tools: &Tools, out: &Path) -> anyhow::Result<()> {
+/// Bundles the generated entry (with the project's module and the SDK) into
+/// one ES module; returns its source map.
+fn bundle_agent(
+    project: &Path,
+    module: &str,
+    tools: &Tools,
+    out: &Path,
+) -> anyhow::Result<typescript_map::Named> {
     let mut child = Command::new(&tools.esbuild)
         .args([
             "--bundle",

@@ -13,10 +13,18 @@ use serde_json::{Value, json};
 /// The global the SDK reads the map from (`guest-sdk/typescript/src/stack.ts`).
 const GLOBAL: &str = "__agenthostSourceMap";
 
-/// Appends the map esbuild wrote at `<bundle>.map` to `bundle`. Appending
-/// moves no earlier position, so the map stays true. `project` and `sdk`
-/// (the SDK's directory, symlinks resolved) name the sources.
-pub(super) fn embed(bundle: &Path, project: &Path, sdk: Option<&Path>) -> anyhow::Result<()> {
+/// The bundle's map, its sources named as their author knows them.
+#[derive(Debug, Default)]
+pub(super) struct Named {
+    sources: Vec<String>,
+    mappings: String,
+}
+
+/// Appends the map esbuild wrote at `<bundle>.map` to `bundle`, and returns
+/// it. Appending moves no earlier position, so the map stays true.
+/// `project` and `sdk` (the SDK's directory, symlinks resolved) name the
+/// sources.
+pub(super) fn embed(bundle: &Path, project: &Path, sdk: Option<&Path>) -> anyhow::Result<Named> {
     let map_path = bundle.with_extension("js.map");
     let text = std::fs::read_to_string(&map_path)
         .with_context(|| format!("esbuild wrote no source map at {}", map_path.display()))?;
@@ -34,7 +42,85 @@ pub(super) fn embed(bundle: &Path, project: &Path, sdk: Option<&Path>) -> anyhow
     let mut code = std::fs::read_to_string(bundle)
         .with_context(|| format!("cannot read {}", bundle.display()))?;
     code.push_str(&format!("\nglobalThis.{GLOBAL} = {embedded};\n"));
-    std::fs::write(bundle, code).with_context(|| format!("cannot write {}", bundle.display()))
+    std::fs::write(bundle, code).with_context(|| format!("cannot write {}", bundle.display()))?;
+    Ok(Named {
+        sources,
+        mappings: map["mappings"].as_str().unwrap_or_default().to_string(),
+    })
+}
+
+impl Named {
+    /// `text` with every position in the bundle (`<bundle>:LINE:COLUMN`, as
+    /// SpiderMonkey names them in an error of the build's snapshot) named
+    /// in its source (`agent.ts:LINE:COLUMN`) where the map knows it.
+    pub(super) fn rewrite(&self, text: &str, bundle: &str) -> String {
+        let needle = format!("{bundle}:");
+        let mut out = String::with_capacity(text.len());
+        let mut rest = text;
+        while let Some(at) = rest.find(&needle) {
+            out.push_str(&rest[..at]);
+            let after = &rest[at + needle.len()..];
+            let found = position(after).and_then(|(line, column, used)| {
+                let (source, line, column) = self.original(line, column)?;
+                Some((format!("{source}:{line}:{column}"), used))
+            });
+            match found {
+                Some((named, used)) => {
+                    out.push_str(&named);
+                    rest = &after[used..];
+                }
+                None => {
+                    out.push_str(&needle);
+                    rest = after;
+                }
+            }
+        }
+        out.push_str(rest);
+        out
+    }
+
+    /// The source, line and column (1-based) of the bundle's `line` and
+    /// `column` (1-based): the last mapping at or before it on its line.
+    fn original(&self, line: u64, column: u64) -> Option<(&str, i64, i64)> {
+        let (mut source, mut source_line, mut source_column) = (0i64, 0i64, 0i64);
+        let mut found = None;
+        for (index, segments) in (1u64..).zip(self.mappings.split(';')) {
+            if index > line {
+                break;
+            }
+            let mut generated = 0i64;
+            for segment in segments.split(',').filter(|s| !s.is_empty()) {
+                let mut bytes = segment.bytes().peekable();
+                let mut fields = Vec::with_capacity(5);
+                while bytes.peek().is_some() {
+                    fields.push(vlq::decode(&mut bytes).ok()?);
+                }
+                generated += fields.first()?;
+                if let [_, file, from_line, from_column, ..] = fields[..] {
+                    source += file;
+                    source_line += from_line;
+                    source_column += from_column;
+                    if index == line && generated < i64::try_from(column).ok()? {
+                        found = Some((source, source_line, source_column));
+                    }
+                }
+            }
+        }
+        let (source, line, column) = found?;
+        let name = self.sources.get(usize::try_from(source).ok()?)?;
+        Some((name.as_str(), line + 1, column + 1))
+    }
+}
+
+/// `LINE:COLUMN` at the start of `text`, and how many bytes they take.
+fn position(text: &str) -> Option<(u64, u64, usize)> {
+    let digits = |s: &str| s.bytes().take_while(u8::is_ascii_digit).count();
+    let line_len = digits(text);
+    let line = text.get(..line_len)?.parse().ok()?;
+    let rest = text.get(line_len..)?.strip_prefix(':')?;
+    let column_len = digits(rest);
+    let column = rest.get(..column_len)?.parse().ok()?;
+    Some((line, column, line_len + 1 + column_len))
 }
 
 /// A source as the author knows it: relative to the project, the SDK's
@@ -76,6 +162,23 @@ fn slashes(path: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bundle_positions_in_a_text_are_named_in_their_sources() {
+        // Line 1: column 0 from agent.ts 1:1, column 4 from 1:5. Line 2:
+        // column 2 from lib.ts (source 1) 3:1.
+        let map = Named {
+            sources: vec!["agent.ts".into(), "lib.ts".into()],
+            mappings: "AAAA,IAAI;ECEJ".into(),
+        };
+        assert_eq!(
+            map.rewrite(
+                "at agent.js:1:3, agent.js:1:9 and\n  f@agent.js:2:3; agent.js:7:1 agent.js:x",
+                "agent.js"
+            ),
+            "at agent.ts:1:1, agent.ts:1:5 and\n  f@lib.ts:3:1; agent.js:7:1 agent.js:x"
+        );
+    }
 
     #[test]
     fn sources_are_named_as_their_author_knows_them() {
