@@ -692,14 +692,18 @@ async fn a_changed_agent_builds_from_the_cached_base_and_an_error_at_load_says_w
     )
     .unwrap();
     let built = tempfile::tempdir().unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_agenthost"))
-        .arg("build")
-        .arg(project.path())
-        .arg("--output")
-        .arg(built.path().join("agent.wasm"))
-        .env("AGENTHOST_TYPESCRIPT_CACHE", typescript_cache())
-        .output()
-        .expect("run agenthost build");
+    let build = |env: &[(&str, &str)]| {
+        Command::new(env!("CARGO_BIN_EXE_agenthost"))
+            .arg("build")
+            .arg(project.path())
+            .arg("--output")
+            .arg(built.path().join("agent.wasm"))
+            .env("AGENTHOST_TYPESCRIPT_CACHE", typescript_cache())
+            .envs(env.iter().copied())
+            .output()
+            .expect("run agenthost build")
+    };
+    let output = build(&[]);
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
@@ -723,15 +727,7 @@ async fn a_changed_agent_builds_from_the_cached_base_and_an_error_at_load_says_w
 
     // An endless loop at module level is stopped at the build's limit.
     std::fs::write(&source, format!("{code}\nwhile (Date.now() > 0) {{}}\n")).unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_agenthost"))
-        .arg("build")
-        .arg(project.path())
-        .arg("--output")
-        .arg(built.path().join("agent.wasm"))
-        .env("AGENTHOST_TYPESCRIPT_CACHE", typescript_cache())
-        .env("AGENTHOST_BUILD_INIT_SECS", "2")
-        .output()
-        .expect("run agenthost build");
+    let output = build(&[("AGENTHOST_BUILD_INIT_SECS", "2")]);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success(), "{stderr}");
     assert!(

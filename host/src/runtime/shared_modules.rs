@@ -205,13 +205,17 @@ mod tests {
     use super::{RuntimeError, SharedModules};
     use crate::runtime::engine::new_engine_with;
 
+    /// About 100 KiB of code: above `split::MIN_SHARED_CODE_BYTES`.
+    fn filler() -> String {
+        (0..4000)
+            .map(|i| format!("(func (result i32) i32.const {i} i32.const 7 i32.mul i32.const 3 i32.add i32.const 5 i32.mul i32.const 1 i32.add i32.const 9 i32.xor)\n"))
+            .collect()
+    }
+
     /// A component whose library (much code, memory imported) returns the
     /// first byte of the memory the component's own module defines.
     fn component(data: &str) -> Vec<u8> {
-        // About 100 KiB of code: above `split::MIN_SHARED_CODE_BYTES`.
-        let filler: String = (0..4000)
-            .map(|i| format!("(func (result i32) i32.const {i} i32.const 7 i32.mul i32.const 3 i32.add i32.const 5 i32.mul i32.const 1 i32.add i32.const 9 i32.xor)\n"))
-            .collect();
+        let filler = filler();
         let wat = format!(
             r#"(component
                 (core module $own (memory (export "memory") 1) (data (i32.const 0) "{data}"))
@@ -322,9 +326,7 @@ mod tests {
     /// before it, as wizer leaves one) and is marked as code every build
     /// shares; a second module, instantiated after it, calls it.
     fn marked_component(data: &str, value: u32) -> Vec<u8> {
-        let filler: String = (0..4000)
-            .map(|i| format!("(func (result i32) i32.const {i} i32.const 7 i32.mul i32.const 3 i32.add i32.const 5 i32.mul i32.const 1 i32.add i32.const 9 i32.xor)\n"))
-            .collect();
+        let filler = filler();
         let wat = format!(
             r#"(component
                 (core module $engine
@@ -396,9 +398,7 @@ mod tests {
     #[test]
     fn a_component_without_libraries_stays_whole() {
         // Its only module defines its memory, as a Rust agent's does.
-        let filler: String = (0..4000)
-            .map(|i| format!("(func (result i32) i32.const {i} i32.const 7 i32.mul i32.const 3 i32.add i32.const 5 i32.mul i32.const 1 i32.add i32.const 9 i32.xor)\n"))
-            .collect();
+        let filler = filler();
         let wat = format!(
             r#"(component (core module $own (memory 1) {filler}) (core instance (instantiate $own)))"#
         );

@@ -110,7 +110,7 @@ pub(crate) fn split(component: &[u8]) -> Result<Option<Split<'_>>, wasmparser::B
                 let found = module_type(bytes).filter(|f| f.code >= MIN_SHARED_CODE_BYTES);
                 let code = match found {
                     Some(found) if !found.defines_memory => Some((found.ty, Cow::Borrowed(bytes))),
-                    Some(_) if shift.module.is_none() && split_state::is_marked(bytes) => {
+                    Some(_) if shift.module.is_none() => {
                         split_state::split(bytes).and_then(|halves| {
                             let ty = module_type(&halves.code)?.ty;
                             out.section(&RawSection {

@@ -33,21 +33,16 @@ pub(crate) struct CodeAndState {
     pub state: Vec<u8>,
 }
 
-/// Whether `module` carries the [`MARKER`] section.
-pub(crate) fn is_marked(module: &[u8]) -> bool {
-    Parser::new(0).parse_all(module).any(|payload| {
-        matches!(payload, Ok(Payload::CustomSection(section)) if section.name() == MARKER)
-    })
-}
-
-/// Splits `module` into code and state, or `None` for a shape this split
-/// leaves whole (or bytes that do not parse: the compile reports those).
+/// Splits `module` into code and state, or `None` for a module without the
+/// [`MARKER`], a shape this split leaves whole, or bytes that do not parse
+/// (the compile reports those).
 pub(crate) fn split(module: &[u8]) -> Option<CodeAndState> {
     let mut reencoder = RoundtripReencoder;
     let mut memory = None;
     let mut globals = Vec::new();
     let mut state_sections: Vec<(u8, &[u8])> = Vec::new();
     let (mut passive, mut active) = (Vec::new(), Vec::new());
+    let mut marked = false;
     // First pass: the state, and whether this module can be split.
     for payload in Parser::new(0).parse_all(module) {
         let payload = payload.ok()?;
@@ -97,8 +92,12 @@ pub(crate) fn split(module: &[u8]) -> Option<CodeAndState> {
                     }
                 }
             }
+            Payload::CustomSection(custom) if custom.name() == MARKER => marked = true,
             _ => {}
         }
+    }
+    if !marked {
+        return None;
     }
     let memory = memory?;
 

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 const GLOBAL: &str = "__agenthostSourceMap";
 
 /// The bundle's map, its sources named as their author knows them.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Named {
     sources: Vec<String>,
     mappings: String,
