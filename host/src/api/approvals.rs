@@ -55,12 +55,12 @@ pub(super) async fn decide(
         approver,
         key_id: principal.key_id.clone(),
     };
-    let done = state
-        .writer
-        .decide_once(session, decision, state.boot_id, key)
+    let starter = state.runtime.starter();
+    let done = (state.writer)
+        .decide_once(session, decision, state.boot_id, key, Some(&starter))
         .await?;
     if let Some(ticket) = done.work {
-        state.runtime.schedule(ticket);
+        starter.start(ticket, None);
     }
     let answer = done.answer;
     Ok((

@@ -48,12 +48,21 @@ pub(super) async fn create(
             ));
         }
     }
-    let done = state
-        .writer
-        .create_session_once(body.app, body.route, body.input, state.boot_id, key)
+    // The turn starts while the session's commit runs, where the store
+    // allows; else here, once it is committed.
+    let starter = state.runtime.starter();
+    let done = (state.writer)
+        .create_session_once(
+            body.app,
+            body.route,
+            body.input,
+            state.boot_id,
+            key,
+            Some(&starter),
+        )
         .await?;
     if let Some((_, ticket)) = done.work {
-        state.runtime.schedule(ticket);
+        starter.start(ticket, None);
     }
     // A retry gets the first session as it was created, and a fresh token
     // (credentials are never stored).
@@ -183,12 +192,12 @@ pub(super) async fn input(
     };
     let path = format!("/sessions/{id}/input");
     let key = idempotency(key, &principal, Fingerprint::json("POST", &path, &body)?);
-    let done = state
-        .writer
-        .post_input_once(id, body.input, state.boot_id, key)
+    let starter = state.runtime.starter();
+    let done = (state.writer)
+        .post_input_once(id, body.input, state.boot_id, key, Some(&starter))
         .await?;
     if let Some(ticket) = done.work {
-        state.runtime.schedule(ticket);
+        starter.start(ticket, None);
     }
     Ok((
         StatusCode::ACCEPTED,

@@ -18,7 +18,7 @@ use super::outbound::{Access, OutboundHooks};
 use crate::journal::payloads::{self, Role};
 use crate::journal::{NewEvent, TurnErrorKind};
 use crate::redact::Redactor;
-use crate::store::Outbox;
+use crate::store::{Committed, Outbox};
 use crate::store::{Db, StoreError, TurnReason, TurnTicket, WriterHandle};
 
 /// What a turn runs under: the deployment's gates, limits, secrets (as a
@@ -68,6 +68,9 @@ pub(super) struct TurnCtx {
     /// Replaces the turn's secret values in what the guest emits.
     pub(super) redactor: Redactor,
     events: u64,
+    /// The commit of the batch that scheduled the turn, when the turn
+    /// started before it (`store::Starter`): reads wait for it.
+    committed: Option<Committed>,
     /// Where the turn's events wait for the writer (shared with `outbound`).
     outbox: Arc<Outbox>,
     /// The turn's outbound HTTP (its records go through `outbox` as they
@@ -82,6 +85,7 @@ impl TurnCtx {
         ticket: &TurnTicket,
         gate: Arc<Gate>,
         terms: Terms,
+        committed: Option<Committed>,
     ) -> Self {
         let mut pending_calls = HashMap::new();
         let mut denied_call = None;
@@ -97,7 +101,11 @@ impl TurnCtx {
                 denied_call = Some(pending.call.tool_call_id.clone());
             }
         }
-        let outbox = Arc::new(Outbox::new(ticket.session_id, ticket.turn));
+        let outbox = Arc::new(Outbox::after(
+            ticket.session_id,
+            ticket.turn,
+            committed.clone(),
+        ));
         let outbound = OutboundHooks::new(
             terms.outbound,
             writer.clone(),
@@ -120,6 +128,7 @@ impl TurnCtx {
             gates: terms.gates,
             redactor: terms.redactor,
             events: 0,
+            committed,
             outbox,
             outbound,
         }
@@ -161,6 +170,12 @@ impl TurnCtx {
     pub(super) async fn remember_earlier_calls(&mut self) -> Result<(), HostError> {
         if self.earlier_calls_read || self.turn <= 1 {
             return Ok(());
+        }
+        // A turn started before its TURN_STARTED's commit reads after it.
+        if let Some(committed) = &self.committed
+            && let Err(err) = committed.wait().await
+        {
+            return Err(self.storage_failed(err));
         }
         let session = self.session;
         let mut from = 0;

@@ -57,7 +57,9 @@ use state::InstanceData;
 
 use crate::journal::TurnErrorKind;
 use crate::secrets::Vault;
-use crate::store::{Db, SessionRecord, SessionStatus, StoreError, TurnTicket, WriterHandle};
+use crate::store::{
+    Committed, Db, SessionRecord, SessionStatus, Starter, StoreError, TurnTicket, WriterHandle,
+};
 
 /// Turns running at once by default; the rest wait for a slot.
 pub(crate) const DEFAULT_MAX_CONCURRENT_TURNS: usize = 256;
@@ -221,6 +223,25 @@ impl Runtime {
 
     /// Schedules a turn: it runs as soon as a slot is free.
     pub fn schedule(self: &Arc<Self>, ticket: TurnTicket) {
+        self.schedule_after(ticket, None);
+    }
+
+    /// Starts the turn of one command that schedules a turn: as soon as the
+    /// writer applied it where the engine allows, else when the caller
+    /// calls it (see `store::Starter`).
+    pub fn starter(self: &Arc<Self>) -> Arc<Starter> {
+        let runtime = self.clone();
+        let handle = tokio::runtime::Handle::current();
+        Starter::new(move |ticket, committed| {
+            // The writer's thread calls this outside the async runtime.
+            let _entered = handle.enter();
+            runtime.schedule_after(ticket, committed);
+        })
+    }
+
+    /// `schedule` for a turn whose scheduling command may not be committed
+    /// yet: the turn reads nothing before `committed` resolves.
+    fn schedule_after(self: &Arc<Self>, ticket: TurnTicket, committed: Option<Committed>) {
         if !self.accepting.load(Ordering::Relaxed) {
             // Shutting down: the turn stays accepted in the journal and runs
             // at the next start (see store::sessions::recover).
@@ -239,7 +260,8 @@ impl Runtime {
             let _active = active;
             let _hold = hold;
             let (session, turn) = (ticket.session_id, ticket.turn);
-            let runner = tokio::spawn(runtime.clone().run_when_free(ticket, registered));
+            let runner =
+                tokio::spawn((runtime.clone()).run_when_free(ticket, registered, committed));
             if let Err(err) = runner.await
                 && err.is_panic()
             {
@@ -254,7 +276,12 @@ impl Runtime {
     }
 
     /// Runs the turn once a slot is free, unless it is cancelled first.
-    async fn run_when_free(self: Arc<Self>, ticket: TurnTicket, registered: Registered) {
+    async fn run_when_free(
+        self: Arc<Self>,
+        ticket: TurnTicket,
+        registered: Registered,
+        committed: Option<Committed>,
+    ) {
         let gate = registered.gate.clone();
         let slot = tokio::select! {
             slot = self.slots.clone().acquire_owned() => slot,
@@ -267,7 +294,7 @@ impl Runtime {
         let Ok(_slot) = slot else {
             return;
         };
-        self.run_turn(ticket, gate).await;
+        self.run_turn(ticket, gate, committed).await;
         drop(registered);
     }
 

@@ -23,7 +23,9 @@ use super::{Deployed, Runtime};
 use crate::journal::payloads;
 use crate::journal::{NewEvent, TurnErrorKind};
 use crate::redact::Redactor;
-use crate::store::{PendingApproval, ToolCallRecord, TurnOutcome, TurnReason, TurnTicket};
+use crate::store::{
+    Committed, PendingApproval, ToolCallRecord, TurnOutcome, TurnReason, TurnTicket,
+};
 
 /// How the guest's part of a turn ended.
 enum GuestEnd {
@@ -49,9 +51,14 @@ struct Guest {
 }
 
 impl Runtime {
-    pub(super) async fn run_turn(&self, ticket: TurnTicket, gate: Arc<Gate>) {
+    pub(super) async fn run_turn(
+        &self,
+        ticket: TurnTicket,
+        gate: Arc<Gate>,
+        committed: Option<Committed>,
+    ) {
         let started = Instant::now();
-        let Prepared { ctx, guest } = self.prepare_turn(&ticket, gate).await;
+        let Prepared { ctx, guest } = self.prepare_turn(&ticket, gate, committed).await;
         let (end, ctx) = match guest {
             Ok(guest) => match self.run_guest(guest, ctx, &ticket, started).await {
                 Some(ran) => ran,
@@ -82,9 +89,14 @@ impl Runtime {
     /// The turn's context under its deployment's terms, and its guest: a
     /// deployment that cannot be loaded or a declared secret that does not
     /// exist ends the turn before the guest runs.
-    async fn prepare_turn(&self, ticket: &TurnTicket, gate: Arc<Gate>) -> Prepared {
-        let ctx =
-            |terms| TurnCtx::new(self.writer.clone(), self.store.clone(), ticket, gate, terms);
+    async fn prepare_turn(
+        &self,
+        ticket: &TurnTicket,
+        gate: Arc<Gate>,
+        committed: Option<Committed>,
+    ) -> Prepared {
+        let (writer, store) = (self.writer.clone(), self.store.clone());
+        let ctx = |terms| TurnCtx::new(writer, store, ticket, gate, terms, committed);
         let deployed = match self.deployed(ticket.deployment_id).await {
             Ok(deployed) => deployed,
             Err(err) => {

@@ -22,6 +22,7 @@ use super::domain::{
 };
 use super::outbox::{AppendAck, Outbox};
 use super::records::{ApiKeyRecord, Artifact, DeploymentRecord, SecretRecord, SessionRecord};
+use super::start::{Committed, EarlyStart, Starter};
 use crate::journal::{NewEvent, TurnErrorKind};
 
 /// Commands waiting for the writer before senders wait (backpressure).
@@ -54,12 +55,17 @@ pub(super) trait Queued: Send {
     fn reply(self: Box<Self>, failure: Option<&StoreError>);
     /// `Op::session`.
     fn session(&self) -> Option<Uuid>;
+    /// The whole batch is applied and its commit is next, on an engine that
+    /// commits what it applied: starts the command's turn, if it has one
+    /// to start early (`start.rs`), with the batch's `committed`.
+    fn applied(&mut self, committed: &mut dyn FnMut() -> Committed);
 }
 
 struct Pending<O: Op> {
     op: O,
     result: Option<Result<O::Output, StoreError>>,
     reply: Reply<O::Output>,
+    early: Option<EarlyStart<O::Output>>,
 }
 
 impl<O: Op> Queued for Pending<O> {
@@ -80,6 +86,14 @@ impl<O: Op> Queued for Pending<O> {
 
     fn session(&self) -> Option<Uuid> {
         self.op.session()
+    }
+
+    fn applied(&mut self, committed: &mut dyn FnMut() -> Committed) {
+        if let (Some(early), Some(Ok(output))) = (&self.early, &self.result)
+            && let Some(ticket) = (early.ticket)(output)
+        {
+            early.starter.start(ticket.clone(), Some(committed()));
+        }
     }
 
     fn reply(mut self: Box<Self>, failure: Option<&StoreError>) {
@@ -108,6 +122,7 @@ fn queued<O: Op>(op: O, reply: Reply<O::Output>) -> Command {
         op,
         result: None,
         reply,
+        early: None,
     })
 }
 
@@ -119,9 +134,26 @@ pub struct WriterHandle {
 
 impl WriterHandle {
     async fn call<O: Op>(&self, op: O) -> Result<O::Output, StoreError> {
-        let (tx, rx) = oneshot::channel();
+        self.call_starting(op, None).await
+    }
+
+    /// `call`, with the command's turn started as soon as the writer applied
+    /// it (`start.rs`) when the engine allows, else by the starter's
+    /// caller once it is answered.
+    async fn call_starting<O: Op>(
+        &self,
+        op: O,
+        early: Option<EarlyStart<O::Output>>,
+    ) -> Result<O::Output, StoreError> {
+        let (reply, rx) = oneshot::channel();
+        let command = Box::new(Pending {
+            op,
+            result: None,
+            reply,
+            early,
+        });
         self.tx
-            .send(queued(op, tx))
+            .send(command)
             .await
             .map_err(|_| StoreError::WriterGone)?;
         rx.await.map_err(|_| StoreError::WriterGone)?
@@ -208,15 +240,17 @@ impl WriterHandle {
         thread: String,
         input: Value,
         boot: Uuid,
+        starter: Option<&Arc<Starter>>,
     ) -> Result<ThreadTurn, StoreError> {
-        self.call(OpenThread {
+        let op = OpenThread {
             app,
             route,
             thread,
             input,
             boot,
-        })
-        .await
+        };
+        self.call_starting(op, early(starter, |t| Some(&t.ticket)))
+            .await
     }
 
     /// Decides the pending approval whose TOOL_APPROVAL_REQUIRED is at
@@ -227,14 +261,16 @@ impl WriterHandle {
         approval_seq: u64,
         decision: Decision,
         boot: Uuid,
+        starter: Option<&Arc<Starter>>,
     ) -> Result<ThreadTurn, StoreError> {
-        self.call(DecideAt {
+        let op = DecideAt {
             session,
             approval_seq,
             decision,
             boot,
-        })
-        .await
+        };
+        self.call_starting(op, early(starter, |t| Some(&t.ticket)))
+            .await
     }
 
     /// Queues events of a running turn without waiting for their commit
@@ -368,6 +404,7 @@ impl WriterHandle {
         input: Value,
         boot: Uuid,
         key: Option<Idempotency>,
+        starter: Option<&Arc<Starter>>,
     ) -> Result<Answered<(SessionRecord, TurnTicket), SessionRecord>, StoreError> {
         let op = CreateSession {
             app,
@@ -375,7 +412,10 @@ impl WriterHandle {
             input,
             boot,
         };
-        self.call(Once { op, key }).await
+        let early = early(starter, |a: &Answered<_, _>| {
+            a.work.as_ref().map(|(_, t)| t)
+        });
+        self.call_starting(Once { op, key }, early).await
     }
 
     /// `post_input` done once per idempotency key.
@@ -385,13 +425,15 @@ impl WriterHandle {
         input: Value,
         boot: Uuid,
         key: Option<Idempotency>,
+        starter: Option<&Arc<Starter>>,
     ) -> Result<Answered<TurnTicket, TurnAnswer>, StoreError> {
         let op = PostInput {
             session,
             input,
             boot,
         };
-        self.call(Once { op, key }).await
+        let early = early(starter, |a: &Answered<_, _>| a.work.as_ref());
+        self.call_starting(Once { op, key }, early).await
     }
 
     /// `decide` done once per idempotency key.
@@ -401,13 +443,15 @@ impl WriterHandle {
         decision: Decision,
         boot: Uuid,
         key: Option<Idempotency>,
+        starter: Option<&Arc<Starter>>,
     ) -> Result<Answered<TurnTicket, DecisionAnswer>, StoreError> {
         let op = Decide {
             session,
             decision,
             boot,
         };
-        self.call(Once { op, key }).await
+        let early = early(starter, |a: &Answered<_, _>| a.work.as_ref());
+        self.call_starting(Once { op, key }, early).await
     }
 
     /// `create_deployment` done once per idempotency key; the answer holds
@@ -466,6 +510,17 @@ impl WriterHandle {
     pub async fn touch_api_key(&self, id: String, at: String) -> Result<(), StoreError> {
         self.call(TouchApiKey(id, at)).await
     }
+}
+
+/// The early start of a command whose output holds its turn's `ticket`.
+fn early<T>(
+    starter: Option<&Arc<Starter>>,
+    ticket: fn(&T) -> Option<&TurnTicket>,
+) -> Option<EarlyStart<T>> {
+    starter.map(|starter| EarlyStart {
+        starter: starter.clone(),
+        ticket,
+    })
 }
 
 /// Queues `events` in `outbox` and, when no command is on its way for it,

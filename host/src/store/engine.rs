@@ -238,6 +238,13 @@ pub trait WriteEngine: Send {
         &mut self,
         apply: &mut dyn FnMut(&mut dyn WriteTx) -> Result<(), StoreError>,
     ) -> Result<(), StoreError>;
+
+    /// Whether `transact` calls `apply` once and then commits exactly what
+    /// it applied or fails (and the store stops writes): then the writer
+    /// starts a batch's turns before its commit (`store/start.rs`).
+    fn applies_once(&self) -> bool {
+        false
+    }
 }
 
 /// What a domain command sees inside a write transaction: committed state

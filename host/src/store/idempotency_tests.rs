@@ -14,7 +14,7 @@ use super::tests::{new_deployment, success, suspend};
 use super::*;
 
 #[derive(Clone)]
-enum Backend {
+pub(super) enum Backend {
     Redb(std::path::PathBuf),
     Postgres(String),
 }
@@ -29,7 +29,7 @@ fn open(backend: &Backend) -> Result<Db, StoreError> {
 }
 
 /// A store and its writer; reopening waits until the previous writer let go.
-async fn start(backend: &Backend) -> (Db, WriterHandle) {
+pub(super) async fn start(backend: &Backend) -> (Db, WriterHandle) {
     let mut store = open(backend);
     for _ in 0..500 {
         if store.is_ok() {
@@ -43,7 +43,7 @@ async fn start(backend: &Backend) -> (Db, WriterHandle) {
     (store, writer)
 }
 
-fn key(key_id: &str, key: &str, fingerprint: &str) -> Option<Idempotency> {
+pub(super) fn key(key_id: &str, key: &str, fingerprint: &str) -> Option<Idempotency> {
     Some(Idempotency {
         key_id: key_id.into(),
         key: key.into(),
@@ -96,6 +96,7 @@ async fn retries_answer_the_first_answer(backend: Backend) {
             json!("hi"),
             boot,
             key("k1", "s-1", "f1"),
+            None,
         )
     };
     let first = create().await.unwrap();
@@ -114,11 +115,12 @@ async fn retries_answer_the_first_answer(backend: Backend) {
             json!("bye"),
             boot,
             key("k1", "s-1", "f2"),
+            None,
         )
         .await;
     assert!(matches!(other_body, Err(StoreError::KeyReused(_))));
     let other_command = writer
-        .post_input_once(record.id, json!("hi"), boot, key("k1", "s-1", "f1"))
+        .post_input_once(record.id, json!("hi"), boot, key("k1", "s-1", "f1"), None)
         .await;
     assert!(matches!(other_command, Err(StoreError::KeyReused(_))));
     assert_eq!(sessions(&store).await, 1);
@@ -130,6 +132,7 @@ async fn retries_answer_the_first_answer(backend: Backend) {
             json!("hi"),
             boot,
             key("k2", "s-1", "f1"),
+            None,
         )
         .await
         .unwrap();
@@ -142,7 +145,8 @@ async fn retries_answer_the_first_answer(backend: Backend) {
         .finish_turn(record.id, ticket.turn, vec![], TurnOutcome::Ended)
         .await
         .unwrap();
-    let input = || writer.post_input_once(record.id, json!("more"), boot, key("k1", "i-1", "fi"));
+    let input =
+        || writer.post_input_once(record.id, json!("more"), boot, key("k1", "i-1", "fi"), None);
     let sent = input().await.unwrap();
     assert!(sent.work.is_some());
     let resent = input().await.unwrap();
@@ -163,7 +167,15 @@ async fn retries_answer_the_first_answer(backend: Backend) {
         approver: "ops".into(),
         key_id: "k2".into(),
     };
-    let decide = || writer.decide_once(theirs.id, decision.clone(), boot, key("k2", "d-1", "fx"));
+    let decide = || {
+        writer.decide_once(
+            theirs.id,
+            decision.clone(),
+            boot,
+            key("k2", "d-1", "fx"),
+            None,
+        )
+    };
     let decided = decide().await.unwrap();
     let redecided = decide().await.unwrap();
     assert!(decided.work.is_some() && redecided.work.is_none());
@@ -182,6 +194,7 @@ async fn retries_answer_the_first_answer(backend: Backend) {
             json!("hi"),
             boot,
             key("k1", "s-1", "f1"),
+            None,
         )
         .await
         .unwrap();
@@ -218,6 +231,7 @@ async fn retries_answer_the_first_answer(backend: Backend) {
             json!("bye"),
             boot,
             key("k1", "s-1", "f2"),
+            None,
         )
         .await
         .unwrap();

@@ -18,6 +18,7 @@ mod outbox;
 pub(crate) mod postgres;
 mod records;
 pub(crate) mod redb;
+mod start;
 mod writer;
 
 use std::ops::Deref;
@@ -48,6 +49,7 @@ pub(crate) use records::{
     SecretRecord, SessionRecord, SessionStatus, ToolCallRecord, ToolInfo,
 };
 pub use redb::RedbOptions;
+pub(crate) use start::{Committed, Starter};
 pub use writer::Writer;
 
 /// The `Redactor` of every secret stored now, for the texts the writer
@@ -134,5 +136,7 @@ mod model_tests;
 #[allow(dead_code, unreachable_pub)]
 // OwnCluster serves the e2e tests only; its items are the e2e crate's.
 mod pg_cluster;
+#[cfg(test)]
+mod start_tests;
 #[cfg(test)]
 mod tests;

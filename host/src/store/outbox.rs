@@ -18,6 +18,7 @@ use tokio::sync::oneshot;
 use uuid::Uuid;
 
 use super::StoreError;
+use super::start::Committed;
 use crate::journal::NewEvent;
 
 /// Resolves once the events it was handed out for are committed (or failed).
@@ -47,6 +48,14 @@ impl Outbox {
             turn,
             queued: Mutex::default(),
         }
+    }
+
+    /// The outbox of a turn started before the batch that scheduled it
+    /// committed (`start.rs`): everything it waits for waits for that too.
+    pub fn after(session: Uuid, turn: u32, committed: Option<Committed>) -> Self {
+        let outbox = Outbox::new(session, turn);
+        outbox.lock().last = committed.map(|c| c.0);
+        outbox
     }
 
     pub fn session(&self) -> Uuid {

@@ -203,9 +203,9 @@ async fn the_writer_decides_turn_states_and_seq() {
 
 /// A file backend whose writes and syncs fail once `fail` is set (disk full).
 #[derive(Debug)]
-struct FailingBackend {
-    inner: ::redb::backends::FileBackend,
-    fail: std::sync::Arc<std::sync::atomic::AtomicBool>,
+pub(super) struct FailingBackend {
+    pub(super) inner: ::redb::backends::FileBackend,
+    pub(super) fail: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl FailingBackend {

@@ -10,13 +10,15 @@
 //! so they cannot race. The commands are in `domain/`, the way they travel
 //! in `commands.rs`.
 
-use tokio::sync::mpsc;
+use futures::FutureExt;
+use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
 use super::batch::{Batch, Changes, WriterState};
 use super::commands::{Command, QUEUE, WriterHandle};
 use super::domain::Quotas;
 use super::engine::WriteEngine;
+use super::start::Committed;
 use super::{CurrentRedactor, Db, StoreError};
 
 /// At most this many commands go into one transaction.
@@ -100,6 +102,9 @@ impl Writer {
         let Writer { engine, state, .. } = self;
         let mut changes = Changes::default();
         let mut sessions: Vec<Uuid> = commands.iter().filter_map(|c| c.session()).collect();
+        let early = engine.applies_once();
+        // What the batch's early-started turns wait for before they read.
+        let mut committed: Option<(oneshot::Sender<Result<(), StoreError>>, Committed)> = None;
         let result = engine.transact(&mut |tx| {
             tx.lock_sessions(&mut sessions)?;
             let mut batch = Batch::new(tx, state);
@@ -107,10 +112,21 @@ impl Writer {
                 command.apply(&mut batch);
             }
             changes = batch.finish();
-            match &changes.failed {
-                Some(err) => Err(err.clone()),
-                None => Ok(()),
+            if let Some(err) = &changes.failed {
+                return Err(err.clone());
             }
+            if early {
+                for command in commands.iter_mut() {
+                    command.applied(&mut || {
+                        let (_, ack) = committed.get_or_insert_with(|| {
+                            let (tx, rx) = oneshot::channel();
+                            (tx, Committed(rx.shared()))
+                        });
+                        ack.clone()
+                    });
+                }
+            }
+            Ok(())
         });
         let Changes {
             published,
@@ -144,6 +160,9 @@ impl Writer {
             }
         }
         let failure = result.err();
+        if let Some((tx, _)) = committed {
+            let _ = tx.send(failure.clone().map_or(Ok(()), Err));
+        }
         for command in commands {
             command.reply(failure.as_ref());
         }

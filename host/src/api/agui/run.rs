@@ -22,7 +22,7 @@ use crate::api::extract::{Json, Path};
 use crate::api::{ApiError, AppState, events};
 use crate::journal::StoredEvent;
 use crate::keys::Principal;
-use crate::store::{Decision, StoreError, ThreadTurn};
+use crate::store::{Decision, Starter, StoreError, ThreadTurn};
 
 /// Keep-alive comment interval.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -49,6 +49,7 @@ pub(crate) async fn run(
     let app = (state.store.read(move |s| s.app(&key)).await?)
         .filter(|app| principal.may_use_app(app.id))
         .ok_or_else(|| ApiError::not_found("app_not_found", format!("app `{app}` not found")))?;
+    let starter = state.runtime.starter();
     let started = match input.resume.as_deref() {
         Some(entries) if !entries.is_empty() => {
             if !principal.is_platform() {
@@ -80,7 +81,7 @@ pub(crate) async fn run(
                 Some(p) if p.session == session => {
                     state
                         .writer
-                        .decide_at(session, p.seq, decision, state.boot_id)
+                        .decide_at(session, p.seq, decision, state.boot_id, Some(&starter))
                         .await
                 }
                 _ => {
@@ -101,6 +102,7 @@ pub(crate) async fn run(
                     input.thread_id.clone(),
                     Value::String(text),
                     state.boot_id,
+                    Some(&starter),
                 )
                 .await
         }
@@ -112,7 +114,8 @@ pub(crate) async fn run(
         Err(StoreError::Conflict(message)) => return Ok(refusal("conflict", message)),
         Err(err) => return Err(err.into()),
     };
-    Ok(stream(state, &principal, turn, input.thread_id, input.run_id).await)
+    let run = (input.thread_id, input.run_id);
+    Ok(stream(state, &principal, turn, &starter, run).await)
 }
 
 /// Streams the turn from its TURN_STARTED to the end of its run.
@@ -120,8 +123,8 @@ async fn stream(
     state: AppState,
     principal: &Principal,
     turn: ThreadTurn,
-    thread_id: String,
-    run_id: String,
+    starter: &Starter,
+    (thread_id, run_id): (String, String),
 ) -> Response {
     let ThreadTurn {
         session,
@@ -129,9 +132,11 @@ async fn stream(
         started_seq,
     } = turn;
     let session = session.id;
-    // Subscribed before the turn runs and before reading: nothing is missed.
+    // Subscribed before reading (the turn may have started while its
+    // commit ran, `store::Starter`, but publishes only after it): nothing
+    // is missed.
     let subscription = state.store.hub().subscribe(session);
-    state.runtime.schedule(ticket);
+    starter.start(ticket, None);
     let first = match events::read_chunk(&state, session, started_seq).await {
         Ok(first) => first,
         Err(err) => return err.into_response(),

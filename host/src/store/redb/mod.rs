@@ -127,6 +127,11 @@ struct RedbWriter {
 }
 
 impl WriteEngine for RedbWriter {
+    /// One attempt: a failed commit is a `Storage` error, which stops writes.
+    fn applies_once(&self) -> bool {
+        true
+    }
+
     fn transact(
         &mut self,
         apply: &mut dyn FnMut(&mut dyn WriteTx) -> Result<(), StoreError>,
