@@ -158,10 +158,13 @@ fn unknown_event(raw: &str) -> ApiError {
 async fn resume_point(state: &AppState, session: Uuid, raw: &str) -> Result<u64, ApiError> {
     let unknown = || unknown_event(raw);
     let event = Uuid::parse_str(raw).map_err(|_| unknown())?;
-    let position = state.store.read(move |s| s.event_position(event)).await?;
-    match position {
-        Some(p) if p.session == session => Ok(p.seq + 1),
-        _ => Err(unknown()),
+    match state
+        .store
+        .read(move |s| s.event_seq(session, event))
+        .await?
+    {
+        Some(seq) => Ok(seq + 1),
+        None => Err(unknown()),
     }
 }
 

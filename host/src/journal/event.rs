@@ -177,6 +177,14 @@ pub fn encode_record(
 
 /// Reads a stored record back. `None` for a record this version cannot read
 /// (which would be a bug or a newer format: never silently skipped by callers).
+/// The id of a stored record, without decoding the rest.
+pub(crate) fn record_id(bytes: &[u8]) -> Option<Uuid> {
+    match bytes.split_first() {
+        Some((&RECORD_V1, rest)) => Uuid::from_slice(rest.get(..16)?).ok(),
+        _ => None,
+    }
+}
+
 pub fn decode_record(seq: u64, bytes: &[u8]) -> Option<StoredEvent> {
     let (&version, rest) = bytes.split_first()?;
     if version != RECORD_V1 || rest.len() < 16 {

@@ -7,10 +7,13 @@
 //! never rewritten, so every change must stay readable by later versions.
 
 mod event;
+mod event_id;
 pub(crate) mod payloads;
 
 pub(crate) use event::EventType;
+pub(crate) use event::record_id;
 pub use event::{NewEvent, StoredEvent, decode_record, encode_record};
+pub(crate) use event_id::{event_id, seq_of};
 #[cfg(test)]
 pub(crate) use payloads::Payload;
 pub(crate) use payloads::TurnErrorKind;

@@ -137,7 +137,7 @@ impl<'a> Batch<'a> {
         published.reserve(events.len());
         for event in events {
             let seq = next_seq;
-            let id = Uuid::now_v7();
+            let id = self.tx.event_id(seq);
             let (record, json) = encode_record(id, seq, session, event, &self.created_at);
             self.tx.insert_event(EventRow {
                 session,

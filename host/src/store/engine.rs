@@ -39,13 +39,6 @@ pub struct EventRow<'a> {
     pub record: &'a [u8],
 }
 
-/// Where an event id points.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct EventPosition {
-    pub session: Uuid,
-    pub seq: u64,
-}
-
 /// Filters and cursor of `GET /sessions`.
 #[derive(Debug, Clone, Default)]
 pub struct SessionFilter {
@@ -117,8 +110,9 @@ pub trait Engine: Send + Sync + 'static {
         from: u64,
         limit: usize,
     ) -> Result<Vec<StoredEvent>, StoreError>;
-    /// Resolves an event id to its session and seq.
-    fn event_position(&self, id: Uuid) -> Result<Option<EventPosition>, StoreError>;
+    /// The seq of the event of `session` whose id is `id`, if it has one
+    /// (resolves a Last-Event-ID).
+    fn event_seq(&self, session: Uuid, id: Uuid) -> Result<Option<u64>, StoreError>;
     /// An app by id or slug.
     fn app(&self, id_or_slug: &str) -> Result<Option<AppRecord>, StoreError>;
     fn apps(&self) -> Result<Vec<AppRecord>, StoreError>;
@@ -267,6 +261,11 @@ pub trait WriteTx {
         touched: HashMap<Uuid, SessionRow>,
         dirty: &HashSet<Uuid>,
     ) -> Result<(), StoreError>;
+    /// A new id for the event at `seq`: a UUIDv7, or one that carries its
+    /// seq (`journal::event_id`) where the engine resolves ids that way.
+    fn event_id(&self, _seq: u64) -> Uuid {
+        Uuid::now_v7()
+    }
     /// Journals one event: `record` is its stored form (`journal::encode_record`).
     fn insert_event(&mut self, event: EventRow<'_>) -> Result<(), StoreError>;
     /// The session's events from its last `TURN_STARTED` on (all of them

@@ -34,8 +34,6 @@ pub(crate) use domain::{
     Decision, Idempotency, MAX_KEY_LEN, Quotas, ThreadTurn, TurnOutcome, TurnReason, TurnTicket,
     unix_ms,
 };
-#[cfg(test)]
-use engine::EventPosition;
 pub use engine::SessionFilter;
 pub(crate) use engine::{ApprovalItem, Engine, FeedPage};
 pub(crate) use error::StoreError;

@@ -568,10 +568,10 @@ impl Harness {
                     None => 0,
                     Some(event) => {
                         let store = self.store()?;
-                        let position = tokio::task::block_in_place(|| store.event_position(event))
-                            .map_err(|e| fail("event_position", e))?;
+                        let position = tokio::task::block_in_place(|| store.event_seq(id, event))
+                            .map_err(|e| fail("event_seq", e))?;
                         match position {
-                            Some(p) if p.session == id => p.seq + 1,
+                            Some(seq) => seq + 1,
                             other => {
                                 return Err(TestCaseError::fail(format!(
                                     "cursor {event} resolves to {other:?}"
@@ -843,17 +843,9 @@ impl Harness {
             prop_assert_eq!(&envelope["seq"], &json!(event.seq));
             prop_assert_eq!(&envelope["session_id"], &json!(session.id));
             prop_assert_eq!(&envelope["type"], &json!(session.events[i].2));
-            let position = tokio::task::block_in_place(|| store.event_position(event.id))
-                .map_err(|e| fail("event_position", e))?;
-            prop_assert_eq!(
-                position,
-                Some(EventPosition {
-                    session: session.id,
-                    seq: event.seq,
-                }),
-                "position of event {}",
-                event.id
-            );
+            let position = tokio::task::block_in_place(|| store.event_seq(session.id, event.id))
+                .map_err(|e| fail("event_seq", e))?;
+            prop_assert_eq!(position, Some(event.seq), "position of event {}", event.id);
         }
         for (id, _, _) in &session.events[learned_from..] {
             prop_assert!(self.ids.insert(*id), "event id {} is not unique", id);

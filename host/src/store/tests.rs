@@ -197,8 +197,10 @@ async fn the_writer_decides_turn_states_and_seq() {
     assert_eq!(record.status, SessionStatus::Errored);
     let last = store.events(session.id, 0, 100).unwrap().pop().unwrap();
     assert!(last.json.contains("host_restarted"));
-    let position = store.event_position(last.id).unwrap().unwrap();
-    assert_eq!((position.session, position.seq), (session.id, last.seq));
+    let seq = store.event_seq(session.id, last.id).unwrap();
+    assert_eq!(seq, Some(last.seq));
+    // An id resolves only within its own session.
+    assert_eq!(store.event_seq(Uuid::now_v7(), last.id).unwrap(), None);
 }
 
 /// A file backend whose writes and syncs fail once `fail` is set (disk full).
@@ -435,7 +437,7 @@ async fn a_deleted_session_leaves_no_trace_and_the_writer_never_brings_it_back()
     assert!(store.session(gone.id).unwrap().is_none());
     assert!(store.events(gone.id, 0, 100).unwrap().is_empty());
     for id in ids {
-        assert!(store.event_position(id).unwrap().is_none());
+        assert!(store.event_seq(gone.id, id).unwrap().is_none());
     }
     // The writer's cache of sessions does not bring it back.
     assert!(matches!(

@@ -73,15 +73,15 @@ pub(crate) async fn run(
                 ));
             };
             let interrupt = entries[0].interrupt_id.clone();
-            let position = match parse_frame_id(&interrupt) {
-                Some((id, None)) => state.store.read(move |s| s.event_position(id)).await?,
+            let seq = match parse_frame_id(&interrupt) {
+                Some((id, None)) => state.store.read(move |s| s.event_seq(session, id)).await?,
                 _ => None,
             };
-            match position {
-                Some(p) if p.session == session => {
+            match seq {
+                Some(seq) => {
                     state
                         .writer
-                        .decide_at(session, p.seq, decision, state.boot_id, Some(&starter))
+                        .decide_at(session, seq, decision, state.boot_id, Some(&starter))
                         .await
                 }
                 _ => {

@@ -8,9 +8,7 @@ use super::listen::Change;
 use super::{CHANNEL, PgEngine, PgWriter, pg};
 use crate::journal::{StoredEvent, decode_record};
 use crate::store::StoreError;
-use crate::store::engine::{
-    ApprovalItem, Engine, EventPosition, FeedItem, FeedPage, SessionFilter, WriteEngine,
-};
+use crate::store::engine::{ApprovalItem, Engine, FeedItem, FeedPage, SessionFilter, WriteEngine};
 use crate::store::error::corrupt;
 use crate::store::records::{
     ApiKeyRecord, AppRecord, DeploymentRecord, SecretRecord, SessionRecord,
@@ -117,16 +115,15 @@ impl Engine for PgEngine {
         rows.iter().map(|row| event(session, row)).collect()
     }
 
-    fn event_position(&self, id: Uuid) -> Result<Option<EventPosition>, StoreError> {
-        let rows = self.rows("SELECT session_id, seq FROM events WHERE id = $1", &[&id])?;
+    fn event_seq(&self, session: Uuid, id: Uuid) -> Result<Option<u64>, StoreError> {
+        let rows = self.rows(
+            "SELECT seq FROM events WHERE id = $1 AND session_id = $2",
+            &[&id, &session],
+        )?;
         match rows.first() {
             Some(row) => {
-                let session: Uuid = row.try_get(0).map_err(corrupt)?;
-                let seq: i64 = row.try_get(1).map_err(corrupt)?;
-                Ok(Some(EventPosition {
-                    session,
-                    seq: seq as u64,
-                }))
+                let seq: i64 = row.try_get(0).map_err(corrupt)?;
+                Ok(Some(seq as u64))
             }
             None => Ok(None),
         }

@@ -9,6 +9,8 @@
 //! idle ones are dropped and re-read): it is the only writer of the file.
 
 mod feed;
+#[cfg(test)]
+mod ids_tests;
 mod reads;
 mod tables;
 mod tx;

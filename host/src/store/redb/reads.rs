@@ -4,11 +4,9 @@ use redb::{ReadTransaction, ReadableDatabase, ReadableTable};
 use uuid::Uuid;
 
 use super::{RedbEngine, feed, storage, tables};
-use crate::journal::{StoredEvent, decode_record};
+use crate::journal::{StoredEvent, decode_record, record_id, seq_of};
 use crate::store::StoreError;
-use crate::store::engine::{
-    ApprovalItem, Engine, EventPosition, FeedPage, SessionFilter, WriteEngine,
-};
+use crate::store::engine::{ApprovalItem, Engine, FeedPage, SessionFilter, WriteEngine};
 use crate::store::error::corrupt;
 use crate::store::records::{
     ApiKeyRecord, AppRecord, DeploymentRecord, DeploymentStatus, SecretRecord, SessionRecord,
@@ -80,17 +78,22 @@ impl Engine for RedbEngine {
         Ok(out)
     }
 
-    /// Resolves an event id to its session and seq.
-    fn event_position(&self, id: Uuid) -> Result<Option<EventPosition>, StoreError> {
+    /// An id that carries its seq is checked against the event there;
+    /// any other (older events) is looked up in `EVENT_IDS`.
+    fn event_seq(&self, session: Uuid, id: Uuid) -> Result<Option<u64>, StoreError> {
         let txn = self.db.begin_read().map_err(storage)?;
-        let table = txn.open_table(tables::EVENT_IDS).map_err(storage)?;
-        Ok(table.get(id.as_u128()).map_err(storage)?.map(|v| {
-            let (session, seq) = v.value();
-            EventPosition {
-                session: Uuid::from_u128(session),
-                seq,
+        let key = session.as_u128();
+        if let Some(seq) = seq_of(id) {
+            let events = txn.open_table(tables::EVENTS).map_err(storage)?;
+            let found = events.get((key, seq)).map_err(storage)?;
+            if found.is_some_and(|record| record_id(record.value()) == Some(id)) {
+                return Ok(Some(seq));
             }
-        }))
+        }
+        let table = txn.open_table(tables::EVENT_IDS).map_err(storage)?;
+        Ok((table.get(id.as_u128()).map_err(storage)?)
+            .map(|v| v.value())
+            .and_then(|(owner, seq)| (owner == key).then_some(seq)))
     }
 
     /// An app by id or slug.

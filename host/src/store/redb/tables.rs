@@ -12,7 +12,9 @@ use crate::store::records::{SessionRecord, SessionStatus};
 
 /// (session, seq) → event record (see `journal::encode_record`).
 pub(super) const EVENTS: TableDefinition<(u128, u64), &[u8]> = TableDefinition::new("events_v1");
-/// event id → (session, seq): resolves a Last-Event-ID.
+/// event id → (session, seq): resolves a Last-Event-ID whose id does not
+/// carry its seq (`journal::event_id`): every event of older files, and
+/// one past 2^40 events. Newer events have no entry.
 pub(super) const EVENT_IDS: TableDefinition<u128, (u128, u64)> =
     TableDefinition::new("event_ids_v1");
 /// session id → SessionRecord (JSON).

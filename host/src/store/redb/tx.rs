@@ -9,7 +9,7 @@ use redb::{ReadableTable, Table, TableDefinition, WriteTransaction};
 use uuid::Uuid;
 
 use super::{storage, tables};
-use crate::journal::{StoredEvent, decode_record};
+use crate::journal::{StoredEvent, decode_record, event_id, seq_of};
 use crate::store::StoreError;
 use crate::store::engine::{AppLoad, EventRow, FeedRow, SessionRow, WriteTx};
 use crate::store::error::corrupt;
@@ -171,14 +171,23 @@ impl WriteTx for RedbTx<'_> {
         Ok(())
     }
 
+    /// Ids carry their seq: no entry in `EVENT_IDS` (see `journal::event_id`).
+    fn event_id(&self, seq: u64) -> Uuid {
+        event_id(seq)
+    }
+
     fn insert_event(&mut self, event: EventRow<'_>) -> Result<(), StoreError> {
         let session = event.session.as_u128();
         self.events
             .insert((session, event.seq), event.record)
             .map_err(storage)?;
-        self.ids
-            .insert(event.id.as_u128(), (session, event.seq))
-            .map_err(storage)?;
+        // Only an id that does not carry its seq (a UUIDv7: older events,
+        // or a seq past `MAX_SEQ`) needs the index.
+        if seq_of(event.id) != Some(event.seq) {
+            self.ids
+                .insert(event.id.as_u128(), (session, event.seq))
+                .map_err(storage)?;
+        }
         Ok(())
     }
 
@@ -230,7 +239,9 @@ impl WriteTx for RedbTx<'_> {
             let seq = k.value().1;
             let event = decode_record(seq, v.value())
                 .ok_or_else(|| corrupt(format!("event {id}/{seq} is unreadable")))?;
-            ids.push(event.id.as_u128());
+            if seq_of(event.id) != Some(seq) {
+                ids.push(event.id.as_u128());
+            }
         }
         for event_id in ids {
             self.ids.remove(event_id).map_err(storage)?;
