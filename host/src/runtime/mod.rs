@@ -28,7 +28,6 @@ pub(crate) mod state;
 mod turn;
 mod whole;
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -122,7 +121,7 @@ pub struct Runtime {
     data_dir: PathBuf,
     store: Db,
     writer: WriterHandle,
-    deployments: Arc<Mutex<HashMap<Uuid, Deployed>>>,
+    deployments: Arc<Mutex<whole::Loaded<Deployed>>>,
     slots: Arc<Semaphore>,
     vault: Arc<Vault>,
     /// Turns scheduled and not yet finished.
@@ -433,7 +432,7 @@ impl Runtime {
         self.deployments
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(deployment, deployed.clone());
+            .keep(deployment, deployed.clone(), links_libraries);
         Ok(deployed)
     }
 
@@ -447,8 +446,7 @@ impl Runtime {
         self.deployments
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .get(&deployment)
-            .cloned()
+            .get(deployment)
     }
 }
 

@@ -12,7 +12,7 @@
 //! compile takes one core and never queues ahead of a deploy's own compile
 //! (on rayon's global pool) or takes every core from the turns.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Instant;
@@ -22,6 +22,44 @@ use wasmtime::Engine;
 
 use super::{Runtime, RuntimeError, artifacts, split};
 use crate::store::{Artifact, Db};
+
+/// The deployments loaded for turns, and those compiled whole since this
+/// process started: one lock, so that a load that read the linked
+/// artifact just before the whole one was recorded is not kept after it
+/// (the next turn loads the whole one).
+pub(super) struct Loaded<T> {
+    loaded: HashMap<Uuid, T>,
+    whole: HashSet<Uuid>,
+}
+
+impl<T> Default for Loaded<T> {
+    fn default() -> Self {
+        Loaded {
+            loaded: HashMap::new(),
+            whole: HashSet::new(),
+        }
+    }
+}
+
+impl<T: Clone> Loaded<T> {
+    pub(super) fn get(&self, deployment: Uuid) -> Option<T> {
+        self.loaded.get(&deployment).cloned()
+    }
+
+    /// Keeps a load, unless it links libraries that a whole compile has
+    /// replaced meanwhile.
+    pub(super) fn keep(&mut self, deployment: Uuid, loaded: T, links_libraries: bool) {
+        if !(links_libraries && self.whole.contains(&deployment)) {
+            self.loaded.insert(deployment, loaded);
+        }
+    }
+
+    /// The deployment's whole artifact is recorded: forget the linked load.
+    fn compiled_whole(&mut self, deployment: Uuid) {
+        self.whole.insert(deployment);
+        self.loaded.remove(&deployment);
+    }
+}
 
 /// The deployments compiled whole (or being compiled) by this process.
 #[derive(Default)]
@@ -93,7 +131,7 @@ impl Runtime {
             deployments
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .remove(&deployment);
+                .compiled_whole(deployment);
             tracing::info!(
                 %deployment,
                 duration_ms = started.elapsed().as_secs_f64() * 1000.0,
@@ -126,4 +164,29 @@ fn compile(
         .map_err(|e| RuntimeError::Load(format!("{e:#}")))?;
     let dir = artifacts::deployment_dir(data_dir, deployment);
     artifacts::store(engine, &dir, &original, &compiled).map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_linked_load_that_raced_the_whole_compile_is_not_kept() {
+        let mut loaded = Loaded::default();
+        let id = Uuid::now_v7();
+        loaded.keep(id, "linked", true);
+        assert_eq!(loaded.get(id), Some("linked"));
+        loaded.compiled_whole(id);
+        assert_eq!(loaded.get(id), None);
+        // A load that read the record before the whole artifact was
+        // recorded ends after it: the next turn loads again.
+        loaded.keep(id, "linked, late", true);
+        assert_eq!(loaded.get(id), None);
+        loaded.keep(id, "whole", false);
+        assert_eq!(loaded.get(id), Some("whole"));
+        // Other deployments are kept as loaded.
+        let other = Uuid::now_v7();
+        loaded.keep(other, "linked", true);
+        assert_eq!(loaded.get(other), Some("linked"));
+    }
 }
