@@ -9,6 +9,10 @@
 //! decide an HTTP status (409 on input, version numbers) are commands here,
 //! so they cannot race. The commands are in `domain/`, the way they travel
 //! in `commands.rs`.
+//!
+//! On an engine that applies a batch once (redb), the batch's new turns
+//! start once it is applied, during its commit (`start.rs`); whatever they
+//! read or write comes after it.
 
 use futures::FutureExt;
 use tokio::sync::{mpsc, oneshot};
