@@ -169,14 +169,15 @@ pub fn encode_record(
     // A `&str` always serializes; escaped in case a caller passes quotes.
     let _ = serde_json::to_writer(&mut record, created_at);
     record.push(b'}');
-    // Every piece above is UTF-8.
-    let json = String::from_utf8_lossy(&record[17..]);
-    let json = Arc::from(json.as_ref());
+    // Every piece above is UTF-8, so the lossy path never runs; the strict
+    // check is the fast one (word at a time over ASCII).
+    let json: Arc<str> = match std::str::from_utf8(&record[17..]) {
+        Ok(json) => Arc::from(json),
+        Err(_) => Arc::from(String::from_utf8_lossy(&record[17..]).as_ref()),
+    };
     (record, json)
 }
 
-/// Reads a stored record back. `None` for a record this version cannot read
-/// (which would be a bug or a newer format: never silently skipped by callers).
 /// The id of a stored record, without decoding the rest.
 pub(crate) fn record_id(bytes: &[u8]) -> Option<Uuid> {
     match bytes.split_first() {
@@ -185,6 +186,8 @@ pub(crate) fn record_id(bytes: &[u8]) -> Option<Uuid> {
     }
 }
 
+/// Reads a stored record back. `None` for a record this version cannot read
+/// (which would be a bug or a newer format: never silently skipped by callers).
 pub fn decode_record(seq: u64, bytes: &[u8]) -> Option<StoredEvent> {
     let (&version, rest) = bytes.split_first()?;
     if version != RECORD_V1 || rest.len() < 16 {
