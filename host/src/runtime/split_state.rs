@@ -129,6 +129,11 @@ pub(crate) fn split(module: &[u8]) -> Option<CodeAndState> {
     for (index, ty) in globals.into_iter().enumerate() {
         extra.push((global_name(index), EntityType::Global(ty)));
     }
+    let import_state = |imports: &mut ImportSection| {
+        for (name, ty) in &extra {
+            imports.import(STATE_MODULE, name, *ty);
+        }
+    };
     let mut code = wasm_encoder::Module::new();
     let mut imported = false;
     for payload in Parser::new(0).parse_all(module) {
@@ -164,9 +169,7 @@ pub(crate) fn split(module: &[u8]) -> Option<CodeAndState> {
                 let ty = reencoder.entity_type(import.ty).ok()?;
                 imports.import(import.module, import.name, ty);
             }
-            for (name, ty) in &extra {
-                imports.import(STATE_MODULE, name, *ty);
-            }
+            import_state(&mut imports);
             code.section(&imports);
             imported = true;
             continue;
@@ -176,9 +179,7 @@ pub(crate) fn split(module: &[u8]) -> Option<CodeAndState> {
         let custom_or_type = id == 0 || is(wasm_encoder::SectionId::Type);
         if !imported && !custom_or_type {
             let mut imports = ImportSection::new();
-            for (name, ty) in &extra {
-                imports.import(STATE_MODULE, name, *ty);
-            }
+            import_state(&mut imports);
             code.section(&imports);
             imported = true;
         }

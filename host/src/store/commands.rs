@@ -118,11 +118,19 @@ impl<O: Op> Queued for Pending<O> {
 pub(super) type Command = Box<dyn Queued>;
 
 fn queued<O: Op>(op: O, reply: Reply<O::Output>) -> Command {
+    queued_starting(op, reply, None)
+}
+
+fn queued_starting<O: Op>(
+    op: O,
+    reply: Reply<O::Output>,
+    early: Option<EarlyStart<O::Output>>,
+) -> Command {
     Box::new(Pending {
         op,
         result: None,
         reply,
-        early: None,
+        early,
     })
 }
 
@@ -146,14 +154,8 @@ impl WriterHandle {
         early: Option<EarlyStart<O::Output>>,
     ) -> Result<O::Output, StoreError> {
         let (reply, rx) = oneshot::channel();
-        let command = Box::new(Pending {
-            op,
-            result: None,
-            reply,
-            early,
-        });
         self.tx
-            .send(command)
+            .send(queued_starting(op, reply, early))
             .await
             .map_err(|_| StoreError::WriterGone)?;
         rx.await.map_err(|_| StoreError::WriterGone)?
