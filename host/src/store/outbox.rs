@@ -24,6 +24,12 @@ use crate::journal::NewEvent;
 /// Resolves once the events it was handed out for are committed (or failed).
 pub(super) type AppendAck = Shared<oneshot::Receiver<Result<(), StoreError>>>;
 
+/// A new `AppendAck`, and where the writer sends the commit's result to it.
+pub(super) fn append_ack() -> (oneshot::Sender<Result<(), StoreError>>, AppendAck) {
+    let (reply, ack) = oneshot::channel();
+    (reply, ack.shared())
+}
+
 /// The events of one turn not yet taken by the writer.
 pub struct Outbox {
     pub(super) session: Uuid,
@@ -90,8 +96,7 @@ impl Outbox {
             queued.events.clear();
         }
         queued.events.extend(events);
-        let (reply, ack) = oneshot::channel();
-        let ack = ack.shared();
+        let (reply, ack) = append_ack();
         queued.pending = Some(ack.clone());
         queued.last = Some(ack.clone());
         (ack, Some(reply))

@@ -14,7 +14,6 @@
 //! start once it is applied, during its commit (`start.rs`); whatever they
 //! read or write comes after it.
 
-use futures::FutureExt;
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
@@ -22,6 +21,7 @@ use super::batch::{Batch, Changes, WriterState};
 use super::commands::{Command, QUEUE, WriterHandle};
 use super::domain::Quotas;
 use super::engine::WriteEngine;
+use super::outbox::{AppendAck, append_ack};
 use super::start::Committed;
 use super::{CurrentRedactor, Db, StoreError};
 
@@ -108,7 +108,7 @@ impl Writer {
         let mut sessions: Vec<Uuid> = commands.iter().filter_map(|c| c.session()).collect();
         let early = engine.applies_once();
         // What the batch's early-started turns wait for before they read.
-        let mut committed: Option<(oneshot::Sender<Result<(), StoreError>>, Committed)> = None;
+        let mut committed: Option<(oneshot::Sender<Result<(), StoreError>>, AppendAck)> = None;
         let result = engine.transact(&mut |tx| {
             tx.lock_sessions(&mut sessions)?;
             let mut batch = Batch::new(tx, state);
@@ -122,11 +122,8 @@ impl Writer {
             if early {
                 for command in commands.iter_mut() {
                     command.applied(&mut || {
-                        let (_, ack) = committed.get_or_insert_with(|| {
-                            let (tx, rx) = oneshot::channel();
-                            (tx, Committed(rx.shared()))
-                        });
-                        ack.clone()
+                        let (_, ack) = committed.get_or_insert_with(append_ack);
+                        Committed(ack.clone())
                     });
                 }
             }
