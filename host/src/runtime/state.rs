@@ -2,8 +2,11 @@
 
 use std::time::{Duration, Instant};
 
-use wasmtime::component::ResourceTable;
+use wasmtime::component::{Resource, ResourceTable};
 use wasmtime::{ResourceLimiter, Store, UpdateDeadline};
+use wasmtime_wasi::filesystem::{WasiFilesystemCtxView, WasiFilesystemView};
+use wasmtime_wasi::p2::bindings::filesystem::preopens;
+use wasmtime_wasi::p2::bindings::filesystem::types::Descriptor;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
@@ -27,7 +30,20 @@ pub(crate) struct InstanceData {
     pub(super) turn: Option<TurnCtx>,
     /// The message the guest's panic hook reported, if any.
     pub(super) panic: Option<String>,
+    /// Who answers `wasi:filesystem/preopens` in a linker that asks this
+    /// state (`preopens::Host` below); `None` in every instance of a turn.
+    preopens: Option<PreopensHook>,
 }
+
+/// Answers a guest's `get-directories` from the WASI context's own
+/// preopens, or none, as its owner decides: a Python build's snapshot
+/// shows the project to its loader only (`cli::lang::python_snapshot`),
+/// in a store of this type so that the WASI host functions are compiled
+/// once for the runtime and the build.
+pub(crate) type PreopensHook = Box<
+    dyn FnMut(WasiFilesystemCtxView<'_>) -> wasmtime::Result<Vec<(Resource<Descriptor>, String)>>
+        + Send,
+>;
 
 impl InstanceData {
     /// A state with no turn yet (`describe`, a spare instance), whose guest
@@ -58,7 +74,30 @@ impl InstanceData {
             stderr,
             turn: None,
             panic: None,
+            preopens: None,
         }
+    }
+
+    /// A state for a build's snapshot: `wasi` as its owner made it (its
+    /// output and preopens), and `preopens` answering the guest's
+    /// `get-directories` in a linker that links `preopens::Host` for this
+    /// type. No turn, no limits but those the owner arms.
+    pub(crate) fn for_build(wasi: WasiCtx, preopens: PreopensHook) -> InstanceData {
+        let mut state = InstanceData::new(&[] as &[(&str, &str)], usize::MAX);
+        state.wasi = wasi;
+        state.preopens = Some(preopens);
+        state
+    }
+}
+
+impl preopens::Host for InstanceData {
+    fn get_directories(&mut self) -> wasmtime::Result<Vec<(Resource<Descriptor>, String)>> {
+        let Some(mut hook) = self.preopens.take() else {
+            return preopens::Host::get_directories(&mut self.filesystem());
+        };
+        let directories = hook(self.filesystem());
+        self.preopens = Some(hook);
+        directories
     }
 }
 

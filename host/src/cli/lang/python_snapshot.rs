@@ -5,7 +5,7 @@
 //! componentize-py writes its own snapshot.
 //!
 //! The instance sees the project and the base's staged files read-only
-//! (to the loader only: see `get_directories` below), an environment
+//! (to the loader only: see `loader_only_preopens` below), an environment
 //! holding only `AGENTHOST_PYTHON_SNAPSHOT`, traps for the agenthost host
 //! functions and outbound HTTP refused, as `describe` at deploy time: an
 //! app that calls them while it is imported fails the build. The
@@ -20,18 +20,15 @@ use std::time::Instant;
 use anyhow::{Context, anyhow};
 use component_init_transform::Invoker;
 use wasmtime::component::types::ComponentItem;
-use wasmtime::component::{Component, HasSelf, Instance, Linker, Resource, ResourceTable};
+use wasmtime::component::{Component, HasSelf, Instance, Linker};
 use wasmtime::{Engine, Store};
-use wasmtime_wasi::filesystem::WasiFilesystemView;
 use wasmtime_wasi::p2::bindings::filesystem::preopens;
-use wasmtime_wasi::p2::bindings::filesystem::types::Descriptor;
 use wasmtime_wasi::p2::pipe::{MemoryInputPipe, MemoryOutputPipe};
-use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
-use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder};
 
 use super::{base_cache, init_limit};
 use crate::runtime::bindings::Agent;
-use crate::runtime::outbound::NoOutbound;
+use crate::runtime::state::{InstanceData, PreopensHook};
 
 /// The variable `agenthost._loader` looks for (`SNAPSHOT_VAR` there).
 const SNAPSHOT_VAR: &str = "AGENTHOST_PYTHON_SNAPSHOT";
@@ -88,24 +85,18 @@ async fn run(bytes: Vec<u8>, cache: PathBuf, mounts: Mounts) -> anyhow::Result<V
             tracing::debug!(elapsed = ?started.elapsed(), "python snapshot: base instrumented");
             let component = compiled(&engine, &cache, &instrumented)?;
             tracing::debug!(elapsed = ?started.elapsed(), "python snapshot: instrumented base loaded");
+            // The runtime's store type, so the WASI and HTTP host functions
+            // are the runtime's own (compiled once into the binary), with
+            // `get-directories` answered by `loader_only_preopens`.
             let mut linker = Linker::new(&engine);
             wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
             linker.allow_shadowing(true);
-            preopens::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
+            preopens::add_to_linker::<InstanceData, HasSelf<InstanceData>>(&mut linker, |s| s)?;
             linker.allow_shadowing(false);
             wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
             agenthost_as_traps(&engine, &mut linker, &component)?;
-            let mut store = Store::new(
-                &engine,
-                State {
-                    wasi,
-                    table: ResourceTable::new(),
-                    http: WasiHttpCtx::new(),
-                    no_outbound: NoOutbound,
-                    preopen_calls: 0,
-                    files_used: files_used.clone(),
-                },
-            );
+            let state = InstanceData::for_build(wasi, loader_only_preopens(files_used.clone()));
+            let mut store = Store::new(&engine, state);
             let armed = limits.arm(&mut store)?;
             let instance = linker.instantiate_async(&mut store, &component).await?;
             let agent = Agent::new(&mut store, &instance)?;
@@ -148,7 +139,7 @@ async fn run(bytes: Vec<u8>, cache: PathBuf, mounts: Mounts) -> anyhow::Result<V
 /// would also shadow the WASI instances the linker matches by semver.)
 fn agenthost_as_traps(
     engine: &Engine,
-    linker: &mut Linker<State>,
+    linker: &mut Linker<InstanceData>,
     component: &Component,
 ) -> anyhow::Result<()> {
     for (name, import) in component.component_type().imports(engine) {
@@ -240,61 +231,31 @@ fn compiled(engine: &Engine, cache: &Path, instrumented: &[u8]) -> anyhow::Resul
     )
 }
 
-/// The snapshot instance's `Store` data.
-struct State {
-    wasi: WasiCtx,
-    table: ResourceTable,
-    http: WasiHttpCtx,
-    no_outbound: NoOutbound,
-    /// Calls of `get-directories` so far (see its `Host` impl).
-    preopen_calls: u32,
-    /// Set when wasi-libc asked for the preopens after the loader.
-    files_used: Arc<AtomicBool>,
-}
-
 /// The preopens, to `agenthost._loader` only. wasi-libc asks for them once
 /// it first needs a path and keeps what it got, and the snapshot would keep
 /// that: so only the second call (the loader's: it asks twice if its first
 /// call is the first) gets the mounts, and every other call none, the
 /// agent's run-time truth. A call after the loader's is wasi-libc's: the app
-/// (or a traceback being printed) looked for a file.
-impl preopens::Host for State {
-    fn get_directories(&mut self) -> wasmtime::Result<Vec<(Resource<Descriptor>, String)>> {
-        self.preopen_calls += 1;
-        match self.preopen_calls {
+/// (or a traceback being printed) looked for a file; `files_used` is set.
+fn loader_only_preopens(files_used: Arc<AtomicBool>) -> PreopensHook {
+    let mut calls = 0u32;
+    Box::new(move |mut filesystem| {
+        calls += 1;
+        match calls {
             1 => Ok(Vec::new()),
-            2 => preopens::Host::get_directories(&mut self.filesystem()),
+            2 => preopens::Host::get_directories(&mut filesystem),
             _ => {
-                self.files_used.store(true, Ordering::Relaxed);
+                files_used.store(true, Ordering::Relaxed);
                 Ok(Vec::new())
             }
         }
-    }
-}
-
-impl WasiHttpView for State {
-    fn http(&mut self) -> WasiHttpCtxView<'_> {
-        WasiHttpCtxView {
-            ctx: &mut self.http,
-            table: &mut self.table,
-            hooks: &mut self.no_outbound,
-        }
-    }
-}
-
-impl WasiView for State {
-    fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView {
-            ctx: &mut self.wasi,
-            table: &mut self.table,
-        }
-    }
+    })
 }
 
 /// What `component-init-transform` reads the snapshot through: the
 /// functions it added to the instrumented component.
 struct Snapshotted {
-    store: Store<State>,
+    store: Store<InstanceData>,
     instance: Instance,
 }
 
