@@ -638,7 +638,7 @@ fn interpreter_modules(component: &[u8]) -> Vec<String> {
             unchecked_range, ..
         } = payload.unwrap()
         {
-            let module = &component[unchecked_range.start as usize..unchecked_range.end as usize];
+            let module = &component[unchecked_range];
             let (mut code, mut defines_memory) = (0, false);
             for inner in Parser::new(0).parse_all(module) {
                 match inner.unwrap() {

@@ -360,10 +360,8 @@ fn shifted(from: Option<u32>, index: u32) -> u32 {
     }
 }
 
-fn slice<'a>(bytes: &'a [u8], range: &Range<u64>) -> &'a [u8] {
-    let start = usize::try_from(range.start).unwrap_or(usize::MAX);
-    let end = usize::try_from(range.end).unwrap_or(usize::MAX);
-    bytes.get(start..end).unwrap_or_default()
+fn slice<'a>(bytes: &'a [u8], range: &Range<usize>) -> &'a [u8] {
+    bytes.get(range.clone()).unwrap_or_default()
 }
 
 fn copy(component: &[u8], payload: &Payload<'_>, out: &mut wasm_encoder::Component) {

@@ -218,10 +218,8 @@ fn constant(reader: wasmparser::OperatorsReader<'_>) -> bool {
 /// The id and the contents of a section of `module`.
 fn section_bytes(
     module: &[u8],
-    section: Option<(u8, std::ops::Range<u64>)>,
+    section: Option<(u8, std::ops::Range<usize>)>,
 ) -> Option<(u8, &[u8])> {
     let (id, range) = section?;
-    let start = usize::try_from(range.start).ok()?;
-    let end = usize::try_from(range.end).ok()?;
-    Some((id, module.get(start..end)?))
+    Some((id, module.get(range)?))
 }

@@ -1,8 +1,8 @@
 //! The second snapshot of a Python build: the cached base component
 //! (`python_base`) run in this process, its `describe` called so that
 //! `agenthost._loader` imports the project's `app`, and the memory and
-//! globals written into a new component by `component-init-transform`, as
-//! componentize-py writes its own snapshot.
+//! globals written into a new component by wasmtime's wizer (its component
+//! mode), as componentize-py writes its own snapshot.
 //!
 //! The instance sees the project and the base's staged files read-only
 //! (to the loader only: see `loader_only_preopens` below), an environment
@@ -18,13 +18,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use anyhow::{Context, anyhow};
-use component_init_transform::Invoker;
 use wasmtime::component::types::ComponentItem;
-use wasmtime::component::{Component, HasSelf, Instance, Linker};
+use wasmtime::component::{Component, ComponentType, HasSelf, Instance, Lift, Linker, WasmList};
 use wasmtime::{Engine, Store};
 use wasmtime_wasi::p2::bindings::filesystem::preopens;
 use wasmtime_wasi::p2::pipe::{MemoryInputPipe, MemoryOutputPipe};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder};
+use wasmtime_wizer::{ComponentInstanceState, Wizer};
 
 use super::{base_cache, init_limit};
 use crate::runtime::bindings::Agent;
@@ -78,37 +78,47 @@ async fn run(bytes: Vec<u8>, cache: PathBuf, mounts: Mounts) -> anyhow::Result<V
     let files_used = Arc::new(AtomicBool::new(false));
     let used = files_used.clone();
     let started = Instant::now();
-    let limit = Arc::new(init_limit::Limit::from_env()?);
-    let limits = limit.clone();
-    let init = component_init_transform::initialize(&bytes, move |instrumented| {
-        Box::pin(async move {
-            tracing::debug!(elapsed = ?started.elapsed(), "python snapshot: base instrumented");
-            let component = compiled(&engine, &cache, &instrumented)?;
-            tracing::debug!(elapsed = ?started.elapsed(), "python snapshot: instrumented base loaded");
-            // The runtime's store type, so the WASI and HTTP host functions
-            // are the runtime's own (compiled once into the binary), with
-            // `get-directories` answered by `loader_only_preopens`.
-            let mut linker = Linker::new(&engine);
-            wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
-            linker.allow_shadowing(true);
-            preopens::add_to_linker::<InstanceData, HasSelf<InstanceData>>(&mut linker, |s| s)?;
-            linker.allow_shadowing(false);
-            wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
-            agenthost_as_traps(&engine, &mut linker, &component)?;
-            let state = InstanceData::for_build(wasi, loader_only_preopens(files_used.clone()));
-            let mut store = Store::new(&engine, state);
-            let armed = limits.arm(&mut store)?;
-            let instance = linker.instantiate_async(&mut store, &component).await?;
-            let agent = Agent::new(&mut store, &instance)?;
-            agent
-                .agenthost_agent_guest()
-                .call_describe(&mut store)
-                .await?;
-            drop(armed);
-            tracing::debug!(elapsed = ?started.elapsed(), "python snapshot: app imported");
-            Ok(Box::new(Snapshotted { store, instance }) as Box<dyn Invoker>)
-        })
-    })
+    let limit = init_limit::Limit::from_env()?;
+    let wizer = Wizer::new();
+    let init = async {
+        let (instrumented_base, instrumented) = wizer.instrument_component(&bytes)?;
+        tracing::debug!(elapsed = ?started.elapsed(), "python snapshot: base instrumented");
+        let component = compiled(&engine, &cache, &instrumented)?;
+        tracing::debug!(elapsed = ?started.elapsed(), "python snapshot: instrumented base loaded");
+        // The runtime's store type, so the WASI and HTTP host functions
+        // are the runtime's own (compiled once into the binary), with
+        // `get-directories` answered by `loader_only_preopens`.
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        linker.allow_shadowing(true);
+        preopens::add_to_linker::<InstanceData, HasSelf<InstanceData>>(&mut linker, |s| s)?;
+        linker.allow_shadowing(false);
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
+        agenthost_as_traps(&engine, &mut linker, &component)?;
+        let state = InstanceData::for_build(wasi, loader_only_preopens(files_used));
+        let mut store = Store::new(&engine, state);
+        let armed = limit.arm(&mut store)?;
+        let instance = linker.instantiate_async(&mut store, &component).await?;
+        let agent = Agent::new(&mut store, &instance)?;
+        agent
+            .agenthost_agent_guest()
+            .call_describe(&mut store)
+            .await?;
+        drop(armed);
+        tracing::debug!(elapsed = ?started.elapsed(), "python snapshot: app imported");
+        let mut snapshotted = Snapshotted {
+            store,
+            instance,
+            failed: None,
+        };
+        let snapshot = wizer
+            .snapshot_component(&instrumented_base, &mut snapshotted)
+            .await?;
+        match snapshotted.failed {
+            Some(err) => Err(err.context("cannot read the imported app's state")),
+            None => Ok(snapshot),
+        }
+    }
     .await;
     tracing::debug!(elapsed = ?started.elapsed(), "python snapshot: written");
     init.map_err(|err| {
@@ -210,13 +220,14 @@ fn context(
 /// The instrumented base, compiled: from the cache when this engine
 /// compiled it before, else compiled and kept.
 ///
-/// Keyed by the engine alone: a base directory holds one base, and the
-/// instrumentation of a base differs from run to run only in the order of
-/// its added exports, which are looked up by name.
+/// Keyed by the engine and the instrumenter alone: a base directory holds
+/// one base, and wizer instruments a base the same way every time. (The
+/// `instrumented-*.cwasm` files of component-init-transform, which made
+/// the snapshot before wizer, are another instrumentation: not read.)
 fn compiled(engine: &Engine, cache: &Path, instrumented: &[u8]) -> anyhow::Result<Component> {
     let fingerprint = crate::runtime::fingerprint(engine);
     base_cache::compiled(
-        &cache.join(format!("instrumented-{fingerprint}.cwasm")),
+        &cache.join(format!("wizer-instrumented-{fingerprint}.cwasm")),
         // SAFETY: the file is `Engine::precompile_component`'s output for an
         // engine of this fingerprint, written atomically (a rename) by
         // `base_cache::compiled` into the user's own cache, beside the base
@@ -252,44 +263,78 @@ fn loader_only_preopens(files_used: Arc<AtomicBool>) -> PreopensHook {
     })
 }
 
-/// What `component-init-transform` reads the snapshot through: the
-/// functions it added to the instrumented component.
+/// What wizer reads the snapshot through: the functions it added to the
+/// instrumented component (`wasmtime:wizer/access`). Its trait cannot fail,
+/// so the first failure is kept in `failed`, every later read skipped, and
+/// the snapshot refused.
 struct Snapshotted {
     store: Store<InstanceData>,
     instance: Instance,
+    failed: Option<anyhow::Error>,
 }
 
 impl Snapshotted {
-    async fn call<R>(&mut self, function: &str) -> anyhow::Result<R>
+    async fn call<R>(&mut self, instance: &str, function: &str) -> Option<R>
     where
-        R: wasmtime::component::ComponentType + wasmtime::component::Lift + Send + Sync + 'static,
+        R: ComponentType + Lift + Send + Sync + 'static,
     {
+        if self.failed.is_some() {
+            return None;
+        }
+        match self.try_call(instance, function).await {
+            Ok(value) => Some(value),
+            Err(err) => {
+                self.failed = Some(err);
+                None
+            }
+        }
+    }
+
+    async fn try_call<R>(&mut self, instance: &str, function: &str) -> anyhow::Result<R>
+    where
+        R: ComponentType + Lift + Send + Sync + 'static,
+    {
+        let missing = || anyhow!("the instrumented component exports no `{instance}#{function}`");
+        let (_, exported) = self
+            .instance
+            .get_export(&mut self.store, None, instance)
+            .ok_or_else(missing)?;
+        let (_, index) = self
+            .instance
+            .get_export(&mut self.store, Some(&exported), function)
+            .ok_or_else(missing)?;
         let func = self
             .instance
-            .get_typed_func::<(), (R,)>(&mut self.store, function)?;
+            .get_typed_func::<(), (R,)>(&mut self.store, index)?;
         Ok(func.call_async(&mut self.store, ()).await?.0)
     }
 }
 
-#[async_trait::async_trait]
-impl Invoker for Snapshotted {
-    async fn call_s32(&mut self, function: &str) -> anyhow::Result<i32> {
-        self.call(function).await
+impl ComponentInstanceState for Snapshotted {
+    async fn call_func_ret_list_u8(
+        &mut self,
+        instance: &str,
+        func: &str,
+        contents: impl FnOnce(&[u8]) + Send,
+    ) {
+        if let Some(list) = self.call::<WasmList<u8>>(instance, func).await {
+            contents(list.as_le_slice(&self.store));
+        }
     }
 
-    async fn call_s64(&mut self, function: &str) -> anyhow::Result<i64> {
-        self.call(function).await
+    async fn call_func_ret_s32(&mut self, instance: &str, func: &str) -> i32 {
+        self.call(instance, func).await.unwrap_or_default()
     }
 
-    async fn call_f32(&mut self, function: &str) -> anyhow::Result<f32> {
-        self.call(function).await
+    async fn call_func_ret_s64(&mut self, instance: &str, func: &str) -> i64 {
+        self.call(instance, func).await.unwrap_or_default()
     }
 
-    async fn call_f64(&mut self, function: &str) -> anyhow::Result<f64> {
-        self.call(function).await
+    async fn call_func_ret_f32(&mut self, instance: &str, func: &str) -> u32 {
+        self.call(instance, func).await.map_or(0, f32::to_bits)
     }
 
-    async fn call_list_u8(&mut self, function: &str) -> anyhow::Result<Vec<u8>> {
-        self.call(function).await
+    async fn call_func_ret_f64(&mut self, instance: &str, func: &str) -> u64 {
+        self.call(instance, func).await.map_or(0, f64::to_bits)
     }
 }

@@ -258,9 +258,8 @@ pub(super) fn transplant(stubbed: &[u8], wizened: &[u8]) -> anyhow::Result<Vec<u
                     }
                 }
             }
-            if let Some((id, range)) = payload.as_section() {
-                let to_usize = |at: u64| usize::try_from(at).context("a section beyond memory");
-                found.push((id, to_usize(range.start)?..to_usize(range.end)?));
+            if let Some(section) = payload.as_section() {
+                found.push(section);
             }
         }
         Ok(found)
