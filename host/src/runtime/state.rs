@@ -61,6 +61,27 @@ impl InstanceData {
             .stdout(stdout.clone())
             .stderr(stderr.clone())
             .build();
+        InstanceData::with(wasi, stdout, stderr, memory_bytes, None)
+    }
+
+    /// A state for a build's snapshot: `wasi` as its owner made it (its
+    /// output and preopens), and `preopens` answering the guest's
+    /// `get-directories` in a linker that links `preopens::Host` for this
+    /// type. No turn, no limits but those the owner arms; the guest's output
+    /// goes where `wasi` sends it, so the captured outputs stay empty.
+    pub(crate) fn for_build(wasi: WasiCtx, preopens: PreopensHook) -> InstanceData {
+        let (stdout, stderr) = (CappedOutput::new(0), CappedOutput::new(0));
+        InstanceData::with(wasi, stdout, stderr, usize::MAX, Some(preopens))
+    }
+
+    /// The state around a WASI context: what `new` and `for_build` share.
+    fn with(
+        wasi: WasiCtx,
+        stdout: CappedOutput,
+        stderr: CappedOutput,
+        memory_bytes: usize,
+        preopens: Option<PreopensHook>,
+    ) -> InstanceData {
         InstanceData {
             wasi,
             table: ResourceTable::new(),
@@ -74,19 +95,8 @@ impl InstanceData {
             stderr,
             turn: None,
             panic: None,
-            preopens: None,
+            preopens,
         }
-    }
-
-    /// A state for a build's snapshot: `wasi` as its owner made it (its
-    /// output and preopens), and `preopens` answering the guest's
-    /// `get-directories` in a linker that links `preopens::Host` for this
-    /// type. No turn, no limits but those the owner arms.
-    pub(crate) fn for_build(wasi: WasiCtx, preopens: PreopensHook) -> InstanceData {
-        let mut state = InstanceData::new(&[] as &[(&str, &str)], usize::MAX);
-        state.wasi = wasi;
-        state.preopens = Some(preopens);
-        state
     }
 }
 
