@@ -30,12 +30,39 @@ pub(crate) enum Scope {
     Session(Uuid),
 }
 
-/// Who is calling: the verified key (or the key behind a stream token).
+/// Who is calling: the verified key (or the key behind a stream token), or
+/// an end user of one app (`end_users`).
 #[derive(Debug, Clone)]
 pub(crate) struct Principal {
+    /// The API key's id; for an end user, `user:<app>:<hash of the user id>`
+    /// (the namespace of their `Idempotency-Key`s, rate limit and stream tokens).
     pub key_id: String,
     pub name: String,
     pub scope: Scope,
+    /// The end user this caller is (scope `App`), authenticated by an
+    /// end-user token; `None` for an API key or a stream token.
+    pub user: Option<Arc<EndUser>>,
+}
+
+/// An authenticated end user of one app.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct EndUser {
+    /// The user id (`sub` of the token).
+    pub id: String,
+    /// The claims the app lets through (`[end_users] claims`), nothing else.
+    pub claims: serde_json::Map<String, serde_json::Value>,
+}
+
+/// The prefix of an end user's `Principal::key_id`.
+pub(crate) const END_USER_KEY_PREFIX: &str = "user:";
+
+impl EndUser {
+    /// The `Principal::key_id` of this user of `app`: fixed length, no `.`
+    /// (it goes into stream tokens), and the same on every host.
+    pub(crate) fn key_id(&self, app: Uuid) -> String {
+        let hash = hex::encode(&sha256(&self.id)[..16]);
+        format!("{END_USER_KEY_PREFIX}{}:{hash}", app.simple())
+    }
 }
 
 impl Principal {
@@ -52,13 +79,26 @@ impl Principal {
         }
     }
 
-    /// May this caller reach `session` (of `app`)?
-    pub(crate) fn may_use_session(&self, session: Uuid, app: Uuid) -> bool {
+    /// May this caller reach `session` (of `app`, owned by end user
+    /// `owner`)? An end user reaches only their own sessions, and a bare
+    /// invocation key only sessions no end user owns.
+    pub(crate) fn may_use_session(&self, session: Uuid, app: Uuid, owner: Option<&str>) -> bool {
         match self.scope {
             Scope::Platform => true,
-            Scope::App(own) => own == app,
+            Scope::App(own) => own == app && self.user_id() == owner,
             Scope::Session(own) => own == session,
         }
+    }
+
+    /// The end user's id, for an end user.
+    pub(crate) fn user_id(&self) -> Option<&str> {
+        self.user.as_deref().map(|user| user.id.as_str())
+    }
+
+    /// An invocation key with no end user behind it (the key a frontend
+    /// ships): what it names must be unguessable.
+    pub(crate) fn is_bare_invocation(&self) -> bool {
+        matches!(self.scope, Scope::App(_)) && self.user.is_none()
     }
 }
 
@@ -177,6 +217,7 @@ impl Keys {
                 key_id: record.id.clone(),
                 name: record.name.clone(),
                 scope,
+                user: None,
             },
             touched: AtomicU64::new(0),
         };

@@ -12,6 +12,7 @@ mod api;
 mod build;
 mod cli;
 mod cluster;
+mod end_users;
 mod expiry;
 mod journal;
 mod keys;

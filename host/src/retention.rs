@@ -47,6 +47,7 @@ pub(crate) async fn purge(
             status: Some(SessionStatus::Ended),
             before,
             limit: PAGE,
+            end_user: None,
         };
         let page = store.read(move |s| s.sessions(&filter)).await?;
         for record in &page {

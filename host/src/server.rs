@@ -113,6 +113,7 @@ impl Server {
         }
         let keys = load_keys(&store, &writer, &options).await?;
         let tokens = StreamTokens::new(&master);
+        let end_users = crate::end_users::EndUsers::new(&master);
         let runtime = Runtime::new(
             options.data_dir.clone(),
             store.clone(),
@@ -171,6 +172,7 @@ impl Server {
             keys,
             vault,
             tokens,
+            end_users,
             boot_id,
             shutdown,
             cors_origins: options.cors_origins,

@@ -12,7 +12,7 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use uuid::Uuid;
 
-use crate::keys::{Keys, Principal, Scope};
+use crate::keys::{END_USER_KEY_PREFIX, Keys, Principal, Scope};
 use crate::secrets::MasterKey;
 
 /// How long a stream token is valid (for connecting; an open stream stays open).
@@ -69,13 +69,16 @@ impl StreamTokens {
         }
         let tag = hex::decode(tag).ok()?;
         self.mac(body).verify_slice(&tag).ok()?;
-        if expires.parse::<u64>().ok()? <= unix_now() || !keys.contains(key_id) {
+        // An end user's token names no API key: it lives for its TTL.
+        let end_user = key_id.starts_with(END_USER_KEY_PREFIX);
+        if expires.parse::<u64>().ok()? <= unix_now() || !(end_user || keys.contains(key_id)) {
             return None;
         }
         Some(Principal {
             key_id: key_id.to_string(),
             name: "stream token".into(),
             scope: Scope::Session(Uuid::parse_str(session).ok()?),
+            user: None,
         })
     }
 }

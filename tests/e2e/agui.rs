@@ -308,20 +308,28 @@ async fn the_ag_ui_binding_refuses_what_it_cannot_run() {
     assert_eq!(types(&events), ["RUN_ERROR"]);
     assert_eq!(events[0]["code"], "conflict");
 
-    // An invocation key of the app runs threads but cannot decide; one of
-    // another app does not see the app.
+    // An invocation key of the app runs threads (with unguessable ids: every
+    // end user holds that key) but cannot decide; one of another app does
+    // not see the app.
     let (_, invocation) = server.mint_key("invocation", "web", Some("ops")).await;
+    let (status, body) = run(&server, &invocation, path, input("t3", "list")).await;
+    assert_eq!(
+        (status, body[0]["error"]["code"].as_str()),
+        (422, Some("guessable_name")),
+        "a short threadId with a bare invocation key"
+    );
     let resume = json!({
         "threadId": "t1", "runId": "r", "messages": [],
         "resume": [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"approved": false}}]
     });
     let (status, body) = run(&server, &invocation, path, resume.clone()).await;
     assert_eq!(status, 403, "{body:?}");
-    let (status, _) = run(&server, &invocation, path, input("t3", "list")).await;
+    let t3 = "0b4c3d2e-1f5a-4b6c-8d7e-9f0a1b2c3d4e";
+    let (status, _) = run(&server, &invocation, path, input(t3, "list")).await;
     assert_eq!(status, 200);
     server.deploy("hello", &support::guest("hello")).await;
     let (_, other) = server.mint_key("invocation", "other", Some("hello")).await;
-    let (status, body) = run(&server, &other, path, input("t1", "list")).await;
+    let (status, body) = run(&server, &other, path, input(t3, "list")).await;
     assert_eq!(
         (status, body[0]["error"]["code"].as_str()),
         (404, Some("app_not_found"))

@@ -14,6 +14,9 @@ struct Keys {
     own: String,
     other: String,
     revoked: String,
+    /// End-user tokens of a user of `mine` and of a user of `theirs`.
+    own_user: String,
+    other_user: String,
 }
 
 async fn setup() -> (tempfile::TempDir, Server, Keys, String, String) {
@@ -53,6 +56,8 @@ async fn setup_with_spare() -> (tempfile::TempDir, Server, Keys, (String, String
         own,
         other,
         revoked,
+        own_user: server.end_user_token("mine", "ada").await,
+        other_user: server.end_user_token("theirs", "bob").await,
     };
     let deployment = mine["id"].as_str().unwrap().to_string();
     (dir, server, keys, (session, spare), deployment)
@@ -115,7 +120,7 @@ async fn every_endpoint_answers_every_kind_of_key_as_the_matrix_says() {
     let malformed = format!("ahp_{}_{}", "0".repeat(16), "0".repeat(64));
     let mut unauthorized_bodies: Vec<Value> = Vec::new();
     for endpoint in endpoints() {
-        let cases: [(&str, Option<&str>); 7] = [
+        let cases: [(&str, Option<&str>); 9] = [
             ("no key", None),
             ("bad key", Some("not-a-key")),
             ("malformed key", Some(&malformed)),
@@ -123,6 +128,8 @@ async fn every_endpoint_answers_every_kind_of_key_as_the_matrix_says() {
             ("platform key", Some(&keys.platform)),
             ("own-app invocation key", Some(&keys.own)),
             ("other-app invocation key", Some(&keys.other)),
+            ("own-app end user", Some(&keys.own_user)),
+            ("other-app end user", Some(&keys.other_user)),
         ];
         for (label, key) in cases {
             let mut builder = request(
@@ -156,6 +163,8 @@ async fn every_endpoint_answers_every_kind_of_key_as_the_matrix_says() {
                 endpoint.method, endpoint.path
             );
             let session_scoped = matches!(endpoint.access, Access::Session | Access::SessionStream);
+            // The matrix's sessions belong to no end user.
+            let names_session = endpoint.path.starts_with("/sessions/");
             match (endpoint.access, label) {
                 (Access::Public, _) => assert!(status < 400, "{what}"),
                 (_, "no key" | "bad key" | "malformed key" | "revoked key") => {
@@ -166,6 +175,24 @@ async fn every_endpoint_answers_every_kind_of_key_as_the_matrix_says() {
                 (Access::Platform, _) => {
                     assert_eq!(status, 403, "{what}");
                     assert_eq!(body["error"]["code"], "forbidden", "{what}");
+                }
+                (Access::EndUser, "own-app invocation key" | "other-app invocation key") => {
+                    assert_eq!(status, 403, "{what}: a bare invocation key lists nothing");
+                    assert_eq!(body["error"]["code"], "forbidden", "{what}");
+                }
+                (Access::EndUser, _) => assert_eq!(status, 200, "{what}"),
+                (_, "own-app end user" | "other-app end user") if names_session => {
+                    assert_eq!(
+                        status, 404,
+                        "{what}: another's session does not exist for it"
+                    )
+                }
+                (_, "own-app end user") if session_scoped => {
+                    assert!(![401, 403, 404].contains(&status), "{what}")
+                }
+                (_, "other-app end user") if session_scoped => {
+                    assert_eq!(status, 401, "{what}");
+                    assert_eq!(body["error"]["code"], "token_for_another_app", "{what}");
                 }
                 (_, "own-app invocation key") if session_scoped => {
                     assert!(![401, 403, 404].contains(&status), "{what}")

@@ -39,7 +39,7 @@ pub(super) async fn decide(
     let key = key_of(&headers)?;
     let session = session_id(&id)?;
     let path = format!("/sessions/{session}/approval");
-    let key = idempotency(key, &principal, Fingerprint::json("POST", &path, &body)?);
+    let key = idempotency(key, &principal, Fingerprint::json("POST", &path, &body)?)?;
     let approver = match body.approver.map(|a| a.trim().to_string()) {
         None => principal.name.clone(),
         Some(a) if a.is_empty() || a.len() > MAX_APPROVER => {

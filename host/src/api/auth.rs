@@ -1,8 +1,10 @@
 //! Authentication of every endpoint but the health checks, by the access its
 //! row in the endpoint table names.
 //!
-//! Missing, malformed, unknown and revoked keys all get the same 401; a valid
-//! invocation key on a platform endpoint gets 403. App and session scope
+//! Missing, malformed, unknown and revoked keys all get the same 401; an
+//! end-user token that does not verify gets 401 with its reason
+//! (`end_users`); a valid invocation key or end-user token on a platform
+//! endpoint gets 403. App and session scope
 //! (an invocation key only reaches its app's sessions, as 404 otherwise) is
 //! checked by the handlers, which know the session.
 
@@ -12,6 +14,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::{Access, ApiError, AppState};
+use crate::end_users::{EndUserAuthError, EndUsers};
 use crate::keys::Principal;
 use crate::store::now_rfc3339;
 
@@ -26,12 +29,20 @@ pub(super) async fn require_key(
         .and_then(|v| v.to_str().ok())
         .and_then(bearer_token);
     let principal = match bearer {
-        Some(key) => state.keys.verify(key).map(|(principal, due)| {
-            if due {
-                record_use(&state, &principal);
+        Some(key) => match state.keys.verify(key) {
+            Some((principal, due)) => {
+                if due {
+                    record_use(&state, &principal);
+                }
+                Some(principal)
             }
-            principal
-        }),
+            // An end user's token: refused with the reason (it names no key).
+            None if EndUsers::claims_token(key) => match state.end_users.authenticate(key) {
+                Ok(principal) => Some(principal),
+                Err(err) => return end_user_refused(&err),
+            },
+            None => None,
+        },
         // A browser's EventSource cannot send headers: the event stream
         // also takes a session-scoped stream token in the query.
         None if access == Access::SessionStream => stream_token(&state, &request),
@@ -45,6 +56,14 @@ pub(super) async fn require_key(
             StatusCode::FORBIDDEN,
             "forbidden",
             "this endpoint needs a platform key",
+        )
+        .into_response();
+    }
+    if access == Access::EndUser && principal.is_bare_invocation() {
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "this endpoint needs a platform key or an end-user token",
         )
         .into_response();
     }
@@ -69,6 +88,16 @@ fn record_use(state: &AppState, principal: &Principal) {
             tracing::warn!(error = %err, "cannot record a key's last use");
         }
     });
+}
+
+fn end_user_refused(err: &EndUserAuthError) -> Response {
+    let mut response =
+        ApiError::new(StatusCode::UNAUTHORIZED, err.code(), err.to_string()).into_response();
+    response.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Bearer error=\"invalid_token\""),
+    );
+    response
 }
 
 fn unauthorized() -> Response {

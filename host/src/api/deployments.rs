@@ -43,7 +43,7 @@ pub(super) async fn create(
             return Err(err);
         }
     };
-    let key = idempotency(key, &principal, fingerprint);
+    let key = idempotency(key, &principal, fingerprint)?;
     let accepted = accept(&state, &parts, &upload, key).await;
     // Refused, or a retry answered with the first attempt's row: this
     // upload is not built.
@@ -185,6 +185,7 @@ async fn accept(
         secrets: manifest.agent.secrets.clone(),
         limits: (&manifest.limits).into(),
         outbound: manifest.outbound.allow.clone(),
+        end_users: manifest.end_users.as_ref().map(Into::into),
     };
     let done = state.writer.create_deployment_once(new, key).await?;
     let answer = done.answer;

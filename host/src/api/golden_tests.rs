@@ -63,14 +63,28 @@ fn other() -> Uuid {
 fn samples(kind: EventType) -> Vec<NewEvent> {
     let message_id = "msg_019aa8e27b3c7d4e8f101234567890ab".to_string();
     match kind {
-        EventType::SessionCreated => vec![NewEvent::of(&SessionCreated {
-            app_id: id(),
-            app: "hello".into(),
-            route: "/chat".into(),
-            deployment_id: other(),
-            deployment_version: 3,
-            input: json!("hi"),
-        })],
+        EventType::SessionCreated => {
+            let created = |end_user| SessionCreated {
+                app_id: id(),
+                app: "hello".into(),
+                route: "/chat".into(),
+                deployment_id: other(),
+                deployment_version: 3,
+                input: json!("hi"),
+                end_user,
+            };
+            let ada = EndUserInfo {
+                id: "user_2Nq8".into(),
+                claims: json!({"email": "ada@example.com"})
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+            };
+            vec![
+                NewEvent::of(&created(None)),
+                NewEvent::of(&created(Some(ada))),
+            ]
+        }
         EventType::TurnStarted => vec![
             NewEvent::of(&TurnStarted {
                 turn: 1,
@@ -249,6 +263,7 @@ fn session_record() -> SessionRecord {
             expires_at: Some("2026-11-22T11:00:01.456Z".into()),
         }),
         resume: None,
+        end_user: Some("user_2Nq8".into()),
     }
 }
 
@@ -284,6 +299,7 @@ fn deployment_record(status: DeploymentStatus) -> DeploymentRecord {
             ..LimitsRecord::default()
         },
         outbound: vec!["https://api.openai.com".into()],
+        end_users: None,
     }
 }
 

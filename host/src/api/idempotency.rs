@@ -94,18 +94,23 @@ pub(super) fn key_of(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
     Ok(Some(key.to_owned()))
 }
 
-/// The writer's view of the key: scoped to the calling API key, with the
-/// request's fingerprint.
+/// The writer's view of the key: scoped to the calling API key (an end
+/// user's own namespace for an end user), with the request's fingerprint.
+/// A bare invocation key's `Idempotency-Key` must be unguessable (422):
+/// every end user of the app shares its namespace.
 pub(super) fn idempotency(
     key: Option<String>,
     principal: &Principal,
     fingerprint: Fingerprint,
-) -> Option<Idempotency> {
-    key.map(|key| Idempotency {
+) -> Result<Option<Idempotency>, ApiError> {
+    if let Some(key) = &key {
+        super::end_users::require_unguessable(principal, "an `Idempotency-Key`", key)?;
+    }
+    Ok(key.map(|key| Idempotency {
         key_id: principal.key_id.clone(),
         key,
         fingerprint: fingerprint.finish(),
-    })
+    }))
 }
 
 /// A test-only fault, for the end-to-end test of a crash between a commit

@@ -14,6 +14,7 @@ mod auth;
 mod console;
 mod controls;
 mod deployments;
+mod end_users;
 mod error;
 pub(crate) mod events;
 mod extract;
@@ -50,6 +51,7 @@ pub(crate) use table::openapi_document;
 use table::table;
 
 use crate::build::Builder;
+use crate::end_users::EndUsers;
 use crate::keys::Keys;
 use crate::runtime::Runtime;
 use crate::secrets::Vault;
@@ -70,6 +72,8 @@ pub(crate) struct Services {
     pub keys: Keys,
     pub vault: Arc<Vault>,
     pub tokens: StreamTokens,
+    /// End-user tokens (`end_users`).
+    pub end_users: EndUsers,
     /// This process's id, recorded on the turns it schedules.
     pub boot_id: Uuid,
     /// Becomes `true` when the server shuts down: open streams end.
@@ -89,8 +93,12 @@ pub enum Access {
     Public,
     /// A platform key.
     Platform,
-    /// A platform key, or an invocation key of the session's app.
+    /// A platform key, an invocation key of the session's app, or an end
+    /// user of that app (their own sessions).
     Session,
+    /// A platform key, or an end-user token (what is their own): not a bare
+    /// invocation key, whose holders are all of an app's end users.
+    EndUser,
     /// As `Session`, or a stream token of the session (`?token=`): the event stream.
     SessionStream,
 }

@@ -365,7 +365,7 @@ fn error_statuses(endpoint: &Endpoint, doc: &Doc) -> Vec<u16> {
     if access != Access::Public {
         statuses.extend([401, 500, 503]);
     }
-    if access == Access::Platform {
+    if matches!(access, Access::Platform | Access::EndUser) {
         statuses.push(403);
     }
     if !matches!(doc.body, Body::None) {

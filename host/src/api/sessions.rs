@@ -7,12 +7,13 @@ use axum::http::{HeaderMap, StatusCode};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::end_users;
 use super::extract::{Json, Path, Query, session_id};
 use super::idempotency::{Fingerprint, idempotency, key_of};
 use super::paging::{Page, app_filter};
 use super::views::{self, CreatedSession, SessionView, StreamToken, TurnAccepted};
 use super::{ApiError, AppState};
-use crate::keys::Principal;
+use crate::keys::{Principal, Scope};
 use crate::store::{SessionFilter, SessionRecord, SessionStatus};
 
 #[derive(Deserialize, Serialize, utoipa::ToSchema)]
@@ -36,17 +37,24 @@ pub(super) async fn create(
         key,
         &principal,
         Fingerprint::json("POST", "/sessions", &body)?,
-    );
+    )?;
+    let mut owner = None;
     if !principal.is_platform() {
+        // An end user names only their own app (the same answer whether
+        // another app exists or not).
+        let own_slug = end_users::own_slug(&state, &principal).await?;
+        end_users::refuse_other_app(&principal, &body.app, own_slug.as_deref())?;
         // An invocation key reaches only its own app; others do not exist for it.
         let key = body.app.clone();
         let app = state.store.read(move |s| s.app(&key)).await?;
-        if !app.is_some_and(|app| principal.may_use_app(app.id)) {
+        let Some(app) = app.filter(|app| principal.may_use_app(app.id)) else {
             return Err(ApiError::not_found(
                 "app_not_found",
                 format!("app `{}` not found", body.app),
             ));
-        }
+        };
+        let policy = end_users::refuse_bare_key_if_required(&state, &principal, app.id).await?;
+        owner = end_users::owner(&principal, policy.as_ref());
     }
     // The turn starts while the session's commit runs, where the store
     // allows; else here, once it is committed.
@@ -57,6 +65,7 @@ pub(super) async fn create(
             body.route,
             body.input,
             state.boot_id,
+            owner,
             key,
             Some(&starter),
         )
@@ -91,9 +100,10 @@ pub(super) async fn visible_session(
         .read(move |s| s.session(id))
         .await?
         .ok_or_else(not_found)?;
-    if !principal.may_use_session(record.id, record.app_id) {
+    if !principal.may_use_session(record.id, record.app_id, record.end_user.as_deref()) {
         return Err(not_found());
     }
+    end_users::refuse_bare_key_if_required(state, principal, record.app_id).await?;
     Ok(record)
 }
 
@@ -129,6 +139,8 @@ pub(super) async fn stream_token(
 #[serde(deny_unknown_fields)]
 pub(super) struct ListQuery {
     app: Option<String>,
+    /// Only the sessions of this end user (platform keys).
+    user: Option<String>,
     status: Option<String>,
     limit: Option<usize>,
     cursor: Option<String>,
@@ -136,8 +148,36 @@ pub(super) struct ListQuery {
 
 pub(super) async fn list(
     State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
     Query(query): Query<ListQuery>,
 ) -> Result<Json<views::SessionPage>, ApiError> {
+    // A platform key lists every session (of one end user with `user`);
+    // an end user their own; a bare invocation key, whose holders are all
+    // the app's end users, none.
+    let (app, end_user) = match (principal.scope, principal.user_id()) {
+        (Scope::Platform, _) => (query.app, query.user),
+        (Scope::App(own), Some(user)) => {
+            if query.user.as_deref().is_some_and(|u| u != user) {
+                return Err(ApiError::new(
+                    StatusCode::FORBIDDEN,
+                    "forbidden",
+                    "an end user lists only their own sessions",
+                ));
+            }
+            if let Some(named) = &query.app {
+                let own_slug = end_users::own_slug(&state, &principal).await?;
+                end_users::refuse_other_app(&principal, named, own_slug.as_deref())?;
+            }
+            (Some(own.to_string()), Some(user.to_string()))
+        }
+        _ => {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "listing sessions needs a platform key or an end-user token",
+            ));
+        }
+    };
     let status = match query.status.as_deref() {
         None => None,
         Some(s) => Some(SessionStatus::parse(s).ok_or_else(|| {
@@ -150,7 +190,7 @@ pub(super) async fn list(
         })?),
     };
     let page = Page::new(query.cursor.as_deref(), query.limit)?;
-    let (before, limit, app) = (page.cursor, page.limit, query.app);
+    let (before, limit) = (page.cursor, page.limit);
     let records = state
         .store
         .read(move |s| match app_filter(s, app)? {
@@ -161,6 +201,7 @@ pub(super) async fn list(
                 status,
                 before,
                 limit: limit + 1,
+                end_user: end_user.clone(),
             }),
         })
         .await?;
@@ -191,7 +232,7 @@ pub(super) async fn input(
         visible_session(&state, &principal, &id).await?.id
     };
     let path = format!("/sessions/{id}/input");
-    let key = idempotency(key, &principal, Fingerprint::json("POST", &path, &body)?);
+    let key = idempotency(key, &principal, Fingerprint::json("POST", &path, &body)?)?;
     let starter = state.runtime.starter();
     let done = (state.writer)
         .post_input_once(id, body.input, state.boot_id, key, Some(&starter))

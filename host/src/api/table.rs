@@ -13,7 +13,7 @@ use axum::routing::{MethodRouter, delete, get, post, put};
 use super::openapi::{self, Doc};
 use super::{
     Access, AppState, BUNDLE_BODY_LIMIT, Endpoint, agui, approval_feed, approvals, apps, console,
-    controls, deployments, events, health, keys, secrets, sessions, views,
+    controls, deployments, end_users, events, health, keys, secrets, sessions, views,
 };
 
 /// Every endpoint of the API, in one table: the router is built from it,
@@ -50,6 +50,7 @@ pub(super) fn table() -> Vec<(Endpoint, Doc, MethodRouter<AppState>)> {
     ];
     const SESSIONS_PAGE: &[(&str, &str, Query)] = &[
         ("app", "An app slug or id", Query::Text),
+        ("user", "Only this end user's sessions", Query::Text),
         (
             "status",
             "Only sessions in this status",
@@ -144,9 +145,9 @@ pub(super) fn table() -> Vec<(Endpoint, Doc, MethodRouter<AppState>)> {
         row(
             "GET",
             "/sessions",
-            Platform,
+            EndUser,
             Doc::new(
-                "List sessions, newest first",
+                "List sessions, newest first (an end user: their own)",
                 200,
                 Reply::Json(schema::<views::SessionPage>),
             )
@@ -292,6 +293,19 @@ pub(super) fn table() -> Vec<(Endpoint, Doc, MethodRouter<AppState>)> {
             )
             .errors(&[404]),
             get(apps::get),
+        ),
+        row(
+            "POST",
+            "/apps/{id}/end-user-tokens",
+            Platform,
+            Doc::new(
+                "Mint an end-user token: the user's own sessions, on every host",
+                201,
+                Reply::Json(schema::<end_users::EndUserToken>),
+            )
+            .body(Body::Json(schema::<end_users::MintEndUserToken>))
+            .errors(&[404]),
+            post(end_users::mint),
         ),
         row(
             "GET",

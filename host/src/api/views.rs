@@ -33,6 +33,9 @@ pub struct SessionView {
     pub updated_at: String,
     /// The gated call the session waits on (status `awaiting_approval`).
     pub pending_approval: Option<PendingApprovalView>,
+    /// The end user who owns the session (created with their token).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_user: Option<String>,
 }
 
 /// The gated call a session waits on.
@@ -67,6 +70,7 @@ impl From<&SessionRecord> for SessionView {
                 gated_by: p.gated_by.clone(),
                 expires_at: p.expires_at.clone(),
             }),
+            end_user: s.end_user.clone(),
         }
     }
 }

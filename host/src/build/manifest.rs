@@ -31,6 +31,71 @@ pub(crate) struct Manifest {
     /// Outbound HTTP (see docs/outbound.md).
     #[serde(default)]
     pub outbound: OutboundSection,
+    /// End users as principals (see docs/end-users.md).
+    #[serde(default)]
+    pub end_users: Option<EndUsersSection>,
+}
+
+/// Most claims `[end_users] claims` may list.
+pub(crate) const MAX_END_USER_CLAIMS: usize = 32;
+
+/// `[end_users]`: the app's end-user policy and identity provider.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct EndUsersSection {
+    /// The bare invocation key may not create or touch sessions.
+    #[serde(default)]
+    pub required: bool,
+    /// Token claims that reach the journal and the agent.
+    #[serde(default)]
+    pub claims: Vec<String>,
+    /// The identity provider's JWKS (all three or none).
+    pub jwks_url: Option<String>,
+    pub issuer: Option<String>,
+    pub audience: Option<String>,
+}
+
+impl From<&EndUsersSection> for crate::store::EndUsersRecord {
+    fn from(s: &EndUsersSection) -> Self {
+        crate::store::EndUsersRecord {
+            required: s.required,
+            claims: s.claims.clone(),
+            jwks_url: s.jwks_url.clone(),
+            issuer: s.issuer.clone(),
+            audience: s.audience.clone(),
+        }
+    }
+}
+
+impl EndUsersSection {
+    fn check(&self) -> Result<(), ManifestError> {
+        if self.claims.len() > MAX_END_USER_CLAIMS {
+            return Err(ManifestError::Invalid(format!(
+                "`end_users.claims` lists more than {MAX_END_USER_CLAIMS} claims"
+            )));
+        }
+        if let Some(claim) = self.claims.iter().find(|c| c.is_empty() || c.len() > 64) {
+            return Err(ManifestError::Invalid(format!(
+                "`end_users.claims`: {claim:?} is not a claim name (1 to 64 characters)"
+            )));
+        }
+        let idp = [&self.jwks_url, &self.issuer, &self.audience];
+        let set = idp.iter().filter(|v| v.is_some()).count();
+        if set != 0 && set != idp.len() {
+            return Err(ManifestError::Invalid(
+                "`[end_users]`: `jwks_url`, `issuer` and `audience` go together: set all three or none"
+                    .into(),
+            ));
+        }
+        if let Some(url) = &self.jwks_url
+            && !(url.starts_with("https://") || url.starts_with("http://"))
+        {
+            return Err(ManifestError::Invalid(format!(
+                "`end_users.jwks_url` = {url:?}: use an https:// URL"
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// Most origins one manifest may list.
@@ -209,6 +274,9 @@ impl Manifest {
         for origin in &manifest.outbound.allow {
             crate::runtime::outbound::OriginPattern::parse(origin)
                 .map_err(|e| ManifestError::Invalid(format!("`outbound.allow`: {e}")))?;
+        }
+        if let Some(end_users) = &manifest.end_users {
+            end_users.check()?;
         }
         let limits = &manifest.limits;
         let set = [

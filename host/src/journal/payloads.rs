@@ -54,6 +54,21 @@ pub(crate) struct SessionCreated {
     pub deployment_version: u64,
     /// The input exactly as the client sent it (`null` when omitted).
     pub input: Value,
+    /// The end user the session belongs to, when one created it (with the
+    /// claims the app's `[end_users] claims` lets through).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_user: Option<EndUserInfo>,
+}
+
+/// The end user of `SESSION_CREATED`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub(crate) struct EndUserInfo {
+    /// The user id (the token's `sub`).
+    pub id: String,
+    /// The allowed claims of the user's token.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    #[schema(value_type = Object)]
+    pub claims: serde_json::Map<String, Value>,
 }
 
 /// `TURN_STARTED`.

@@ -80,6 +80,7 @@ mod tests {
             secrets: vec![],
             limits: Default::default(),
             outbound: vec![],
+            end_users: None,
         };
         let gates = Gates::from_record(&record);
         assert_eq!(gates.gated_by("rm"), ["code"]);

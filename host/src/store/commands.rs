@@ -23,6 +23,7 @@ use super::domain::{
 use super::outbox::{AppendAck, Outbox};
 use super::records::{ApiKeyRecord, Artifact, DeploymentRecord, SecretRecord, SessionRecord};
 use super::start::{Committed, EarlyStart, Starter};
+use crate::journal::payloads::EndUserInfo;
 use crate::journal::{NewEvent, TurnErrorKind};
 
 /// Commands waiting for the writer before senders wait (backpressure).
@@ -214,6 +215,7 @@ impl WriterHandle {
             route,
             input,
             boot,
+            end_user: None,
         })
         .await
     }
@@ -235,13 +237,15 @@ impl WriterHandle {
 
     /// An AG-UI run's input on a thread: the next input of the thread's
     /// session, or a new session on the thread's first run.
-    pub async fn open_thread(
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn open_thread(
         &self,
         app: String,
         route: String,
         thread: String,
         input: Value,
         boot: Uuid,
+        end_user: Option<EndUserInfo>,
         starter: Option<&Arc<Starter>>,
     ) -> Result<ThreadTurn, StoreError> {
         let op = OpenThread {
@@ -250,6 +254,7 @@ impl WriterHandle {
             thread,
             input,
             boot,
+            end_user,
         };
         self.call_starting(op, early(starter, |t| Some(&t.ticket)))
             .await
@@ -399,12 +404,14 @@ impl WriterHandle {
 
     /// `create_session` done once per idempotency key (`key`; every time
     /// without one): a retry answers the first session (`work: None`).
-    pub async fn create_session_once(
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn create_session_once(
         &self,
         app: String,
         route: String,
         input: Value,
         boot: Uuid,
+        end_user: Option<EndUserInfo>,
         key: Option<Idempotency>,
         starter: Option<&Arc<Starter>>,
     ) -> Result<Answered<(SessionRecord, TurnTicket), SessionRecord>, StoreError> {
@@ -413,6 +420,7 @@ impl WriterHandle {
             route,
             input,
             boot,
+            end_user,
         };
         let early = early(starter, |a: &Answered<_, _>| {
             a.work.as_ref().map(|(_, t)| t)

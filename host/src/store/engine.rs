@@ -47,6 +47,8 @@ pub struct SessionFilter {
     /// Return sessions strictly older than this one.
     pub before: Option<Uuid>,
     pub limit: usize,
+    /// Only the sessions of this end user.
+    pub end_user: Option<String>,
 }
 
 /// An app's sessions that count against its caps (`store::domain::quotas`).

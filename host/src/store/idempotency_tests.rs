@@ -95,6 +95,7 @@ async fn retries_answer_the_first_answer(backend: Backend) {
             "/chat".into(),
             json!("hi"),
             boot,
+            None,
             key("k1", "s-1", "f1"),
             None,
         )
@@ -114,6 +115,7 @@ async fn retries_answer_the_first_answer(backend: Backend) {
             "/chat".into(),
             json!("bye"),
             boot,
+            None,
             key("k1", "s-1", "f2"),
             None,
         )
@@ -131,6 +133,7 @@ async fn retries_answer_the_first_answer(backend: Backend) {
             "/chat".into(),
             json!("hi"),
             boot,
+            None,
             key("k2", "s-1", "f1"),
             None,
         )
@@ -193,6 +196,7 @@ async fn retries_answer_the_first_answer(backend: Backend) {
             "/chat".into(),
             json!("hi"),
             boot,
+            None,
             key("k1", "s-1", "f1"),
             None,
         )
@@ -230,6 +234,7 @@ async fn retries_answer_the_first_answer(backend: Backend) {
             "/chat".into(),
             json!("bye"),
             boot,
+            None,
             key("k1", "s-1", "f2"),
             None,
         )

@@ -32,7 +32,7 @@ use domain::IDEMPOTENCY_TTL;
 pub use domain::{BuildOutcome, NewDeployment};
 pub(crate) use domain::{
     Decision, Idempotency, MAX_KEY_LEN, Quotas, ThreadTurn, TurnOutcome, TurnReason, TurnTicket,
-    unix_ms,
+    thread_key, unix_ms,
 };
 pub use engine::SessionFilter;
 pub(crate) use engine::{ApprovalItem, Engine, FeedPage};
@@ -43,8 +43,8 @@ pub use outbox::Outbox;
 use records::WithdrawReason;
 pub use records::{AgentDescription, Artifact, DeploymentStatus, KeyClass, LimitsRecord};
 pub(crate) use records::{
-    ApiKeyRecord, AppRecord, ApprovalFeedEntry, DeploymentRecord, FeedKind, PendingApproval,
-    SecretRecord, SessionRecord, SessionStatus, ToolCallRecord, ToolInfo,
+    ApiKeyRecord, AppRecord, ApprovalFeedEntry, DeploymentRecord, EndUsersRecord, FeedKind,
+    PendingApproval, SecretRecord, SessionRecord, SessionStatus, ToolCallRecord, ToolInfo,
 };
 pub use redb::RedbOptions;
 pub(crate) use start::{Committed, Starter};

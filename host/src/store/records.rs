@@ -85,6 +85,28 @@ pub struct DeploymentRecord {
     /// The manifest's `[outbound] allow`: origins the agent may call.
     #[serde(default)]
     pub outbound: Vec<String>,
+    /// The manifest's `[end_users]` table, if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_users: Option<EndUsersRecord>,
+}
+
+/// An app's end-user policy (`[end_users]`, docs/end-users.md). Lenient
+/// on read; the manifest parser is strict.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EndUsersRecord {
+    /// The bare invocation key may no longer create or touch sessions.
+    #[serde(default)]
+    pub required: bool,
+    /// The token claims that reach the journal and the agent.
+    #[serde(default)]
+    pub claims: Vec<String>,
+    /// The app's own identity provider, if it has one.
+    #[serde(default)]
+    pub jwks_url: Option<String>,
+    #[serde(default)]
+    pub issuer: Option<String>,
+    #[serde(default)]
+    pub audience: Option<String>,
 }
 
 /// Per-turn limits a manifest set; `None` keeps the default. Lenient on
@@ -165,6 +187,10 @@ pub struct SessionRecord {
     /// While a resumed turn runs: the decision it resumes from.
     #[serde(default)]
     pub resume: Option<ResumeRecord>,
+    /// The end user who owns the session (created with their token); only
+    /// they and platform keys reach it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_user: Option<String>,
 }
 
 /// The decision a resumed turn runs with (kept until the turn ends, so a

@@ -54,7 +54,7 @@ async fn turns_start_once(backend: Backend, early: bool) {
         async move {
             let (app, route) = ("app".into(), "/chat".into());
             let key = key("k1", "s-1", "f1");
-            (writer.create_session_once(app, route, json!("hi"), boot, key, Some(&starter)))
+            (writer.create_session_once(app, route, json!("hi"), boot, None, key, Some(&starter)))
                 .await
                 .unwrap()
         }
@@ -166,6 +166,7 @@ async fn a_turn_started_before_a_failed_commit_writes_nothing() {
             "/chat".into(),
             json!("hi"),
             boot,
+            None,
             None,
             Some(&starter),
         )

@@ -34,6 +34,7 @@ pub(super) fn new_deployment(version: Option<u64>) -> NewDeployment {
         secrets: Vec::new(),
         limits: Default::default(),
         outbound: Vec::new(),
+        end_users: None,
     }
 }
 

@@ -297,6 +297,20 @@ impl Server {
         (minted.view.id, minted.key)
     }
 
+    /// Mints an end-user token for `user` of `app` through the API.
+    pub async fn end_user_token(&self, app: &str, user: &str) -> String {
+        self.end_user_token_with(app, json!({"user": user})).await
+    }
+
+    /// Mints an end-user token with the body `body` (`user`, `claims`, ...).
+    pub async fn end_user_token_with(&self, app: &str, body: Value) -> String {
+        let (status, token) = self
+            .post(&format!("/apps/{app}/end-user-tokens"), body)
+            .await;
+        assert_eq!(status, 201, "{token}");
+        token["token"].as_str().expect("a token").to_string()
+    }
+
     pub async fn delete(&self, path: &str) -> u16 {
         let response = self
             .client

@@ -351,6 +351,7 @@ mod tests {
                     deployment_id: Uuid::now_v7(),
                     deployment_version: 1,
                     input: json!("hi"),
+                    end_user: None,
                 },
             ),
             stored(

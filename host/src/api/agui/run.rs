@@ -19,10 +19,10 @@ use super::protocol::{
 };
 use super::{Mapper, frames, parse_frame_id};
 use crate::api::extract::{Json, Path};
-use crate::api::{ApiError, AppState, events};
+use crate::api::{ApiError, AppState, end_users, events};
 use crate::journal::StoredEvent;
 use crate::keys::Principal;
-use crate::store::{Decision, Starter, StoreError, ThreadTurn};
+use crate::store::{Decision, Starter, StoreError, ThreadTurn, thread_key};
 
 /// Keep-alive comment interval.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -45,10 +45,15 @@ pub(crate) async fn run(
     }
     // The route without its leading `/` (a `/` inside it as `%2F`).
     let route = format!("/{route}");
+    let own_slug = end_users::own_slug(&state, &principal).await?;
+    end_users::refuse_other_app(&principal, &app, own_slug.as_deref())?;
     let key = app.clone();
     let app = (state.store.read(move |s| s.app(&key)).await?)
         .filter(|app| principal.may_use_app(app.id))
         .ok_or_else(|| ApiError::not_found("app_not_found", format!("app `{app}` not found")))?;
+    let policy = end_users::refuse_bare_key_if_required(&state, &principal, app.id).await?;
+    // Each end user's threads are their own (`store::thread_key`).
+    let thread_key = thread_key(&input.thread_id, principal.user_id());
     let starter = state.runtime.starter();
     let started = match input.resume.as_deref() {
         Some(entries) if !entries.is_empty() => {
@@ -60,7 +65,7 @@ pub(crate) async fn run(
                 ));
             }
             let decision = decision(&principal, entries)?;
-            let (app_id, thread) = (app.id, input.thread_id.clone());
+            let (app_id, thread) = (app.id, thread_key);
             let route = route.clone();
             let session = state
                 .store
@@ -93,6 +98,9 @@ pub(crate) async fn run(
             }
         }
         _ => {
+            // With a key every end user of the app holds, the thread id is
+            // the only thing between one user's thread and another's.
+            end_users::require_unguessable(&principal, "a `threadId`", &input.thread_id)?;
             let text = newest_user_text(&input.messages)?;
             state
                 .writer
@@ -102,6 +110,7 @@ pub(crate) async fn run(
                     input.thread_id.clone(),
                     Value::String(text),
                     state.boot_id,
+                    end_users::owner(&principal, policy.as_ref()),
                     Some(&starter),
                 )
                 .await

@@ -65,6 +65,7 @@ impl Op for CreateDeployment {
             secrets: new.secrets.clone(),
             limits: new.limits.clone(),
             outbound: new.outbound.clone(),
+            end_users: new.end_users.clone(),
         };
         tx.put_deployment(&record, true)?;
         Ok(record)

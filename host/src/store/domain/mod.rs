@@ -38,8 +38,8 @@ pub(crate) use recovery::Recovery;
 pub(super) use recovery::{CloseTurn, Recover};
 pub(super) use secrets::{DeleteSecret, PutSecret};
 pub(super) use sessions::{Append, CreateSession, Decide, EndSession, FinishTurn, PostInput};
-pub(crate) use threads::ThreadTurn;
 pub(super) use threads::{DecideAt, OpenThread};
+pub(crate) use threads::{ThreadTurn, thread_key};
 
 /// A deployment to register (the writer assigns the version).
 #[derive(Debug, Clone)]
@@ -59,6 +59,8 @@ pub struct NewDeployment {
     pub limits: LimitsRecord,
     /// The manifest's outbound allowlist.
     pub outbound: Vec<String>,
+    /// The manifest's `[end_users]` table.
+    pub end_users: Option<crate::store::records::EndUsersRecord>,
 }
 
 /// How a build ended.

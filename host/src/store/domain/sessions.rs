@@ -11,7 +11,7 @@ use super::feed;
 use super::quotas::{self, Starting};
 use super::recovery::closing_events;
 use super::{Decision, TurnOutcome, TurnReason, TurnTicket};
-use crate::journal::payloads::{self, Delta, Role, StartReason};
+use crate::journal::payloads::{self, Delta, EndUserInfo, Role, StartReason};
 use crate::journal::{NewEvent, TurnErrorKind};
 use crate::store::batch::Batch;
 use crate::store::commands::Op;
@@ -27,6 +27,8 @@ pub(in crate::store) struct CreateSession {
     pub route: String,
     pub input: Value,
     pub boot: Uuid,
+    /// The end user creating it, who then owns it.
+    pub end_user: Option<EndUserInfo>,
 }
 
 impl Op for CreateSession {
@@ -76,6 +78,7 @@ impl Op for CreateSession {
             boot_id: Some(self.boot),
             pending_approval: None,
             resume: None,
+            end_user: self.end_user.as_ref().map(|user| user.id.clone()),
         };
         let mut events = vec![NewEvent::of(&payloads::SessionCreated {
             app_id: app.id,
@@ -84,6 +87,7 @@ impl Op for CreateSession {
             deployment_id,
             deployment_version: deployment.version,
             input: self.input.clone(),
+            end_user: self.end_user.clone(),
         })];
         events.extend(turn_start_events(1, &self.input));
         batch.insert_session(SessionRow {

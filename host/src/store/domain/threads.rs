@@ -9,6 +9,7 @@ use uuid::Uuid;
 
 use super::sessions::{CreateSession, Decide, PostInput};
 use super::{Decision, TurnTicket};
+use crate::journal::payloads::EndUserInfo;
 use crate::store::StoreError;
 use crate::store::batch::Batch;
 use crate::store::commands::Op;
@@ -32,6 +33,20 @@ pub(in crate::store) struct OpenThread {
     pub thread: String,
     pub input: Value,
     pub boot: Uuid,
+    /// The end user running it: their threads are theirs alone.
+    pub end_user: Option<EndUserInfo>,
+}
+
+/// The stored name of thread `thread` of end user `user` (of none: the
+/// name itself). Each end user has threads of their own: the same
+/// `threadId` from two users names two threads. A user's names start with
+/// `@`, which a thread id sent with a bare invocation key cannot
+/// (`end_users::unguessable`).
+pub(crate) fn thread_key(thread: &str, user: Option<&str>) -> String {
+    match user {
+        Some(user) => format!("@{}:{user}/{thread}", user.len()),
+        None => thread.to_string(),
+    }
 }
 
 impl Op for OpenThread {
@@ -40,7 +55,12 @@ impl Op for OpenThread {
     fn apply(&mut self, batch: &mut Batch<'_>) -> Result<ThreadTurn, StoreError> {
         let app =
             (batch.tx.app(&self.app)?).ok_or_else(|| StoreError::not_found("app", &self.app))?;
-        if let Some(id) = batch.tx.thread_session(app.id, &self.route, &self.thread)? {
+        let user = self.end_user.as_ref().map(|user| user.id.as_str());
+        let thread = thread_key(&self.thread, user);
+        if let Some(id) = batch.tx.thread_session(app.id, &self.route, &thread)? {
+            if batch.session(id)?.record.end_user.as_deref() != user {
+                return Err(StoreError::not_found("session", id));
+            }
             let started_seq = batch.session(id)?.next_seq;
             let ticket = PostInput {
                 session: id,
@@ -60,11 +80,12 @@ impl Op for OpenThread {
             route: self.route.clone(),
             input: self.input.clone(),
             boot: self.boot,
+            end_user: self.end_user.clone(),
         }
         .apply(batch)?;
         batch
             .tx
-            .put_thread(app.id, &self.route, &self.thread, session.id)?;
+            .put_thread(app.id, &self.route, &thread, session.id)?;
         // SESSION_CREATED is seq 0, the first TURN_STARTED seq 1.
         Ok(ThreadTurn {
             session,

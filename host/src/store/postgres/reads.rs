@@ -88,12 +88,14 @@ impl Engine for PgEngine {
             "SELECT record FROM sessions
              WHERE ($1::uuid IS NULL OR app_id = $1) AND ($2::text IS NULL OR status = $2)
                AND ($3::uuid IS NULL OR id < $3)
+               AND ($5::text IS NULL OR record->>'end_user' = $5)
              ORDER BY id DESC LIMIT $4",
             &[
                 &filter.app_id,
                 &status,
                 &filter.before,
                 &clamp(filter.limit),
+                &filter.end_user,
             ],
         )
     }

@@ -37,6 +37,7 @@ impl Engine for RedbEngine {
             let record: SessionRecord = decode(v.value())?;
             if filter.app_id.is_some_and(|app| app != record.app_id)
                 || filter.status.is_some_and(|s| s != record.status)
+                || (filter.end_user.is_some() && filter.end_user != record.end_user)
             {
                 continue;
             }

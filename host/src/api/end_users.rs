@@ -1,0 +1,199 @@
+//! End users at the API: `POST /apps/{id}/end-user-tokens` (minting), and
+//! the checks the session endpoints share: which app an end user may name,
+//! what a bare invocation key may still do under `[end_users] required`,
+//! and the unguessable names a bare invocation key must send.
+
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use uuid::Uuid;
+
+use super::extract::{Json, Path};
+use super::{ApiError, AppState};
+use crate::end_users::{self, minted};
+use crate::journal::payloads::EndUserInfo;
+use crate::keys::{Principal, Scope};
+use crate::store::{AppRecord, EndUsersRecord};
+
+/// `POST /apps/{id}/end-user-tokens`.
+#[derive(Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct MintEndUserToken {
+    /// The end user's id in the app (1 to 256 bytes): their sessions are theirs alone.
+    user: String,
+    /// Seconds the token is valid: 1 to 86400 (default 3600).
+    #[serde(default)]
+    ttl_secs: Option<u64>,
+    /// Claims the token carries (at most 4 KiB of JSON); only those the
+    /// app's `[end_users] claims` lists reach the journal and the agent.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    claims: Option<Map<String, Value>>,
+}
+
+/// `201` of `POST /apps/{id}/end-user-tokens`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub(super) struct EndUserToken {
+    /// Send as `Authorization: Bearer <token>`; shown once.
+    pub token: String,
+    pub app_id: Uuid,
+    pub user: String,
+    /// RFC 3339.
+    pub expires_at: String,
+}
+
+pub(super) async fn mint(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Json(body): Json<MintEndUserToken>,
+) -> Result<(StatusCode, Json<EndUserToken>), ApiError> {
+    if body.user.is_empty() || body.user.len() > minted::MAX_USER_BYTES {
+        return Err(ApiError::unprocessable(
+            "invalid_body",
+            format!("`user` must be 1 to {} bytes", minted::MAX_USER_BYTES),
+        ));
+    }
+    let ttl = body.ttl_secs.unwrap_or(minted::DEFAULT_TTL_SECS);
+    if ttl == 0 || ttl > minted::MAX_TTL_SECS {
+        return Err(ApiError::unprocessable(
+            "invalid_body",
+            format!("`ttl_secs` must be 1 to {}", minted::MAX_TTL_SECS),
+        ));
+    }
+    let claims = body.claims.unwrap_or_default();
+    let size = serde_json::to_vec(&claims).map_or(usize::MAX, |bytes| bytes.len());
+    if size > minted::MAX_CLAIMS_BYTES {
+        return Err(ApiError::unprocessable(
+            "invalid_body",
+            format!(
+                "`claims` must be at most {} bytes of JSON",
+                minted::MAX_CLAIMS_BYTES
+            ),
+        ));
+    }
+    let key = id.clone();
+    let app = (state.store.read(move |s| s.app(&key)).await?)
+        .ok_or_else(|| ApiError::not_found("app_not_found", format!("app `{id}` not found")))?;
+    let (token, expires_at) =
+        state
+            .end_users
+            .mint(app.id, &body.user, claims, Duration::from_secs(ttl));
+    Ok((
+        StatusCode::CREATED,
+        Json(EndUserToken {
+            token,
+            app_id: app.id,
+            user: body.user,
+            expires_at,
+        }),
+    ))
+}
+
+/// The `[end_users]` policy of `app`'s current deployment, if any.
+pub(super) async fn policy(
+    state: &AppState,
+    app: Uuid,
+) -> Result<Option<EndUsersRecord>, ApiError> {
+    let found = state
+        .store
+        .read(move |s| {
+            let Some(app) = s.app(&app.to_string())? else {
+                return Ok(None);
+            };
+            match app.current_deployment {
+                Some(id) => Ok(s.deployment(id)?.and_then(|d| d.end_users)),
+                None => Ok(None),
+            }
+        })
+        .await?;
+    Ok(found)
+}
+
+/// 401 for a bare invocation key on an app whose `[end_users]` says `required`.
+fn token_required() -> ApiError {
+    ApiError::new(
+        StatusCode::UNAUTHORIZED,
+        "end_user_token_required",
+        "this app's sessions need an end-user token (`[end_users] required = true`): send `Authorization: Bearer <end-user token>` instead of the invocation key",
+    )
+}
+
+/// Refuses a bare invocation key where the app requires end-user tokens.
+pub(super) async fn refuse_bare_key_if_required(
+    state: &AppState,
+    principal: &Principal,
+    app: Uuid,
+) -> Result<Option<EndUsersRecord>, ApiError> {
+    if principal.is_platform() {
+        return Ok(None);
+    }
+    let policy = policy(state, app).await?;
+    if principal.is_bare_invocation() && policy.as_ref().is_some_and(|p| p.required) {
+        return Err(token_required());
+    }
+    Ok(policy)
+}
+
+/// Whether an end user's token names `named` (an app id or slug) as its
+/// app. Without looking anything up: the answer must not tell whether
+/// another app exists.
+pub(super) fn refuse_other_app(
+    principal: &Principal,
+    named: &str,
+    slug_of_own: Option<&str>,
+) -> Result<(), ApiError> {
+    let (Scope::App(own), Some(_)) = (principal.scope, &principal.user) else {
+        return Ok(());
+    };
+    if own.to_string() == named || own.simple().to_string() == named || slug_of_own == Some(named) {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        StatusCode::UNAUTHORIZED,
+        "token_for_another_app",
+        "this end-user token is for another app",
+    ))
+}
+
+/// The slug of the end user's own app (to compare with a name in a request).
+pub(super) async fn own_slug(
+    state: &AppState,
+    principal: &Principal,
+) -> Result<Option<String>, ApiError> {
+    let (Scope::App(own), Some(_)) = (principal.scope, &principal.user) else {
+        return Ok(None);
+    };
+    let app: Option<AppRecord> = state.store.read(move |s| s.app(&own.to_string())).await?;
+    Ok(app.map(|app| app.slug))
+}
+
+/// What `SESSION_CREATED` records of the caller: the end user and their
+/// allowed claims, for an end user.
+pub(super) fn owner(principal: &Principal, policy: Option<&EndUsersRecord>) -> Option<EndUserInfo> {
+    let user = principal.user.as_deref()?;
+    Some(EndUserInfo {
+        id: user.id.clone(),
+        claims: end_users::allowed_claims(user, policy),
+    })
+}
+
+/// 422 unless `value` (named `what`) is unguessable, for a bare invocation
+/// key: with a key every end user holds, such a name is the only secret.
+pub(super) fn require_unguessable(
+    principal: &Principal,
+    what: &str,
+    value: &str,
+) -> Result<(), ApiError> {
+    if principal.is_bare_invocation() && !end_users::unguessable(value) {
+        return Err(ApiError::unprocessable(
+            "guessable_name",
+            format!(
+                "{what} sent with an invocation key is a secret every end user could guess: use a random UUID (version 4) or at least 22 characters of URL-safe base64, or authenticate the end user (docs/end-users.md)"
+            ),
+        ));
+    }
+    Ok(())
+}

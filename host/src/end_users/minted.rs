@@ -1,0 +1,193 @@
+//! End-user tokens the server mints (`POST /apps/{id}/end-user-tokens`),
+//! for backends without an identity provider of their own.
+//!
+//! A token is `ahu1.<payload>.<tag>`: the payload is the base64url JSON
+//! `{"app", "sub", "iat", "exp", "claims"?}`, the tag its HMAC-SHA256 (base64url)
+//! under a key derived from the master key, so a token is valid on every
+//! host that shares the master key, and across restarts.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+use hmac::{Hmac, Mac};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use sha2::Sha256;
+use uuid::Uuid;
+
+use super::EndUserAuthError;
+use crate::secrets::MasterKey;
+
+/// The prefix of a minted token.
+pub(crate) const PREFIX: &str = "ahu1.";
+/// Longest a minted token may live (a day); the default is an hour.
+pub(crate) const MAX_TTL_SECS: u64 = 24 * 60 * 60;
+pub(crate) const DEFAULT_TTL_SECS: u64 = 60 * 60;
+/// Longest user id, in bytes.
+pub(crate) const MAX_USER_BYTES: usize = 256;
+/// Largest claims object, in bytes of JSON.
+pub(crate) const MAX_CLAIMS_BYTES: usize = 4 * 1024;
+/// Longest token accepted (a bound on what a request can make us decode).
+const MAX_TOKEN_BYTES: usize = 8 * 1024;
+
+#[derive(Serialize, Deserialize)]
+struct Payload {
+    app: Uuid,
+    sub: String,
+    iat: u64,
+    exp: u64,
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    claims: Map<String, Value>,
+}
+
+/// What a valid minted token says.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct MintedUser {
+    pub app: Uuid,
+    pub sub: String,
+    pub claims: Map<String, Value>,
+    /// Unix seconds the token was minted.
+    pub issued_at: u64,
+}
+
+/// Mints and verifies end-user tokens.
+pub(crate) struct MintedTokens {
+    key: [u8; 32],
+}
+
+pub(crate) fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default()
+}
+
+impl MintedTokens {
+    pub(crate) fn new(master: &MasterKey) -> MintedTokens {
+        MintedTokens {
+            key: master.derive("agenthost end-user tokens v1"),
+        }
+    }
+
+    fn mac(&self, payload: &str) -> Hmac<Sha256> {
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.key)
+            .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
+        mac.update(payload.as_bytes());
+        mac
+    }
+
+    /// A token for user `sub` of `app`, valid `ttl`; returns it and its
+    /// expiry as an RFC 3339 timestamp. The caller has checked the bounds.
+    pub(crate) fn mint(
+        &self,
+        app: Uuid,
+        sub: &str,
+        claims: Map<String, Value>,
+        ttl: Duration,
+    ) -> (String, String) {
+        let iat = unix_now();
+        let exp = iat + ttl.as_secs();
+        let payload = Payload {
+            app,
+            sub: sub.to_string(),
+            iat,
+            exp,
+            claims,
+        };
+        let json = serde_json::to_vec(&payload)
+            .unwrap_or_else(|_| unreachable!("a payload of strings and JSON values serializes"));
+        let body = B64.encode(json);
+        let tag = B64.encode(self.mac(&body).finalize().into_bytes());
+        let at = UNIX_EPOCH + Duration::from_secs(exp);
+        (
+            format!("{PREFIX}{body}.{tag}"),
+            humantime::format_rfc3339_seconds(at).to_string(),
+        )
+    }
+
+    /// The user of a valid, unexpired token.
+    pub(crate) fn verify(&self, token: &str) -> Result<MintedUser, EndUserAuthError> {
+        if token.len() > MAX_TOKEN_BYTES {
+            return Err(EndUserAuthError::Malformed);
+        }
+        let rest = token
+            .strip_prefix(PREFIX)
+            .ok_or(EndUserAuthError::Malformed)?;
+        let (body, tag) = rest.split_once('.').ok_or(EndUserAuthError::Malformed)?;
+        let tag = B64.decode(tag).map_err(|_| EndUserAuthError::Malformed)?;
+        self.mac(body)
+            .verify_slice(&tag)
+            .map_err(|_| EndUserAuthError::InvalidSignature)?;
+        let json = B64.decode(body).map_err(|_| EndUserAuthError::Malformed)?;
+        let payload: Payload =
+            serde_json::from_slice(&json).map_err(|_| EndUserAuthError::Malformed)?;
+        if payload.exp <= unix_now() {
+            return Err(EndUserAuthError::Expired);
+        }
+        Ok(MintedUser {
+            app: payload.app,
+            sub: payload.sub,
+            claims: payload.claims,
+            issued_at: payload.iat,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tokens() -> MintedTokens {
+        let dir = tempfile::tempdir().unwrap();
+        MintedTokens::new(&MasterKey::load(None, dir.path()).unwrap())
+    }
+
+    #[test]
+    fn a_token_verifies_as_its_user_and_app_until_it_expires() {
+        let tokens = tokens();
+        let app = Uuid::now_v7();
+        let mut claims = Map::new();
+        claims.insert("email".into(), "a@example.com".into());
+        let (token, _) = tokens.mint(app, "alice", claims.clone(), Duration::from_secs(60));
+        let user = tokens.verify(&token).unwrap();
+        assert_eq!((user.app, user.sub.as_str()), (app, "alice"));
+        assert_eq!(user.claims, claims);
+        let (expired, _) = tokens.mint(app, "alice", Map::new(), Duration::ZERO);
+        assert_eq!(tokens.verify(&expired), Err(EndUserAuthError::Expired));
+    }
+
+    #[test]
+    fn a_changed_payload_or_another_masters_token_is_refused() {
+        let tokens = tokens();
+        let app = Uuid::now_v7();
+        let (token, _) = tokens.mint(app, "alice", Map::new(), Duration::from_secs(60));
+        // Mallory swaps in her own payload with Alice's tag.
+        let (_, tag) = token.rsplit_once('.').unwrap();
+        let forged_body = B64.encode(
+            serde_json::to_vec(&Payload {
+                app,
+                sub: "bob".into(),
+                iat: 0,
+                exp: u64::MAX,
+                claims: Map::new(),
+            })
+            .unwrap(),
+        );
+        let forged = format!("{PREFIX}{forged_body}.{tag}");
+        assert_eq!(
+            tokens.verify(&forged),
+            Err(EndUserAuthError::InvalidSignature)
+        );
+        assert_eq!(
+            super::tests::tokens().verify(&token),
+            Err(EndUserAuthError::InvalidSignature),
+            "another master key"
+        );
+        assert_eq!(tokens.verify("ahu1.x"), Err(EndUserAuthError::Malformed));
+        assert_eq!(
+            tokens.verify(&"a".repeat(MAX_TOKEN_BYTES + 1)),
+            Err(EndUserAuthError::Malformed)
+        );
+    }
+}
