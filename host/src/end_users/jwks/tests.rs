@@ -433,6 +433,13 @@ async fn a_bad_signature_is_refused() {
     assert_eq!(refusal(&verifier, &spliced).await, "invalid_signature");
 }
 
+/// `message` (a header and payload) with rsa1's valid signature.
+fn signed(message: &str) -> String {
+    let signature =
+        jsonwebtoken::crypto::sign(message.as_bytes(), &rsa1(), Algorithm::RS256).unwrap();
+    format!("{message}.{signature}")
+}
+
 fn claims_with_sub(sub: &str) -> Value {
     claims(|c| {
         c.insert("sub".into(), sub.into());
@@ -455,7 +462,9 @@ async fn malformed_tokens_are_refused() {
         format!("{genuine}.extra"),
         format!("!!!.{body_and_signature}"),
         format!("{}.{body_and_signature}", b64(&json!(["RS256"]))),
-        format!("{header}.not base64.c2ln"),
+        signed(&format!("{header}.{}", URL_SAFE_NO_PAD.encode("not JSON"))),
+        signed(&format!("{header}.{}", b64(&json!(["a", "list"])))),
+        signed(&format!("{header}.not base64")),
         format!("{crit}.{body_and_signature}"),
         format!("{genuine}{}", "A".repeat(super::MAX_TOKEN_BYTES)),
     ] {
