@@ -543,6 +543,28 @@ async fn a_flood_of_unknown_kids_fetches_at_most_once() {
     assert_eq!(server.hits(), 2);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_on_a_cold_cache_fetches_once() {
+    let server = JwksServer::start(Reply::Jwks(usual_jwks())).await;
+    let verifier = Arc::new(server.verifier());
+    let claims = claims(|_| {});
+    let tasks: Vec<_> = (0..30)
+        .map(|i| {
+            let (verifier, claims) = (verifier.clone(), claims.clone());
+            let token = match i % 3 {
+                0 => sign(Algorithm::RS256, "rsa1", &rsa1(), &claims),
+                1 => sign(Algorithm::ES256, "ec1", &ec1(), &claims),
+                _ => sign(Algorithm::EdDSA, "ed1", &ed1(), &claims),
+            };
+            tokio::spawn(async move { verifier.verify(&token).await.map(|user| user.sub) })
+        })
+        .collect();
+    for task in tasks {
+        assert_eq!(task.await.unwrap().unwrap(), "user-1");
+    }
+    assert_eq!(server.hits(), 1);
+}
+
 #[tokio::test]
 async fn old_keys_are_refreshed_and_kept_if_the_provider_is_down() {
     let server = JwksServer::start(Reply::Jwks(usual_jwks())).await;
