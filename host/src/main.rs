@@ -121,6 +121,7 @@ async fn start(args: &ServeArgs, bootstrap_key: Option<String>) -> anyhow::Resul
         retain_ended_sessions: args.retain_ended_sessions.map(Into::into),
         rate_limit: args.rate_limit()?,
         quotas: args.quotas()?,
+        allow_insecure_jwks: args.allow_insecure_jwks,
     })
     .await?;
     println!("agenthost listening on http://{}", server.local_addr);

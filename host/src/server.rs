@@ -45,6 +45,9 @@ pub struct ServeOptions {
     pub rate_limit: Option<api::rate_limit::RateLimit>,
     /// The per-app caps on open sessions and running turns.
     pub quotas: Quotas,
+    /// Let apps' `[end_users] jwks_url` be plain `http` and loopback or
+    /// private addresses (local identity providers, tests). Off by default.
+    pub allow_insecure_jwks: bool,
 }
 
 /// Where durable state lives (`--store`).
@@ -113,7 +116,7 @@ impl Server {
         }
         let keys = load_keys(&store, &writer, &options).await?;
         let tokens = StreamTokens::new(&master);
-        let end_users = crate::end_users::EndUsers::new(&master);
+        let end_users = crate::end_users::EndUsers::new(&master, options.allow_insecure_jwks);
         let runtime = Runtime::new(
             options.data_dir.clone(),
             store.clone(),

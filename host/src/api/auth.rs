@@ -14,7 +14,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::{Access, ApiError, AppState};
-use crate::end_users::{EndUserAuthError, EndUsers};
+use crate::end_users::{EndUserAuthError, EndUsers, Refusal};
 use crate::keys::Principal;
 use crate::store::now_rfc3339;
 
@@ -37,10 +37,13 @@ pub(super) async fn require_key(
                 Some(principal)
             }
             // An end user's token: refused with the reason (it names no key).
-            None if EndUsers::claims_token(key) => match state.end_users.authenticate(key) {
-                Ok(principal) => Some(principal),
-                Err(err) => return end_user_refused(&err),
-            },
+            None if EndUsers::claims_token(key) => {
+                match state.end_users.authenticate(key, &state.store).await {
+                    Ok(principal) => Some(principal),
+                    Err(Refusal::Token(err)) => return end_user_refused(&err),
+                    Err(Refusal::Store(err)) => return ApiError::from(err).into_response(),
+                }
+            }
             None => None,
         },
         // A browser's EventSource cannot send headers: the event stream
@@ -91,6 +94,17 @@ fn record_use(state: &AppState, principal: &Principal) {
 }
 
 fn end_user_refused(err: &EndUserAuthError) -> Response {
+    if let EndUserAuthError::JwksUnavailable(detail) = err {
+        // The identity provider's fault, not the client's: its detail
+        // (addresses, errors) is logged, not sent.
+        tracing::warn!(%detail, "an app's JWKS is unavailable");
+        return ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            err.code(),
+            "the app's identity provider cannot be reached to check the token; retry shortly",
+        )
+        .into_response();
+    }
     let mut response =
         ApiError::new(StatusCode::UNAUTHORIZED, err.code(), err.to_string()).into_response();
     response.headers_mut().insert(

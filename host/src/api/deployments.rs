@@ -175,6 +175,9 @@ async fn accept(
     let manifest = Manifest::parse(&parts.manifest)
         .map_err(|e| ApiError::unprocessable("invalid_manifest", e.to_string()))?;
     let approval_policy = parse_policy(parts.approval_policy.as_deref())?;
+    if let Some(end_users) = &manifest.end_users {
+        super::end_users::check_provider(state, &manifest.app.slug, &end_users.into()).await?;
+    }
     let new = NewDeployment {
         app_slug: manifest.app.slug.clone(),
         version: manifest.app.version,

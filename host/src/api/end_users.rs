@@ -197,3 +197,45 @@ pub(super) fn require_unguessable(
     }
     Ok(())
 }
+
+/// A deploy's `[end_users]` identity provider: its JWKS URL as the server
+/// takes it (https and public, unless `--allow-insecure-jwks`), and an
+/// issuer and audience no other app uses (a token names its app by them).
+pub(super) async fn check_provider(
+    state: &AppState,
+    slug: &str,
+    policy: &EndUsersRecord,
+) -> Result<(), ApiError> {
+    let invalid = |message: String| ApiError::unprocessable("invalid_manifest", message);
+    state
+        .end_users
+        .check_provider(policy)
+        .map_err(|err| invalid(format!("`end_users.jwks_url`: {err}")))?;
+    let (Some(issuer), Some(audience)) = (policy.issuer.clone(), policy.audience.clone()) else {
+        return Ok(());
+    };
+    let slug = slug.to_string();
+    let other = state
+        .store
+        .read(move |s| {
+            for app in s.apps()? {
+                let Some(current) = app.current_deployment.filter(|_| app.slug != slug) else {
+                    continue;
+                };
+                let policy = s.deployment(current)?.and_then(|d| d.end_users);
+                if policy.is_some_and(|p| {
+                    p.issuer.as_deref() == Some(&issuer) && p.audience.as_deref() == Some(&audience)
+                }) {
+                    return Ok(Some(app.slug));
+                }
+            }
+            Ok(None)
+        })
+        .await?;
+    match other {
+        Some(other) => Err(invalid(format!(
+            "`[end_users]`: app `{other}` already takes tokens of this issuer and audience; give each app its own audience"
+        ))),
+        None => Ok(()),
+    }
+}

@@ -146,6 +146,11 @@ pub struct ServeArgs {
     /// host, the LAN, cloud metadata). Off by default.
     #[arg(long, env = "AGENTHOST_OUTBOUND_ALLOW_PRIVATE")]
     pub outbound_allow_private: bool,
+    /// Let apps' `[end_users] jwks_url` use plain `http` and loopback or
+    /// private addresses (a local identity provider, tests). Off by default:
+    /// `https` and public addresses only.
+    #[arg(long, env = "AGENTHOST_ALLOW_INSECURE_JWKS")]
+    pub allow_insecure_jwks: bool,
     /// Delete ended sessions (journal and all) this long after they ended,
     /// e.g. `30d` or `12h`; checked every minute. Off by default: kept forever.
     #[arg(long, env = "AGENTHOST_RETAIN_ENDED_SESSIONS", value_name = "DURATION")]

@@ -56,6 +56,10 @@ pub(crate) struct MintedTokens {
     key: [u8; 32],
 }
 
+fn malformed() -> EndUserAuthError {
+    EndUserAuthError::MalformedToken("it is not a token this server minted".into())
+}
+
 pub(crate) fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -109,21 +113,18 @@ impl MintedTokens {
     /// The user of a valid, unexpired token.
     pub(crate) fn verify(&self, token: &str) -> Result<MintedUser, EndUserAuthError> {
         if token.len() > MAX_TOKEN_BYTES {
-            return Err(EndUserAuthError::Malformed);
+            return Err(malformed());
         }
-        let rest = token
-            .strip_prefix(PREFIX)
-            .ok_or(EndUserAuthError::Malformed)?;
-        let (body, tag) = rest.split_once('.').ok_or(EndUserAuthError::Malformed)?;
-        let tag = B64.decode(tag).map_err(|_| EndUserAuthError::Malformed)?;
+        let rest = token.strip_prefix(PREFIX).ok_or_else(malformed)?;
+        let (body, tag) = rest.split_once('.').ok_or_else(malformed)?;
+        let tag = B64.decode(tag).map_err(|_| malformed())?;
         self.mac(body)
             .verify_slice(&tag)
             .map_err(|_| EndUserAuthError::InvalidSignature)?;
-        let json = B64.decode(body).map_err(|_| EndUserAuthError::Malformed)?;
-        let payload: Payload =
-            serde_json::from_slice(&json).map_err(|_| EndUserAuthError::Malformed)?;
+        let json = B64.decode(body).map_err(|_| malformed())?;
+        let payload: Payload = serde_json::from_slice(&json).map_err(|_| malformed())?;
         if payload.exp <= unix_now() {
-            return Err(EndUserAuthError::Expired);
+            return Err(EndUserAuthError::TokenExpired);
         }
         Ok(MintedUser {
             app: payload.app,
@@ -154,7 +155,7 @@ mod tests {
         assert_eq!((user.app, user.sub.as_str()), (app, "alice"));
         assert_eq!(user.claims, claims);
         let (expired, _) = tokens.mint(app, "alice", Map::new(), Duration::ZERO);
-        assert_eq!(tokens.verify(&expired), Err(EndUserAuthError::Expired));
+        assert_eq!(tokens.verify(&expired), Err(EndUserAuthError::TokenExpired));
     }
 
     #[test]
@@ -184,10 +185,10 @@ mod tests {
             Err(EndUserAuthError::InvalidSignature),
             "another master key"
         );
-        assert_eq!(tokens.verify("ahu1.x"), Err(EndUserAuthError::Malformed));
+        assert_eq!(tokens.verify("ahu1.x"), Err(malformed()));
         assert_eq!(
             tokens.verify(&"a".repeat(MAX_TOKEN_BYTES + 1)),
-            Err(EndUserAuthError::Malformed)
+            Err(malformed())
         );
     }
 }

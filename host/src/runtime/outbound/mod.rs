@@ -73,6 +73,12 @@ impl OutboundPolicy {
     }
 }
 
+/// Why an address is not public (loopback, private, link-local, ...), or
+/// `None`: the one address check, also the JWKS fetch's (`end_users::jwks`).
+pub(crate) fn non_public_address(addr: std::net::IpAddr) -> Option<&'static str> {
+    ip::non_public(addr)
+}
+
 /// Timeouts and bounds of one outbound request (the turn's deadline applies too).
 pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub(crate) const FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(120);
