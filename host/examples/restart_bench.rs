@@ -55,6 +55,8 @@ async fn write(dir: &str, megabytes: u64, quick_repair: bool) -> anyhow::Result<
             secrets: vec![],
             limits: Default::default(),
             outbound: Vec::new(),
+            end_users: None,
+            end_user_approvals: Vec::new(),
         })
         .await?;
     let outcome = BuildOutcome::Succeeded {

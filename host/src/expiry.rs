@@ -132,6 +132,7 @@ impl Deadlines {
                 approved: false,
                 approver: TIMEOUT_APPROVER.into(),
                 key_id: TIMEOUT_APPROVER.into(),
+                end_user: None,
             };
             match writer.decide(session, decision, boot).await {
                 Ok(ticket) => {

@@ -63,13 +63,19 @@ async fn create(server: &Server, token: &str, input: &str) -> Value {
 /// The whole journal of a session through its first terminal event, read
 /// with the session's stream token.
 async fn first_turn(server: &Server, created: &Value) -> Vec<Value> {
+    read_until(server, created, "TURN_ENDED").await
+}
+
+/// A session's journal from the start through the first event of type
+/// `until` (or a TURN_ERROR), read with the session's stream token.
+async fn read_until(server: &Server, created: &Value, until: &str) -> Vec<Value> {
     let token = created["stream_token"].as_str().unwrap();
     let session = created["session_id"].as_str().unwrap();
     let url = server.url(&format!("/sessions/{session}/events?token={token}"));
     let response = server.client.get(url).send().await.unwrap();
     assert_eq!(response.status(), 200);
     support::EventStream::new(response)
-        .until(&["TURN_ENDED", "TURN_ERROR"])
+        .until(&[until, "TURN_ERROR"])
         .await
 }
 
@@ -376,4 +382,85 @@ async fn forged_and_foreign_tokens_are_refused_with_their_reason() {
     )
     .await;
     assert_eq!(status, 403);
+}
+
+/// Deploys the ops example (its `delete_record` is gated in code) as
+/// `slug`, with end users and `extra` manifest text.
+async fn deploy_ops(server: &Server, slug: &str, extra: &str) {
+    let manifest =
+        format!("[app]\nslug = \"{slug}\"\n[agent]\nentry = \"ops.wasm\"\n[end_users]\n{extra}");
+    let component = support::guest("ops");
+    let (status, row) = server
+        .upload(bundle(&[("ops.wasm", &component)]), &manifest)
+        .await;
+    assert_eq!(status, 202, "{row}");
+    assert_eq!(server.wait_built(&row).await["status"], "active");
+}
+
+/// Ada's session of `app` waiting on a gated `delete_record`.
+async fn awaiting(server: &Server, token: &str, app: &str) -> (String, Vec<Value>) {
+    let body = json!({"app": app, "route": "/ops", "input": "delete x"});
+    let (status, created) = call(server, token, "POST", "/sessions", body).await;
+    assert_eq!(status, 201, "{created}");
+    let events = read_until(server, &created, "TOOL_APPROVAL_REQUIRED").await;
+    (created["session_id"].as_str().unwrap().to_string(), events)
+}
+
+#[tokio::test]
+async fn an_end_user_decides_only_where_the_tool_says_so_and_only_their_own() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    deploy_ops(
+        &server,
+        "ops",
+        "[tools.delete_record]\napprover = \"end_user\"\n",
+    )
+    .await;
+    deploy_ops(&server, "strict", "").await;
+    let ada = server.end_user_token("ops", "ada").await;
+    let bob = server.end_user_token("ops", "bob").await;
+    let (session, _) = awaiting(&server, &ada, "ops").await;
+    let path = format!("/sessions/{session}/approval");
+
+    // Not Bob's, and never the bare key's (every end user holds it).
+    let (status, body) = call(&server, &bob, "POST", &path, json!({"approved": true})).await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (404, &json!("session_not_found"))
+    );
+    let (_, bare) = server.mint_key("invocation", "web", Some("ops")).await;
+    let (status, _) = call(&server, &bare, "POST", &path, json!({"approved": true})).await;
+    assert_eq!(status, 403);
+
+    // Ada decides, under her own id whatever `approver` she sends.
+    let body = json!({"approved": false, "approver": "the CFO"});
+    let (status, body) = call(&server, &ada, "POST", &path, body).await;
+    assert_eq!(status, 202, "{body}");
+    let minted = format!("/sessions/{session}/stream-token");
+    let (_, minted) = call(&server, &ada, "POST", &minted, json!({})).await;
+    let token = minted["stream_token"].as_str().unwrap().to_string();
+    let url = server.url(&format!("/sessions/{session}/events?token={token}"));
+    let response = server.client.get(url).send().await.unwrap();
+    let events = support::EventStream::new(response)
+        .until(&["TOOL_APPROVAL_DENIED"])
+        .await;
+    let denied = &events.last().unwrap()["payload"];
+    assert_eq!(denied["approver"], "ada", "{denied}");
+    assert!(
+        denied["key_id"].as_str().unwrap().starts_with("user:"),
+        "{denied}"
+    );
+
+    // Where the manifest leaves the tool to operators, Ada may not decide.
+    let strict = server.end_user_token("strict", "ada").await;
+    let (session, _) = awaiting(&server, &strict, "strict").await;
+    let path = format!("/sessions/{session}/approval");
+    let (status, body) = call(&server, &strict, "POST", &path, json!({"approved": true})).await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (403, &json!("forbidden")),
+        "{body}"
+    );
+    let (status, body) = server.post(&path, json!({"approved": true})).await;
+    assert_eq!(status, 202, "an operator still decides: {body}");
 }

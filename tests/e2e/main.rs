@@ -17,6 +17,7 @@ mod crash;
 mod deploy;
 mod dev;
 mod edges;
+mod end_user_jwts;
 mod end_users;
 mod http;
 mod idempotency;

@@ -63,6 +63,8 @@ impl Session {
                 secrets: Vec::new(),
                 limits: LimitsRecord::default(),
                 outbound: Vec::new(),
+                end_users: None,
+                end_user_approvals: Vec::new(),
             })
             .await
             .expect("create a deployment");

@@ -40,7 +40,14 @@ pub(super) async fn decide(
     let session = session_id(&id)?;
     let path = format!("/sessions/{session}/approval");
     let key = idempotency(key, &principal, Fingerprint::json("POST", &path, &body)?)?;
+    // An end user decides under their own id, and only their own session's
+    // calls (404 for anyone else's, as if it did not exist).
+    let end_user = principal.user_id().map(str::to_string);
+    if end_user.is_some() {
+        super::sessions::visible_session(&state, &principal, &id).await?;
+    }
     let approver = match body.approver.map(|a| a.trim().to_string()) {
+        _ if end_user.is_some() => end_user.clone().unwrap_or_default(),
         None => principal.name.clone(),
         Some(a) if a.is_empty() || a.len() > MAX_APPROVER => {
             return Err(ApiError::unprocessable(
@@ -54,6 +61,7 @@ pub(super) async fn decide(
         approved: body.approved,
         approver,
         key_id: principal.key_id.clone(),
+        end_user,
     };
     let starter = state.runtime.starter();
     let done = (state.writer)

@@ -189,6 +189,7 @@ async fn accept(
         limits: (&manifest.limits).into(),
         outbound: manifest.outbound.allow.clone(),
         end_users: manifest.end_users.as_ref().map(Into::into),
+        end_user_approvals: manifest.end_user_approvals(),
     };
     let done = state.writer.create_deployment_once(new, key).await?;
     let answer = done.answer;

@@ -106,6 +106,9 @@ impl From<StoreError> for ApiError {
                 ApiError::new(StatusCode::TOO_MANY_REQUESTS, "quota_exceeded", message)
             }
             StoreError::Rejected(message) => ApiError::unprocessable("rejected", message),
+            StoreError::Forbidden(message) => {
+                ApiError::new(StatusCode::FORBIDDEN, "forbidden", message)
+            }
             StoreError::KeyReused(message) => {
                 ApiError::unprocessable("idempotency_key_reused", message)
             }

@@ -300,6 +300,7 @@ fn deployment_record(status: DeploymentStatus) -> DeploymentRecord {
         },
         outbound: vec!["https://api.openai.com".into()],
         end_users: None,
+        end_user_approvals: Vec::new(),
     }
 }
 

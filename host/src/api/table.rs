@@ -239,9 +239,9 @@ pub(super) fn table() -> Vec<(Endpoint, Doc, MethodRouter<AppState>)> {
         row(
             "POST",
             "/sessions/{id}/approval",
-            Platform,
+            EndUser,
             Doc::new(
-                "Decide the pending gated call",
+                "Decide the pending gated call (an end user: of their own session, where its tool says approver = \"end_user\")",
                 202,
                 Reply::Json(schema::<views::DecisionAccepted>),
             )

@@ -139,6 +139,19 @@ pub(crate) struct ToolSettings {
     /// agent's own flag and the operator's policy).
     #[serde(default)]
     pub needs_approval: bool,
+    /// Who may decide its calls: operators (platform keys, the default), or
+    /// also the session's own end user.
+    #[serde(default)]
+    pub approver: Approver,
+}
+
+/// `[tools.<name>] approver`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Approver {
+    #[default]
+    Operator,
+    EndUser,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -315,6 +328,14 @@ impl Manifest {
 
 impl Manifest {
     /// The tools this manifest gates.
+    /// Tools whose calls the session's end user may decide.
+    pub(crate) fn end_user_approvals(&self) -> Vec<String> {
+        (self.tools.iter())
+            .filter(|(_, settings)| settings.approver == Approver::EndUser)
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
     pub(crate) fn gated_tools(&self) -> Vec<String> {
         (self.tools.iter())
             .filter(|(_, settings)| settings.needs_approval)

@@ -81,6 +81,7 @@ mod tests {
             limits: Default::default(),
             outbound: vec![],
             end_users: None,
+            end_user_approvals: Vec::new(),
         };
         let gates = Gates::from_record(&record);
         assert_eq!(gates.gated_by("rm"), ["code"]);

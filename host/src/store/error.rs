@@ -16,6 +16,9 @@ pub enum StoreError {
     /// The request is well-formed but refused (HTTP 422).
     #[error("{0}")]
     Rejected(String),
+    /// The caller may not do this here (HTTP 403).
+    #[error("{0}")]
+    Forbidden(String),
     /// An `Idempotency-Key` first used on another request (HTTP 422).
     #[error("{0}")]
     KeyReused(String),

@@ -169,6 +169,7 @@ async fn retries_answer_the_first_answer(backend: Backend) {
         approved: true,
         approver: "ops".into(),
         key_id: "k2".into(),
+        end_user: None,
     };
     let decide = || {
         writer.decide_once(

@@ -88,6 +88,10 @@ pub struct DeploymentRecord {
     /// The manifest's `[end_users]` table, if it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_users: Option<EndUsersRecord>,
+    /// Tools whose calls the session's end user may decide
+    /// (`[tools.<name>] approver = "end_user"`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub end_user_approvals: Vec<String>,
 }
 
 /// An app's end-user policy (`[end_users]`, docs/end-users.md). Lenient

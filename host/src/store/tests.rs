@@ -35,6 +35,7 @@ pub(super) fn new_deployment(version: Option<u64>) -> NewDeployment {
         limits: Default::default(),
         outbound: Vec::new(),
         end_users: None,
+        end_user_approvals: Vec::new(),
     }
 }
 
@@ -326,6 +327,7 @@ async fn a_resumed_turn_that_started_is_never_run_again() {
         approved: true,
         approver: "alice".into(),
         key_id: "k".into(),
+        end_user: None,
     };
     let resumed = writer.decide(session.id, decision, boot).await.unwrap();
     // The resumed turn did something, then the process died.
@@ -498,6 +500,7 @@ async fn the_approvals_feed_follows_every_approval_in_commit_order() {
         approved: false,
         approver: "ann".into(),
         key_id: "key_1".into(),
+        end_user: None,
     };
     writer.decide(a.id, decision, boot).await.unwrap();
     let (head, pending) = store.approval_snapshot(None).unwrap();

@@ -250,5 +250,6 @@ fn decision(principal: &Principal, entries: &[ResumeEntry]) -> Result<Decision, 
         approved,
         approver: approver.unwrap_or_else(|| principal.name.clone()),
         key_id: principal.key_id.clone(),
+        end_user: None,
     })
 }

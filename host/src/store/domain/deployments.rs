@@ -66,6 +66,7 @@ impl Op for CreateDeployment {
             limits: new.limits.clone(),
             outbound: new.outbound.clone(),
             end_users: new.end_users.clone(),
+            end_user_approvals: new.end_user_approvals.clone(),
         };
         tx.put_deployment(&record, true)?;
         Ok(record)

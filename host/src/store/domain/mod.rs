@@ -61,6 +61,8 @@ pub struct NewDeployment {
     pub outbound: Vec<String>,
     /// The manifest's `[end_users]` table.
     pub end_users: Option<crate::store::records::EndUsersRecord>,
+    /// Tools whose calls the session's end user may decide.
+    pub end_user_approvals: Vec<String>,
 }
 
 /// How a build ended.
@@ -92,6 +94,9 @@ pub struct Decision {
     pub approver: String,
     /// The id of the API key that decided.
     pub key_id: String,
+    /// The end user deciding, if one is: they may decide only a call of
+    /// their own session whose tool the manifest leaves to its end user.
+    pub end_user: Option<String>,
 }
 
 /// Everything needed to run a scheduled turn.

@@ -307,6 +307,33 @@ pub(super) fn finish_turn(
 /// running-turns cap (the decision is not recorded: retry it). Of two racing decisions
 /// exactly one wins: both are commands of the one writer (and, on
 /// PostgreSQL, the session's row is locked for the transaction).
+/// An end user decides only a call of their own session (404 otherwise,
+/// as for a session that does not exist), and only of a tool whose
+/// manifest says `approver = "end_user"` (403 otherwise).
+fn may_end_user_decide(
+    batch: &mut Batch<'_>,
+    session: &SessionRecord,
+    pending: &crate::store::records::PendingApproval,
+    user: &str,
+) -> Result<(), StoreError> {
+    if session.end_user.as_deref() != Some(user) {
+        return Err(StoreError::not_found("session", session.id));
+    }
+    let deployment = (batch.tx.deployment(session.deployment_id)?).ok_or_else(|| {
+        corrupt(format!(
+            "deployment {} of session {} is missing",
+            session.deployment_id, session.id
+        ))
+    })?;
+    if !deployment.end_user_approvals.contains(&pending.call.name) {
+        return Err(StoreError::Forbidden(format!(
+            "calls of `{}` are decided by operators: its manifest does not say `approver = \"end_user\"`",
+            pending.call.name
+        )));
+    }
+    Ok(())
+}
+
 pub(in crate::store) struct Decide {
     pub session: Uuid,
     pub decision: Decision,
@@ -327,6 +354,11 @@ impl Op for Decide {
                 ));
             }
         };
+        if let Some(user) = &decision.end_user {
+            let record = session.record.clone();
+            may_end_user_decide(batch, &record, &pending, user)?;
+        }
+        let session = batch.session(id)?;
         let (turn, app) = (session.record.turn + 1, session.record.app_id);
         let slug = session.record.app_slug.clone();
         quotas::check(batch, app, &slug, Starting::Turn)?;
