@@ -86,10 +86,18 @@ fn postgres_store(data_dir: &Path) -> Option<String> {
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
         .collect();
     let name = format!("t_{name}");
+    Some(make_database(name))
+}
+
+/// The URL of the test cluster's database `name`, made on first use. A
+/// failure (initdb, the cluster, a connection) fails the test: it must
+/// never run on redb instead.
+fn make_database(name: String) -> String {
     // The sync client cannot run on the test's async runtime thread.
-    std::thread::spawn(move || pg_cluster::database(&name))
-        .join()
-        .ok()
+    match std::thread::spawn(move || pg_cluster::database(&name)).join() {
+        Ok(url) => url,
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
 }
 
 /// Everything the store of `data_dir` holds, as bytes: the redb file, or
@@ -151,10 +159,7 @@ impl Server {
 
     /// `start_host` with extra `serve` flags.
     pub async fn start_host_with(data_dir: &Path, database: &str, flags: &[&str]) -> Server {
-        let name = database.to_string();
-        let url = std::thread::spawn(move || pg_cluster::database(&name))
-            .join()
-            .expect("make the database");
+        let url = make_database(database.to_string());
         Server::launch(data_dir, "127.0.0.1:0", Some(url), flags, &[]).await
     }
 
@@ -170,6 +175,13 @@ impl Server {
         flags: &[&str],
         env: &[(&str, &str)],
     ) -> Server {
+        // On the PostgreSQL pass every server must be on PostgreSQL, even
+        // one whose caller forgot to ask for it.
+        let engine = if store.is_some() || on_postgres() {
+            "postgres"
+        } else {
+            "redb"
+        };
         let mut command = Command::new(env!("CARGO_BIN_EXE_agenthost"));
         command
             .arg("serve")
@@ -205,12 +217,33 @@ impl Server {
         })
         .await
         .expect("wait for the server");
-        Server {
+        let server = Server {
             child,
             url,
             data_dir: data_dir.to_path_buf(),
             client: client(),
-        }
+        };
+        server.assert_engine(engine).await;
+        server
+    }
+
+    /// Checks, through `GET /metrics` (`agenthost_store_info`), that the
+    /// server runs on `engine` (`redb` or `postgres`): the PostgreSQL pass
+    /// must never pass on redb.
+    pub async fn assert_engine(&self, engine: &str) {
+        let response = (self.client.get(self.url("/metrics")))
+            .bearer_auth(KEY)
+            .send()
+            .await
+            .expect("GET /metrics");
+        let status = response.status();
+        let text = response.text().await.expect("the metrics");
+        assert_eq!(status, 200, "GET /metrics: {text}");
+        let line = format!("agenthost_store_info{{engine=\"{engine}\"}} 1");
+        assert!(
+            text.lines().any(|l| l == line),
+            "the server must run on {engine}: no `{line}` in its metrics:\n{text}"
+        );
     }
 
     /// Sends SIGTERM (graceful shutdown).
