@@ -191,7 +191,14 @@ async fn a_cancel_racing_the_turns_end_leaves_exactly_one_ending() {
             .collect();
         assert_eq!(of_turn.len(), 1, "turn {turn}: {of_turn:#?}");
     }
-    assert!(stream.try_next(Duration::from_millis(300)).await.is_none());
+    // Nothing after the 13th ending: ending the session appends
+    // SESSION_ENDED and ends the stream, so whatever came between is read.
+    let (status, body) = server
+        .post(&format!("/sessions/{session}/end"), json!({}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let rest = stream.rest_until_end(Duration::from_secs(10)).await;
+    assert_eq!(types(&rest), ["SESSION_ENDED"], "{rest:#?}");
 }
 
 #[tokio::test]
@@ -285,8 +292,8 @@ async fn delete_removes_the_session_and_ends_its_streams() {
         .unwrap();
     assert_eq!(response.status(), 403, "deleting needs a platform key");
     assert_eq!(server.delete(&format!("/sessions/{session}")).await, 204);
-    // The open stream ends.
-    assert!(stream.try_next(Duration::from_secs(5)).await.is_none());
+    // The open stream ends (not merely goes quiet).
+    stream.expect_end(Duration::from_secs(5)).await;
     let (status, body) = server.get(&format!("/sessions/{session}")).await;
     assert_eq!(status, 404, "{body}");
     let response = server
@@ -315,10 +322,7 @@ async fn delete_cancels_a_running_turn_first() {
     until(&mut stream, "MESSAGE_DELTA").await;
     assert_eq!(server.delete(&format!("/sessions/{session}")).await, 204);
     // The stream may see the cancel's events before it ends; never more.
-    let mut rest = Vec::new();
-    while let Some(event) = stream.try_next(Duration::from_secs(5)).await {
-        rest.push(event);
-    }
+    let rest = stream.rest_until_end(Duration::from_secs(5)).await;
     assert!(rest.len() <= 2, "{rest:#?}");
     let (status, _) = server.get(&format!("/sessions/{session}")).await;
     assert_eq!(status, 404);

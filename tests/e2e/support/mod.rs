@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use agenthost::{CreatedSession, DeploymentStatus, DeploymentView, MintedKey};
 use serde_json::{Value, json};
 
-pub use sse::{EventStream, Frame, types};
+pub use sse::{EventStream, Frame, Read, types};
 
 pub const KEY: &str = "test-bootstrap-key";
 
