@@ -424,11 +424,13 @@ async fn the_host_refuses_results_without_a_grant() {
         "TOOL_APPROVAL_REQUIRED",
         "{suspended:?}"
     );
-    assert_eq!(rogue_results(&suspended), 0);
+    // TOOL_APPROVAL_REQUIRED is journaled once the guest has returned, so
+    // whatever the suspended guest got written comes before it: these fail
+    // if the gate lets a suspended turn write (checked by breaking it).
+    assert_eq!(rogue_results(&suspended), 0, "{suspended:#?}");
     assert!(
-        !suspended
-            .iter()
-            .any(|e| e["payload"]["role"] == "assistant")
+        !(suspended.iter()).any(|e| e["payload"]["role"] == "assistant"),
+        "a suspended turn wrote a message: {suspended:#?}"
     );
 
     // Denied, the rogue forges an `ok` result: refused, the turn fails.

@@ -101,20 +101,63 @@ fn make_database(name: String) -> String {
 }
 
 /// Everything the store of `data_dir` holds, as bytes: the redb file, or
-/// on PostgreSQL the tables' rows as text.
+/// on PostgreSQL every row of every table of the store's schema (found in
+/// the catalog, so a new table is read too): `bytea` columns as their raw
+/// bytes, the others as text.
 pub fn stored_bytes(data_dir: &Path) -> Vec<u8> {
     let Some(url) = postgres_store(data_dir) else {
         return std::fs::read(data_dir.join("agenthost.redb")).expect("read the redb file");
     };
     std::thread::spawn(move || {
         let mut client = postgres::Client::connect(&url, postgres::NoTls).expect("connect");
+        let columns = client
+            .query(
+                "SELECT c.table_name::text, c.column_name::text, c.data_type::text
+                 FROM information_schema.columns c
+                 JOIN information_schema.tables t
+                   ON t.table_schema = c.table_schema AND t.table_name = c.table_name
+                 WHERE c.table_schema = current_schema() AND t.table_type = 'BASE TABLE'
+                 ORDER BY c.table_name, c.ordinal_position",
+                &[],
+            )
+            .expect("read the catalog");
+        let mut tables: Vec<(String, Vec<(String, bool)>)> = Vec::new();
+        for row in columns {
+            let (table, column, kind): (String, String, String) =
+                (row.get(0), row.get(1), row.get(2));
+            if tables.last().is_none_or(|(t, _)| *t != table) {
+                tables.push((table, Vec::new()));
+            }
+            let (_, cols) = tables.last_mut().expect("a table");
+            cols.push((column, kind == "bytea"));
+        }
+        assert!(
+            tables.iter().any(|(t, _)| t == "events"),
+            "the store's tables are not in the current schema: {tables:?}"
+        );
         let mut out = Vec::new();
-        for table in ["secrets", "sessions", "events", "api_keys", "deployments"] {
-            for row in client
-                .query(&format!("SELECT t::text FROM {table} t"), &[])
-                .expect("read a table")
-            {
-                out.extend_from_slice(row.get::<_, String>(0).as_bytes());
+        for (table, cols) in &tables {
+            let list: Vec<String> = (cols.iter())
+                .map(|(c, raw)| {
+                    if *raw {
+                        format!("\"{c}\"")
+                    } else {
+                        format!("\"{c}\"::text")
+                    }
+                })
+                .collect();
+            let sql = format!("SELECT {} FROM \"{table}\"", list.join(", "));
+            for row in client.query(&sql, &[]).expect("read a table") {
+                for (i, (_, raw)) in cols.iter().enumerate() {
+                    if *raw {
+                        let bytes: Option<Vec<u8>> = row.get(i);
+                        out.extend(bytes.unwrap_or_default());
+                    } else {
+                        let text: Option<String> = row.get(i);
+                        out.extend(text.unwrap_or_default().into_bytes());
+                    }
+                    out.push(b'\n');
+                }
             }
         }
         out
