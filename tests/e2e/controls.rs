@@ -158,7 +158,20 @@ async fn a_cancel_racing_the_turns_end_leaves_exactly_one_ending() {
     journal(&server, &session, &["TURN_ENDED"]).await;
     let cancel = format!("/sessions/{session}/cancel");
     let input = format!("/sessions/{session}/input");
-    for turn in 2..=13u64 {
+    // (turn, the cancel's status, the session's status it answered). Turns
+    // go on (at least 12, at most 80) until cancels have landed on both
+    // sides of a turn's end: one that cancelled (200, `errored`) and one
+    // that came after the end (409, or 200 showing the turn's own ending),
+    // so the race did happen.
+    let mut answers: Vec<(u64, u16, String)> = Vec::new();
+    let cancelled = |a: &(u64, u16, String)| a.1 == 200 && a.2 == "errored";
+    let mut turn = 1u64;
+    while turn < 13 || !(answers.iter().any(cancelled) && !answers.iter().all(cancelled)) {
+        turn += 1;
+        assert!(
+            turn <= 80,
+            "the cancels never raced the end both ways: {answers:?}"
+        );
         let sleep_ms = (turn % 4) * 3;
         let (status, body) = server
             .post(&input, json!({"input": {"sleep_ms": sleep_ms}}))
@@ -169,19 +182,21 @@ async fn a_cancel_racing_the_turns_end_leaves_exactly_one_ending() {
         }
         let (status, body) = server.post(&cancel, json!({})).await;
         assert!(status == 200 || status == 409, "{status} {body}");
+        answers.push((turn, status, body["status"].as_str().unwrap_or("").into()));
         let (_, view) = server.get(&format!("/sessions/{session}")).await;
         assert_ne!(
             view["status"], "running",
             "the cancel answered after the end: {view}"
         );
     }
-    // Read the whole journal: 13 turns, each with exactly one ending.
+    // Read the whole journal: every turn with exactly one ending, the one
+    // its cancel's answer says.
     let mut stream = server.events(&session, None).await;
     let mut all = Vec::new();
-    while endings(&all) < 13 {
+    while endings(&all) < turn as usize {
         all.push(stream.next(Duration::from_secs(10)).await.expect("event"));
     }
-    for turn in 1..=13u64 {
+    for turn in 1..=turn {
         let of_turn: Vec<&Value> = all
             .iter()
             .filter(|e| {
@@ -190,8 +205,25 @@ async fn a_cancel_racing_the_turns_end_leaves_exactly_one_ending() {
             })
             .collect();
         assert_eq!(of_turn.len(), 1, "turn {turn}: {of_turn:#?}");
+        let ending = of_turn[0];
+        match answers.iter().find(|a| a.0 == turn) {
+            Some(answer) if cancelled(answer) => {
+                assert_eq!(ending["type"], "TURN_ERROR", "turn {turn}: {ending}");
+                assert_eq!(
+                    ending["payload"]["kind"], "cancelled",
+                    "turn {turn}: {ending}"
+                );
+            }
+            _ => assert_eq!(ending["type"], "TURN_ENDED", "turn {turn}: {ending}"),
+        }
     }
-    // Nothing after the 13th ending: ending the session appends
+    let won = answers.iter().filter(|a| cancelled(a)).count();
+    let late = answers.iter().filter(|a| a.1 == 409).count();
+    eprintln!(
+        "cancel race: {turn} turns; the cancel won {won}, came after the end {late} (409), lost at the end {} (200, the turn's own ending)",
+        answers.len() - won - late
+    );
+    // Nothing after the last ending: ending the session appends
     // SESSION_ENDED and ends the stream, so whatever came between is read.
     let (status, body) = server
         .post(&format!("/sessions/{session}/end"), json!({}))
