@@ -166,7 +166,10 @@ async fn a_cancel_racing_the_turns_end_leaves_exactly_one_ending() {
     let mut answers: Vec<(u64, u16, String)> = Vec::new();
     let cancelled = |a: &(u64, u16, String)| a.1 == 200 && a.2 == "errored";
     let mut turn = 1u64;
-    while turn < 13 || !(answers.iter().any(cancelled) && !answers.iter().all(cancelled)) {
+    let both_ways = |answers: &[(u64, u16, String)]| {
+        answers.iter().any(cancelled) && !answers.iter().all(cancelled)
+    };
+    while turn < 13 || !both_ways(&answers) {
         turn += 1;
         assert!(
             turn <= 80,
@@ -177,7 +180,7 @@ async fn a_cancel_racing_the_turns_end_leaves_exactly_one_ending() {
             .post(&input, json!({"input": {"sleep_ms": sleep_ms}}))
             .await;
         assert_eq!(status, 202, "{body}");
-        if turn % 3 != 0 {
+        if !turn.is_multiple_of(3) {
             tokio::time::sleep(Duration::from_millis(sleep_ms)).await;
         }
         let (status, body) = server.post(&cancel, json!({})).await;
