@@ -6,6 +6,7 @@
 pub mod agents;
 pub mod browser;
 pub mod fake_openai;
+pub mod hold;
 #[path = "../../support/pg_cluster.rs"]
 pub mod pg_cluster;
 mod sse;
