@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::support::hold::Hold;
 use crate::support::pg_cluster::OwnCluster;
 use crate::support::{self, Server, agents};
 
@@ -484,9 +485,11 @@ async fn a_postgres_restart_answers_503_meanwhile_and_loses_nothing_acknowledged
             .unwrap()
     };
     let dir = support::data_dir();
-    let host = Server::start_on(dir.path(), &url).await;
+    let host = Server::start_on_with(dir.path(), &url, &["--outbound-allow-private"]).await;
     host.deploy("hello", &support::guest("hello")).await;
-    host.deploy("slow", &support::guest("slow")).await;
+    // The turn in flight GETs an upstream that holds it until released.
+    let held = Hold::start().await;
+    held.deploy_fetch(&host).await;
     let session = host
         .session("hello", "/chat", json!("before the outage"))
         .await;
@@ -495,14 +498,9 @@ async fn a_postgres_restart_answers_503_meanwhile_and_loses_nothing_acknowledged
         .await
         .until(&["TURN_ENDED"])
         .await;
-    // A turn in flight when the database goes away.
-    let busy = host
-        .session("slow", "/slow", json!({"sleep_ms": 1500}))
-        .await;
-    host.events(&busy, None)
-        .await
-        .until(&["MESSAGE_DELTA"])
-        .await;
+    // A turn in flight when the database goes away (released once it is back).
+    let busy = host.session("fetch", "/fetch", held.input()).await;
+    held.wait_arrived(1).await;
 
     let stopping = pg.clone();
     tokio::task::spawn_blocking(move || stopping.stop())
@@ -540,6 +538,7 @@ async fn a_postgres_restart_answers_503_meanwhile_and_loses_nothing_acknowledged
     assert_eq!(replay, before);
     // The turn cut by the outage does not leave its session stuck: it is
     // closed (or finished) and the session takes input again.
+    held.release();
     eventually("the interrupted turn is settled", || async {
         let (_, record) = host.get(&format!("/sessions/{busy}")).await;
         record["status"] != "running"
@@ -548,7 +547,7 @@ async fn a_postgres_restart_answers_503_meanwhile_and_loses_nothing_acknowledged
     let (status, body) = host
         .post(
             &format!("/sessions/{busy}/input"),
-            json!({"input": {"sleep_ms": 10}}),
+            json!({"input": held.input()}),
         )
         .await;
     assert_eq!(status, 202, "{body}");

@@ -207,9 +207,10 @@ impl Server {
         Server::launch(data_dir, "127.0.0.1:0", Some(url), flags, &[]).await
     }
 
-    /// Starts a host on the PostgreSQL database at `url`.
-    pub async fn start_on(data_dir: &Path, url: &str) -> Server {
-        Server::launch(data_dir, "127.0.0.1:0", Some(url.to_string()), &[], &[]).await
+    /// Starts a host on the PostgreSQL database at `url`, with extra
+    /// `serve` flags.
+    pub async fn start_on_with(data_dir: &Path, url: &str, flags: &[&str]) -> Server {
+        Server::launch(data_dir, "127.0.0.1:0", Some(url.to_string()), flags, &[]).await
     }
 
     async fn launch(
