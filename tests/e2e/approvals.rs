@@ -528,10 +528,18 @@ async fn an_approval_deadline_holds_across_a_restart() {
     server.kill();
     // The deadline passes while no server runs.
     tokio::time::sleep(std::time::Duration::from_millis(3500)).await;
+    let restarted_at = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
     let server = Server::start_with(dir.path(), &flags).await;
     let mut stream = server.events(&session, None).await;
     let events = stream.until(&["TOOL_APPROVAL_DENIED"]).await;
-    assert_eq!(events.last().unwrap()["payload"]["approver"], "timeout");
+    let denied = events.last().unwrap();
+    assert_eq!(denied["payload"]["approver"], "timeout");
+    // Denied by the restarted server: a deadline that passed before the
+    // kill would prove nothing about the restart.
+    assert!(
+        denied["created_at"].as_str().unwrap() >= restarted_at.as_str(),
+        "denied before the restart ({restarted_at}): {denied}"
+    );
     let resumed = stream.until(&["TURN_ENDED", "TURN_ERROR"]).await;
     assert_eq!(resumed.last().unwrap()["type"], "TURN_ENDED", "{resumed:?}");
     assert_eq!(
