@@ -77,7 +77,7 @@ pub fn on_postgres() -> bool {
 
 /// On PostgreSQL: the URL of the database of this data dir (one per test
 /// server, the same across its restarts).
-fn postgres_store(data_dir: &Path) -> Option<String> {
+pub fn postgres_store(data_dir: &Path) -> Option<String> {
     if !on_postgres() {
         return None;
     }
@@ -272,23 +272,9 @@ impl Server {
         server
     }
 
-    /// Checks, through `GET /metrics` (`agenthost_store_info`), that the
-    /// server runs on `engine` (`redb` or `postgres`): the PostgreSQL pass
-    /// must never pass on redb.
+    /// Checks that the server runs on `engine` (see `assert_engine`).
     pub async fn assert_engine(&self, engine: &str) {
-        let response = (self.client.get(self.url("/metrics")))
-            .bearer_auth(KEY)
-            .send()
-            .await
-            .expect("GET /metrics");
-        let status = response.status();
-        let text = response.text().await.expect("the metrics");
-        assert_eq!(status, 200, "GET /metrics: {text}");
-        let line = format!("agenthost_store_info{{engine=\"{engine}\"}} 1");
-        assert!(
-            text.lines().any(|l| l == line),
-            "the server must run on {engine}: no `{line}` in its metrics:\n{text}"
-        );
+        assert_engine(&self.client, &self.url, KEY, engine).await;
     }
 
     /// Sends SIGTERM (graceful shutdown).
@@ -525,6 +511,25 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Checks, through `GET /metrics` (`agenthost_store_info`) with the
+/// platform key `key`, that the server at `base` runs on `engine` (`redb`
+/// or `postgres`): the PostgreSQL pass must never pass on redb.
+pub async fn assert_engine(client: &reqwest::Client, base: &str, key: &str, engine: &str) {
+    let response = (client.get(format!("{base}/metrics")))
+        .bearer_auth(key)
+        .send()
+        .await
+        .expect("GET /metrics");
+    let status = response.status();
+    let text = response.text().await.expect("the metrics");
+    assert_eq!(status, 200, "GET /metrics: {text}");
+    let line = format!("agenthost_store_info{{engine=\"{engine}\"}} 1");
+    assert!(
+        text.lines().any(|l| l == line),
+        "the server must run on {engine}: no `{line}` in its metrics:\n{text}"
+    );
 }
 
 pub async fn status_and_json(response: reqwest::Response) -> (u16, Value) {
