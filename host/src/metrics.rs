@@ -2,7 +2,8 @@
 //! text): instantiate time, turn time, journal commit latency and batch size,
 //! events committed, running turns, open streams and their catch-ups from
 //! redb, requests refused by the per-key rate limit and the per-app caps,
-//! and the process's own CPU time and resident memory. One process-wide set, recorded without locks.
+//! the store engine the server runs on, and the process's own CPU time and
+//! resident memory. One process-wide set, recorded without locks.
 //! Names and meanings are documented in docs/metrics.md.
 
 use std::sync::OnceLock;
@@ -13,6 +14,7 @@ use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
 
 pub(crate) struct Metrics {
@@ -143,6 +145,16 @@ impl Metrics {
     }
 }
 
+/// The store engine this process runs on (`redb` or `postgres`), set once
+/// the store is open; `agenthost_store_info{engine="…"}` names it.
+static STORE_ENGINE: OnceLock<&'static str> = OnceLock::new();
+
+/// Records the store engine the server opened (the first call wins: one
+/// server per process).
+pub(crate) fn set_store_engine(engine: &'static str) {
+    let _ = STORE_ENGINE.set(engine);
+}
+
 /// Counts an open event stream while it lives.
 pub(crate) struct StreamGuard(());
 
@@ -159,6 +171,7 @@ impl Drop for StreamGuard {
     }
 }
 
+/// `agenthost_store_info` (once the store is open), and
 /// `process_cpu_seconds_total` and `process_resident_memory_bytes`, read
 /// from /proc at each scrape (absent where /proc is not Linux's).
 #[derive(Debug)]
@@ -166,6 +179,16 @@ struct ProcessCollector;
 
 impl Collector for ProcessCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        if let Some(engine) = STORE_ENGINE.get() {
+            let info = Info::new([("engine", *engine)]);
+            let metric = encoder.encode_descriptor(
+                "agenthost_store",
+                "The store engine the server runs on",
+                None,
+                info.metric_type(),
+            )?;
+            info.encode(metric)?;
+        }
         if let Some(cpu) = cpu_seconds() {
             let counter = ConstCounter::new(cpu);
             let metric = encoder.encode_descriptor(
@@ -221,6 +244,7 @@ mod tests {
         m.instantiate.observe(12e-6);
         m.commit_batch.observe(3.0);
         m.quota_refusal("running_turns");
+        super::set_store_engine("redb");
         let text = m.encode();
         for name in [
             "agenthost_turn_instantiate_seconds_bucket",
@@ -230,6 +254,8 @@ mod tests {
             "agenthost_sse_streams_open",
             "agenthost_rate_limited_total",
             "agenthost_quota_refusals_total{cap=\"running_turns\"}",
+            // Whichever engine a server of this process opened first.
+            "agenthost_store_info{engine=\"",
             "process_cpu_seconds_total",
             "process_resident_memory_bytes",
         ] {

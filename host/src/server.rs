@@ -80,6 +80,7 @@ impl Server {
             StoreChoice::Redb(redb) => {
                 let path = options.data_dir.join("agenthost.redb");
                 let store = Db::open_with(&path, *redb).context("cannot open the database")?;
+                crate::metrics::set_store_engine("redb");
                 (store, None)
             }
             StoreChoice::Postgres { url, lease } => {
@@ -93,6 +94,7 @@ impl Server {
                     tokio::task::spawn_blocking(move || PgEngine::open(&url, boot_id, lease))
                         .await?
                         .context("cannot open the PostgreSQL store")?;
+                crate::metrics::set_store_engine("postgres");
                 (Db::new(engine.clone()), Some((engine, lease)))
             }
         };

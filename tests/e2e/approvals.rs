@@ -424,11 +424,13 @@ async fn the_host_refuses_results_without_a_grant() {
         "TOOL_APPROVAL_REQUIRED",
         "{suspended:?}"
     );
-    assert_eq!(rogue_results(&suspended), 0);
+    // TOOL_APPROVAL_REQUIRED is journaled once the guest has returned, so
+    // whatever the suspended guest got written comes before it: these fail
+    // if the gate lets a suspended turn write (checked by breaking it).
+    assert_eq!(rogue_results(&suspended), 0, "{suspended:#?}");
     assert!(
-        !suspended
-            .iter()
-            .any(|e| e["payload"]["role"] == "assistant")
+        !(suspended.iter()).any(|e| e["payload"]["role"] == "assistant"),
+        "a suspended turn wrote a message: {suspended:#?}"
     );
 
     // Denied, the rogue forges an `ok` result: refused, the turn fails.
@@ -526,10 +528,18 @@ async fn an_approval_deadline_holds_across_a_restart() {
     server.kill();
     // The deadline passes while no server runs.
     tokio::time::sleep(std::time::Duration::from_millis(3500)).await;
+    let restarted_at = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
     let server = Server::start_with(dir.path(), &flags).await;
     let mut stream = server.events(&session, None).await;
     let events = stream.until(&["TOOL_APPROVAL_DENIED"]).await;
-    assert_eq!(events.last().unwrap()["payload"]["approver"], "timeout");
+    let denied = events.last().unwrap();
+    assert_eq!(denied["payload"]["approver"], "timeout");
+    // Denied by the restarted server: a deadline that passed before the
+    // kill would prove nothing about the restart.
+    assert!(
+        denied["created_at"].as_str().unwrap() >= restarted_at.as_str(),
+        "denied before the restart ({restarted_at}): {denied}"
+    );
     let resumed = stream.until(&["TURN_ENDED", "TURN_ERROR"]).await;
     assert_eq!(resumed.last().unwrap()["type"], "TURN_ENDED", "{resumed:?}");
     assert_eq!(

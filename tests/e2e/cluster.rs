@@ -10,10 +10,12 @@
 //! (`scripts/test` skips them in its PostgreSQL pass: they ran already).
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::support::hold::Hold;
 use crate::support::pg_cluster::OwnCluster;
 use crate::support::{self, Server, agents};
 
@@ -140,11 +142,8 @@ async fn a_key_minted_on_one_host_works_on_all_and_revoking_it_anywhere_ends_its
         a.get_as(&key, "/apps").await.0 == 401
     })
     .await;
-    assert_eq!(
-        stream.try_next(Duration::from_secs(10)).await,
-        None,
-        "the stream opened with the revoked key ended"
-    );
+    // The stream opened with the revoked key ends (not merely goes quiet).
+    stream.expect_end(Duration::from_secs(10)).await;
 }
 
 #[tokio::test]
@@ -345,10 +344,7 @@ async fn a_cancel_or_a_delete_on_one_host_stops_the_turn_running_on_another() {
     assert_eq!(status, 202, "{body}");
     on_a.until(&["MESSAGE_DELTA"]).await;
     assert_eq!(b.delete(&format!("/sessions/{session}")).await, 204);
-    let mut after = Vec::new();
-    while let Some(event) = on_a.try_next(Duration::from_secs(10)).await {
-        after.push(event);
-    }
+    let after = on_a.rest_until_end(Duration::from_secs(10)).await;
     assert!(after.len() <= 2, "the stream ends: {after:?}");
     let (status, _) = a.get(&format!("/sessions/{session}")).await;
     assert_eq!(status, 404);
@@ -489,9 +485,11 @@ async fn a_postgres_restart_answers_503_meanwhile_and_loses_nothing_acknowledged
             .unwrap()
     };
     let dir = support::data_dir();
-    let host = Server::start_on(dir.path(), &url).await;
+    let host = Server::start_on_with(dir.path(), &url, &["--outbound-allow-private"]).await;
     host.deploy("hello", &support::guest("hello")).await;
-    host.deploy("slow", &support::guest("slow")).await;
+    // The turn in flight GETs an upstream that holds it until released.
+    let held = Hold::start().await;
+    held.deploy_fetch(&host).await;
     let session = host
         .session("hello", "/chat", json!("before the outage"))
         .await;
@@ -500,14 +498,9 @@ async fn a_postgres_restart_answers_503_meanwhile_and_loses_nothing_acknowledged
         .await
         .until(&["TURN_ENDED"])
         .await;
-    // A turn in flight when the database goes away.
-    let busy = host
-        .session("slow", "/slow", json!({"sleep_ms": 1500}))
-        .await;
-    host.events(&busy, None)
-        .await
-        .until(&["MESSAGE_DELTA"])
-        .await;
+    // A turn in flight when the database goes away (released once it is back).
+    let busy = host.session("fetch", "/fetch", held.input()).await;
+    held.wait_arrived(1).await;
 
     let stopping = pg.clone();
     tokio::task::spawn_blocking(move || stopping.stop())
@@ -545,6 +538,7 @@ async fn a_postgres_restart_answers_503_meanwhile_and_loses_nothing_acknowledged
     assert_eq!(replay, before);
     // The turn cut by the outage does not leave its session stuck: it is
     // closed (or finished) and the session takes input again.
+    held.release();
     eventually("the interrupted turn is settled", || async {
         let (_, record) = host.get(&format!("/sessions/{busy}")).await;
         record["status"] != "running"
@@ -553,7 +547,7 @@ async fn a_postgres_restart_answers_503_meanwhile_and_loses_nothing_acknowledged
     let (status, body) = host
         .post(
             &format!("/sessions/{busy}/input"),
-            json!({"input": {"sleep_ms": 10}}),
+            json!({"input": held.input()}),
         )
         .await;
     assert_eq!(status, 202, "{body}");
@@ -563,13 +557,14 @@ async fn a_postgres_restart_answers_503_meanwhile_and_loses_nothing_acknowledged
 /// the hosts (a session moves to another host every round), one host
 /// killed with SIGKILL at a random point each round and started again.
 /// Every event any client saw through any host is in the journal with the
-/// same id and seq, no stream skipped or repeated a seq, every accepted
-/// turn ended, and no session stays stuck.
+/// same id and seq, no stream skipped or repeated a seq, every turn ended
+/// exactly once, some kill landed mid-turn, no client met a failure before
+/// its host's kill, and no session stays stuck (`crash::check_survivors`).
 #[tokio::test]
 async fn hosts_killed_at_random_lose_nothing_any_client_saw_through_any_host() {
     use rand::Rng;
 
-    use crate::crash::{Seen, check_survivors, client};
+    use crate::crash::{Seen, Target, check_survivors, client};
 
     let dirs: Vec<_> = (0..3).map(|_| support::data_dir()).collect();
     let db = database(&dirs[0]);
@@ -577,49 +572,47 @@ async fn hosts_killed_at_random_lose_nothing_any_client_saw_through_any_host() {
     for dir in &dirs {
         hosts.push(Some(Server::start_host(dir.path(), &db).await));
     }
-    let host = |hosts: &[Option<Server>], i: usize| -> String {
-        hosts[i % hosts.len()]
-            .as_ref()
-            .map(|h| h.url.clone())
-            .unwrap_or_default()
+    let up = |hosts: &[Option<Server>], i: usize| -> String {
+        hosts[i].as_ref().expect("every host is up").url.clone()
     };
-    hosts[0]
-        .as_ref()
-        .unwrap()
-        .deploy("hello", &support::guest("hello"))
-        .await;
+    let deployer = hosts[0].as_ref().expect("host 0");
+    deployer.deploy("hello", &support::guest("hello")).await;
     let seen = Arc::new(std::sync::Mutex::new(Seen::default()));
     let mut sessions: Vec<Option<String>> = vec![None; 9];
-    let mut killed = 0;
-    for round in 0..5 {
-        let clients: Vec<_> = sessions
-            .iter()
-            .cloned()
-            .enumerate()
+    const ROUNDS: usize = 5;
+    for round in 0..ROUNDS {
+        let targets: Vec<Target> = (0..hosts.len())
+            .map(|i| Target::new(&up(&hosts, i)))
+            .collect();
+        let clients: Vec<_> = (sessions.iter().cloned().enumerate())
             .map(|(i, session)| {
-                tokio::spawn(client(host(&hosts, i + round), seen.clone(), session, 3))
+                let target = targets[(i + round) % targets.len()].clone();
+                tokio::spawn(client(target, seen.clone(), session))
             })
             .collect();
         let pause = rand::rng().random_range(100..1500);
         tokio::time::sleep(Duration::from_millis(pause)).await;
+        // The victim is killed while one of its clients' turns runs; the
+        // other hosts' clients finish their turn and stop.
         let victim = rand::rng().random_range(0..hosts.len());
-        if let Some(server) = hosts[victim].take() {
-            server.kill();
-            killed += 1;
+        targets[victim].wait_mid_turn().await;
+        targets[victim].dying.store(true, Ordering::SeqCst);
+        for target in &targets {
+            target.stop.store(true, Ordering::SeqCst);
         }
+        hosts[victim].take().expect("the victim is up").kill();
         for (slot, handle) in sessions.iter_mut().zip(clients) {
-            if let Ok(Some(session)) = handle.await {
+            if let Some(session) = handle.await.expect("a client panicked") {
                 *slot = Some(session);
             }
         }
         hosts[victim] = Some(Server::start_host(dirs[victim].path(), &db).await);
     }
-
     let seen = std::mem::take(&mut *seen.lock().unwrap());
     let readers: Vec<&Server> = hosts.iter().flatten().collect();
     let (sessions, turns, interrupted) = check_survivors(&seen, &readers).await;
     eprintln!(
-        "cluster crash test: {killed} hosts killed, {sessions} sessions, {turns} accepted turns, {interrupted} taken over, {} events seen",
+        "cluster crash test: {ROUNDS} hosts killed while a client streamed a turn, {sessions} sessions, {turns} accepted turns, {interrupted} taken over, {} events seen",
         seen.events.len()
     );
 }

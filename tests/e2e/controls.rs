@@ -158,30 +158,48 @@ async fn a_cancel_racing_the_turns_end_leaves_exactly_one_ending() {
     journal(&server, &session, &["TURN_ENDED"]).await;
     let cancel = format!("/sessions/{session}/cancel");
     let input = format!("/sessions/{session}/input");
-    for turn in 2..=13u64 {
+    // (turn, the cancel's status, the session's status it answered). Turns
+    // go on (at least 12, at most 80) until cancels have landed on both
+    // sides of a turn's end: one that cancelled (200, `errored`) and one
+    // that came after the end (409, or 200 showing the turn's own ending),
+    // so the race did happen.
+    let mut answers: Vec<(u64, u16, String)> = Vec::new();
+    let cancelled = |a: &(u64, u16, String)| a.1 == 200 && a.2 == "errored";
+    let mut turn = 1u64;
+    let both_ways = |answers: &[(u64, u16, String)]| {
+        answers.iter().any(cancelled) && !answers.iter().all(cancelled)
+    };
+    while turn < 13 || !both_ways(&answers) {
+        turn += 1;
+        assert!(
+            turn <= 80,
+            "the cancels never raced the end both ways: {answers:?}"
+        );
         let sleep_ms = (turn % 4) * 3;
         let (status, body) = server
             .post(&input, json!({"input": {"sleep_ms": sleep_ms}}))
             .await;
         assert_eq!(status, 202, "{body}");
-        if turn % 3 != 0 {
+        if !turn.is_multiple_of(3) {
             tokio::time::sleep(Duration::from_millis(sleep_ms)).await;
         }
         let (status, body) = server.post(&cancel, json!({})).await;
         assert!(status == 200 || status == 409, "{status} {body}");
+        answers.push((turn, status, body["status"].as_str().unwrap_or("").into()));
         let (_, view) = server.get(&format!("/sessions/{session}")).await;
         assert_ne!(
             view["status"], "running",
             "the cancel answered after the end: {view}"
         );
     }
-    // Read the whole journal: 13 turns, each with exactly one ending.
+    // Read the whole journal: every turn with exactly one ending, the one
+    // its cancel's answer says.
     let mut stream = server.events(&session, None).await;
     let mut all = Vec::new();
-    while endings(&all) < 13 {
+    while endings(&all) < turn as usize {
         all.push(stream.next(Duration::from_secs(10)).await.expect("event"));
     }
-    for turn in 1..=13u64 {
+    for turn in 1..=turn {
         let of_turn: Vec<&Value> = all
             .iter()
             .filter(|e| {
@@ -190,8 +208,32 @@ async fn a_cancel_racing_the_turns_end_leaves_exactly_one_ending() {
             })
             .collect();
         assert_eq!(of_turn.len(), 1, "turn {turn}: {of_turn:#?}");
+        let ending = of_turn[0];
+        match answers.iter().find(|a| a.0 == turn) {
+            Some(answer) if cancelled(answer) => {
+                assert_eq!(ending["type"], "TURN_ERROR", "turn {turn}: {ending}");
+                assert_eq!(
+                    ending["payload"]["kind"], "cancelled",
+                    "turn {turn}: {ending}"
+                );
+            }
+            _ => assert_eq!(ending["type"], "TURN_ENDED", "turn {turn}: {ending}"),
+        }
     }
-    assert!(stream.try_next(Duration::from_millis(300)).await.is_none());
+    let won = answers.iter().filter(|a| cancelled(a)).count();
+    let late = answers.iter().filter(|a| a.1 == 409).count();
+    eprintln!(
+        "cancel race: {turn} turns; the cancel won {won}, came after the end {late} (409), lost at the end {} (200, the turn's own ending)",
+        answers.len() - won - late
+    );
+    // Nothing after the last ending: ending the session appends
+    // SESSION_ENDED and ends the stream, so whatever came between is read.
+    let (status, body) = server
+        .post(&format!("/sessions/{session}/end"), json!({}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let rest = stream.rest_until_end(Duration::from_secs(10)).await;
+    assert_eq!(types(&rest), ["SESSION_ENDED"], "{rest:#?}");
 }
 
 #[tokio::test]
@@ -285,8 +327,8 @@ async fn delete_removes_the_session_and_ends_its_streams() {
         .unwrap();
     assert_eq!(response.status(), 403, "deleting needs a platform key");
     assert_eq!(server.delete(&format!("/sessions/{session}")).await, 204);
-    // The open stream ends.
-    assert!(stream.try_next(Duration::from_secs(5)).await.is_none());
+    // The open stream ends (not merely goes quiet).
+    stream.expect_end(Duration::from_secs(5)).await;
     let (status, body) = server.get(&format!("/sessions/{session}")).await;
     assert_eq!(status, 404, "{body}");
     let response = server
@@ -315,10 +357,7 @@ async fn delete_cancels_a_running_turn_first() {
     until(&mut stream, "MESSAGE_DELTA").await;
     assert_eq!(server.delete(&format!("/sessions/{session}")).await, 204);
     // The stream may see the cancel's events before it ends; never more.
-    let mut rest = Vec::new();
-    while let Some(event) = stream.try_next(Duration::from_secs(5)).await {
-        rest.push(event);
-    }
+    let rest = stream.rest_until_end(Duration::from_secs(5)).await;
     assert!(rest.len() <= 2, "{rest:#?}");
     let (status, _) = server.get(&format!("/sessions/{session}")).await;
     assert_eq!(status, 404);

@@ -1,4 +1,5 @@
-//! The first start mints a platform key, shows it once and saves it (0600).
+//! The first start mints a platform key, shows it once and saves it (0600),
+//! on redb and, in the PostgreSQL pass, on an empty PostgreSQL database.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -8,11 +9,20 @@ use crate::support;
 #[tokio::test]
 async fn first_start_mints_a_platform_key_saved_with_mode_0600() {
     let dir = support::data_dir();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_agenthost"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_agenthost"));
+    command
         .arg("serve")
         .arg("--data-dir")
         .arg(dir.path())
-        .args(["--addr", "127.0.0.1:0"])
+        .args(["--addr", "127.0.0.1:0"]);
+    // On the PostgreSQL pass, the first start on an empty database.
+    let store = support::postgres_store(dir.path());
+    if let Some(url) = &store {
+        command
+            .args(["--store", url])
+            .env("AGENTHOST_MASTER_KEY", support::TEST_MASTER_KEY);
+    }
+    let mut child = command
         .env_remove("AGENTHOST_BOOTSTRAP_KEY")
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
@@ -44,6 +54,8 @@ async fn first_start_mints_a_platform_key_saved_with_mode_0600() {
         assert_eq!(mode & 0o777, 0o600);
     }
     let client = support::client();
+    let engine = if store.is_some() { "postgres" } else { "redb" };
+    support::assert_engine(&client, &url, &key, engine).await;
     let ok = client
         .get(format!("{url}/apps"))
         .bearer_auth(&key)

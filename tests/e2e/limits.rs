@@ -3,7 +3,10 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{self, Server, bundle};
+use std::time::Duration;
+
+use crate::support::hold::Hold;
+use crate::support::{self, Read, Server, bundle};
 
 async fn deploy_with_limits(server: &Server, slug: &str, guest: &str, limits: &str) {
     let manifest =
@@ -125,20 +128,37 @@ async fn the_sandbox_has_no_sockets_and_none_of_the_hosts_environment() {
 #[tokio::test]
 async fn turns_beyond_the_concurrency_cap_wait_for_a_slot() {
     let dir = support::data_dir();
-    let server = Server::start_with(dir.path(), &["--max-concurrent-turns", "1"]).await;
-    server.deploy("slow", &support::guest("slow")).await;
+    let flags = ["--max-concurrent-turns", "1", "--outbound-allow-private"];
+    let server = Server::start_with(dir.path(), &flags).await;
     server.deploy("hello", &support::guest("hello")).await;
-    let busy = server
-        .session("slow", "/slow", json!({"sleep_ms": 800}))
-        .await;
+    // The one slot is taken by a turn held on an outbound request until
+    // the test releases it: it runs for sure while the next is accepted.
+    let held = Hold::start().await;
+    held.deploy_fetch(&server).await;
+    let busy = server.session("fetch", "/fetch", held.input()).await;
     let mut busy_stream = server.events(&busy, None).await;
-    busy_stream.until(&["MESSAGE_DELTA"]).await;
+    held.wait_arrived(1).await;
     // Accepted at once, but it runs only when the one slot frees.
     let queued = server.session("hello", "/chat", json!("me too")).await;
     let (_, record) = server.get(&format!("/sessions/{queued}")).await;
     assert_eq!(record["status"], "running");
-    let queued_events = turn_events(&server, &queued).await;
+    // Whatever it journals before the slot frees, it says nothing.
+    let mut queued_stream = server.events(&queued, None).await;
+    let mut before = Vec::new();
+    loop {
+        match queued_stream.read(Duration::from_millis(300)).await {
+            Read::Event(event) => before.push(event),
+            Read::Silent => break,
+            other => panic!("the queued session's stream: {other:?}"),
+        }
+    }
+    assert!(
+        !before.iter().any(|e| e["payload"]["role"] == "assistant"),
+        "the queued turn ran while the slot was taken: {before:#?}"
+    );
+    held.release();
     let busy_end = busy_stream.until(&["TURN_ENDED"]).await;
+    let queued_events = turn_events(&server, &queued).await;
     let ended_at = busy_end.last().unwrap()["created_at"]
         .as_str()
         .unwrap()

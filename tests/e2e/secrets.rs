@@ -91,9 +91,17 @@ async fn secrets_are_sealed_injected_rotated_redacted_and_deleted() {
     for value in ["hello-secret-1", "hello-secret-2"] {
         assert!(
             !db.windows(value.len()).any(|w| w == value.as_bytes()),
-            "{value} in the redb file"
+            "{value} in the store"
         );
     }
+    // A control that the scan reads the journal's bytes: the reversed value,
+    // which redaction cannot know, is in it (a scan that skipped a table or
+    // read bytes as hex text would not see it).
+    let reversed = b"reversed=1-terces-olleh";
+    assert!(
+        db.windows(reversed.len()).any(|w| w == reversed),
+        "the scan of the store misses the journal"
+    );
 
     // Deleted: a turn of an agent that declares it fails clearly.
     assert_eq!(server.delete("/secrets/GREETING").await, 204);

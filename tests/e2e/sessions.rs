@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::support::hold::Hold;
 use crate::support::{self, KEY, Server, agents, types};
 
 async fn hello_server() -> (tempfile::TempDir, Server) {
@@ -118,18 +119,14 @@ async fn a_follow_up_turn_answers_from_history_and_input_after_turn_ended_is_202
 #[tokio::test]
 async fn input_while_a_turn_runs_is_409() {
     let dir = support::data_dir();
-    let server = Server::start(dir.path()).await;
-    server.deploy("slow", &support::guest("slow")).await;
-    let session = server
-        .session("slow", "/slow", json!({"sleep_ms": 3000}))
-        .await;
+    let server = Server::start_with(dir.path(), &["--outbound-allow-private"]).await;
+    // The turn GETs an upstream that holds the request until released: it
+    // runs for sure until then, however slow the machine.
+    let held = Hold::start().await;
+    held.deploy_fetch(&server).await;
+    let session = server.session("fetch", "/fetch", held.input()).await;
     let mut stream = server.events(&session, None).await;
-    // The agent says "sleeping" and then sleeps: the turn is running for sure.
-    let events = stream.until(&["MESSAGE_DELTA"]).await;
-    assert_eq!(
-        events.last().unwrap()["payload"]["delta"]["text"],
-        "sleeping"
-    );
+    held.wait_arrived(1).await;
     let (_, record) = server.get(&format!("/sessions/{session}")).await;
     assert_eq!(record["status"], "running");
     let (status, body) = server
@@ -140,14 +137,16 @@ async fn input_while_a_turn_runs_is_409() {
         .await;
     assert_eq!(status, 409, "{body}");
     assert_eq!(body["error"]["code"], "conflict");
-    stream.until(&["TURN_ENDED"]).await;
-    let (status, _) = server
+    held.release();
+    let events = stream.until(&["TURN_ENDED", "TURN_ERROR"]).await;
+    assert_eq!(events.last().unwrap()["type"], "TURN_ENDED", "{events:#?}");
+    let (status, body) = server
         .post(
             &format!("/sessions/{session}/input"),
-            json!({"input": {"sleep_ms": 0}}),
+            json!({"input": held.input()}),
         )
         .await;
-    assert_eq!(status, 202);
+    assert_eq!(status, 202, "{body}");
 }
 
 /// Runs one turn of the rogue fixture on `route`; returns the turn's events.

@@ -5,14 +5,17 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::support::hold::Hold;
 use crate::support::{self, Server};
 
 #[tokio::test]
 async fn sigterm_ends_streams_lets_turns_finish_and_clients_resume() {
     let dir = support::data_dir();
-    let mut server = Server::start(dir.path()).await;
+    let mut server = Server::start_with(dir.path(), &["--outbound-allow-private"]).await;
     server.deploy("hello", &support::guest("hello")).await;
-    server.deploy("slow", &support::guest("slow")).await;
+    // The turn in flight GETs an upstream that holds it until released.
+    let held = Hold::start().await;
+    held.deploy_fetch(&server).await;
 
     // Many streams open at their tail, and one turn in flight.
     let mut streams = Vec::new();
@@ -24,21 +27,23 @@ async fn sigterm_ends_streams_lets_turns_finish_and_clients_resume() {
         let seen = stream.until(&["TURN_ENDED"]).await;
         streams.push((session, stream, seen));
     }
-    let busy = server
-        .session("slow", "/slow", json!({"sleep_ms": 1500}))
-        .await;
+    let busy = server.session("fetch", "/fetch", held.input()).await;
     let mut busy_stream = server.events(&busy, None).await;
-    let mut busy_seen = busy_stream.until(&["MESSAGE_DELTA"]).await;
+    held.wait_arrived(1).await;
+    let mut busy_seen = Vec::new();
 
     server.terminate();
+    // Every stream ends (the held turn still runs: it cannot have ended).
     for (_, stream, seen) in &mut streams {
-        while let Some(event) = stream.next(Duration::from_secs(30)).await {
-            seen.push(event);
-        }
+        seen.extend(stream.rest_until_end(Duration::from_secs(30)).await);
     }
-    while let Some(event) = busy_stream.next(Duration::from_secs(30)).await {
-        busy_seen.push(event);
-    }
+    busy_seen.extend(busy_stream.rest_until_end(Duration::from_secs(30)).await);
+    assert!(
+        !(busy_seen.iter()).any(|e| e["type"] == "TURN_ENDED" || e["type"] == "TURN_ERROR"),
+        "the held turn ended before its release: {busy_seen:#?}"
+    );
+    // Released during the grace period, the turn finishes, then the process exits.
+    held.release();
     let status = server.wait_exit(Duration::from_secs(60)).await;
     assert!(status.success(), "a clean exit: {status}");
 
@@ -59,7 +64,7 @@ async fn sigterm_ends_streams_lets_turns_finish_and_clients_resume() {
         assert_eq!(event["seq"], i as u64, "no gap, no duplicate");
     }
     // Every other client resumes from its last event and sees the next turn from its first event.
-    for (session, _, seen) in streams.iter().take(6) {
+    for (session, _, seen) in &streams {
         let last = seen.last().unwrap();
         let mut resumed = server.events(session, last["id"].as_str()).await;
         let (status, _) = server

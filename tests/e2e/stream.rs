@@ -13,7 +13,7 @@ async fn resuming_from_random_event_ids_under_concurrent_appends_is_exact() {
     let server = Server::start(dir.path()).await;
     server.deploy("hello", &support::guest("hello")).await;
     // A long reply: one delta per word, appended while clients reconnect.
-    let words: Vec<String> = (0..1500).map(|i| format!("w{i}")).collect();
+    let words: Vec<String> = (0..8000).map(|i| format!("w{i}")).collect();
     let session = server
         .session("hello", "/chat", json!(words.join(" ")))
         .await;
@@ -25,11 +25,20 @@ async fn resuming_from_random_event_ids_under_concurrent_appends_is_exact() {
     };
     // The resumer: reads a random number of events, drops the connection,
     // resumes with Last-Event-ID (header, or the query parameter), repeatedly.
+    // It counts the resumes made while the turn was still appending: the
+    // race this test is about must have happened.
     let resumer = async {
         let mut got: Vec<Value> = Vec::new();
         let mut use_query = false;
+        let mut while_running = 0;
         loop {
             let last = got.last().map(|e| e["id"].as_str().unwrap().to_string());
+            if last.is_some() {
+                let (_, record) = server.get(&format!("/sessions/{session}")).await;
+                if record["status"] == "running" {
+                    while_running += 1;
+                }
+            }
             let mut stream = if use_query && last.is_some() {
                 let url = format!(
                     "/sessions/{session}/events?last_event_id={}",
@@ -47,7 +56,10 @@ async fn resuming_from_random_event_ids_under_concurrent_appends_is_exact() {
                 server.events(&session, last.as_deref()).await
             };
             use_query = !use_query;
-            let take = rand::rng().random_range(1..400);
+            // Short reads at first, so that resumes start while the turn
+            // appends; then any length.
+            let most = if got.len() < 200 { 20 } else { 400 };
+            let take = rand::rng().random_range(1..most);
             for _ in 0..take {
                 let event = stream
                     .next(Duration::from_secs(60))
@@ -56,12 +68,17 @@ async fn resuming_from_random_event_ids_under_concurrent_appends_is_exact() {
                 let done = event["type"] == "TURN_ENDED";
                 got.push(event);
                 if done {
-                    return got;
+                    return (got, while_running);
                 }
             }
         }
     };
-    let (reference, resumed) = tokio::join!(reference, resumer);
+    let (reference, (resumed, while_running)) = tokio::join!(reference, resumer);
+    eprintln!("resumes while the turn appended: {while_running}");
+    assert!(
+        while_running > 0,
+        "no resume overlapped the turn's appends: nothing was tested"
+    );
     assert_eq!(reference.len(), resumed.len());
     assert_eq!(
         reference, resumed,

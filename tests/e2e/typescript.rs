@@ -777,6 +777,24 @@ fn a_missing_toolchain_says_what_to_install() {
     assert!(stderr.contains("Node.js 20 or later"), "{stderr}");
 }
 
+/// The `test(…)` calls (`test.skip(…)` and the like included) at the start
+/// of a line of the `*.test.ts` files `run.mjs` runs.
+fn typescript_tests_defined(dir: &std::path::Path) -> usize {
+    let mut count = 0;
+    for entry in std::fs::read_dir(dir).expect("read the SDK's tests") {
+        let path = entry.expect("a test file").path();
+        if path.to_string_lossy().ends_with(".test.ts") {
+            let code = std::fs::read_to_string(&path).expect("read a test file");
+            count += (code.lines())
+                .map(str::trim_start)
+                .filter(|l| l.starts_with("test(") || l.starts_with("test."))
+                .count();
+        }
+    }
+    assert!(count > 0, "no tests found in {}", dir.display());
+    count
+}
+
 /// The SDK's unit tests (plain Node.js: schemas, JSON text, history paging,
 /// the resumed step's plan, failure messages, SSE, streamed completions,
 /// conversations, steps, retries), and a type check of the SDK, the examples
@@ -795,12 +813,23 @@ fn the_typescript_sdk_unit_tests_and_type_check_pass() {
         "{report}{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let passed: u32 = report
-        .lines()
-        .find_map(|l| l.strip_prefix("# pass ")?.trim().parse().ok())
-        .unwrap_or(0);
-    assert!(passed >= 13, "only {passed} SDK tests passed: {report}");
-    assert!(report.contains("# fail 0"), "{report}");
+    // node --test's summary: every test defined passed, none skipped,
+    // left to do, cancelled or failed.
+    let summary = |what: &str| -> usize {
+        (report.lines())
+            .find_map(|l| l.strip_prefix(&format!("# {what} "))?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no `# {what}` in the report: {report}"))
+    };
+    let defined = typescript_tests_defined(&workspace().join("guest-sdk/typescript/tests"));
+    assert_eq!(
+        summary("tests"),
+        defined,
+        "every SDK test defined must run: {report}"
+    );
+    assert_eq!(summary("pass"), defined, "{report}");
+    for none in ["fail", "skipped", "todo", "cancelled"] {
+        assert_eq!(summary(none), 0, "# {none}: {report}");
+    }
 
     let output = Command::new(modules.join(".bin/tsc"))
         .args(["--noEmit", "-p"])

@@ -4,6 +4,10 @@
 //! dies with the test process. Each caller gets a database of its own.
 //!
 //! Shared by the unit tests (`#[path]`-included) and the e2e support.
+//!
+//! The shared cluster's `max_connections` fits every server the test
+//! process can run at once (`max_connections`): a server that cannot
+//! connect fails its test, so it must be the code, not the cluster.
 
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
@@ -109,6 +113,44 @@ fn wait_until_up(port: u16) {
     }
 }
 
+/// Connections one server may hold: its read pool (16,
+/// host/src/store/postgres/mod.rs), its writer, its listener and its lease
+/// keeper, and one more while it opens (the schema migration).
+const PER_SERVER: usize = 16 + 3 + 1;
+
+/// Servers one test runs at once, at most (the cluster tests' three hosts,
+/// one being restarted).
+const SERVERS_PER_TEST: usize = 4;
+
+/// The tests the harness runs at once: `--test-threads`, else
+/// `RUST_TEST_THREADS`, else the number of CPUs (libtest's own order).
+fn test_threads() -> usize {
+    let mut args = std::env::args();
+    while let Some(arg) = args.next() {
+        let value = match arg.strip_prefix("--test-threads") {
+            Some("") => args.next(),
+            Some(rest) => rest.strip_prefix('=').map(str::to_string),
+            None => continue,
+        };
+        if let Some(n) = value.and_then(|v| v.parse().ok()) {
+            return n;
+        }
+    }
+    if let Some(n) = std::env::var("RUST_TEST_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        return n;
+    }
+    std::thread::available_parallelism().map_or(1, usize::from)
+}
+
+/// `max_connections` for the shared cluster: every server every test
+/// thread may run, plus the tests' own clients (100 slots); 400 at least.
+fn max_connections() -> usize {
+    (test_threads() * SERVERS_PER_TEST * PER_SERVER + 100).max(400)
+}
+
 fn start() -> Cluster {
     let (base, data) = init("shared");
     let port = free_port();
@@ -125,7 +167,8 @@ fn start() -> Cluster {
             .args(["-p", &port.to_string(), "-c", "listen_addresses=127.0.0.1"])
             .arg("-k")
             .arg(&socket_dir)
-            .args(["-c", "max_connections=400", "-c", "shared_buffers=64MB"])
+            .args(["-c", &format!("max_connections={}", max_connections())])
+            .args(["-c", "shared_buffers=64MB"])
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         as_account(&mut command);

@@ -95,8 +95,9 @@ pub fn missing_paths(doc: &str) -> Vec<String> {
 
 /// The test files tests/README.md must name: every `.rs` file under
 /// `tests/` but the guest fixtures, every fixture (a directory of
-/// `tests/fixtures/` with its own manifest), and every `*tests*.rs` of
-/// host/src.
+/// `tests/fixtures/` with its own manifest), every `*tests*.rs` of
+/// host/src, and every file of the Rust guest SDK (`guest-sdk/src`, its own
+/// workspace, run by scripts/test) that holds a `#[test]`.
 pub fn test_files() -> Vec<String> {
     let root = root();
     let fixtures = root.join("tests/fixtures");
@@ -118,6 +119,11 @@ pub fn test_files() -> Vec<String> {
                 p.file_name()
                     .is_some_and(|n| n.to_string_lossy().contains("tests"))
             })
+            .map(|p| rel(&p)),
+    );
+    wanted.extend(
+        (files(&root.join("guest-sdk/src"), ".rs").into_iter())
+            .filter(|p| std::fs::read_to_string(p).is_ok_and(|code| code.contains("#[test]")))
             .map(|p| rel(&p)),
     );
     wanted.sort();

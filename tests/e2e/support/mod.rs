@@ -6,6 +6,7 @@
 pub mod agents;
 pub mod browser;
 pub mod fake_openai;
+pub mod hold;
 #[path = "../../support/pg_cluster.rs"]
 pub mod pg_cluster;
 mod sse;
@@ -19,7 +20,7 @@ use std::time::{Duration, Instant};
 use agenthost::{CreatedSession, DeploymentStatus, DeploymentView, MintedKey};
 use serde_json::{Value, json};
 
-pub use sse::{EventStream, Frame, types};
+pub use sse::{EventStream, Frame, Read, types};
 
 pub const KEY: &str = "test-bootstrap-key";
 
@@ -76,7 +77,7 @@ pub fn on_postgres() -> bool {
 
 /// On PostgreSQL: the URL of the database of this data dir (one per test
 /// server, the same across its restarts).
-fn postgres_store(data_dir: &Path) -> Option<String> {
+pub fn postgres_store(data_dir: &Path) -> Option<String> {
     if !on_postgres() {
         return None;
     }
@@ -86,27 +87,78 @@ fn postgres_store(data_dir: &Path) -> Option<String> {
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
         .collect();
     let name = format!("t_{name}");
+    Some(make_database(name))
+}
+
+/// The URL of the test cluster's database `name`, made on first use. A
+/// failure (initdb, the cluster, a connection) fails the test: it must
+/// never run on redb instead.
+fn make_database(name: String) -> String {
     // The sync client cannot run on the test's async runtime thread.
-    std::thread::spawn(move || pg_cluster::database(&name))
-        .join()
-        .ok()
+    match std::thread::spawn(move || pg_cluster::database(&name)).join() {
+        Ok(url) => url,
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
 }
 
 /// Everything the store of `data_dir` holds, as bytes: the redb file, or
-/// on PostgreSQL the tables' rows as text.
+/// on PostgreSQL every row of every table of the store's schema (found in
+/// the catalog, so a new table is read too): `bytea` columns as their raw
+/// bytes, the others as text.
 pub fn stored_bytes(data_dir: &Path) -> Vec<u8> {
     let Some(url) = postgres_store(data_dir) else {
         return std::fs::read(data_dir.join("agenthost.redb")).expect("read the redb file");
     };
     std::thread::spawn(move || {
         let mut client = postgres::Client::connect(&url, postgres::NoTls).expect("connect");
+        let columns = client
+            .query(
+                "SELECT c.table_name::text, c.column_name::text, c.data_type::text
+                 FROM information_schema.columns c
+                 JOIN information_schema.tables t
+                   ON t.table_schema = c.table_schema AND t.table_name = c.table_name
+                 WHERE c.table_schema = current_schema() AND t.table_type = 'BASE TABLE'
+                 ORDER BY c.table_name, c.ordinal_position",
+                &[],
+            )
+            .expect("read the catalog");
+        let mut tables: Vec<(String, Vec<(String, bool)>)> = Vec::new();
+        for row in columns {
+            let (table, column, kind): (String, String, String) =
+                (row.get(0), row.get(1), row.get(2));
+            if tables.last().is_none_or(|(t, _)| *t != table) {
+                tables.push((table, Vec::new()));
+            }
+            let (_, cols) = tables.last_mut().expect("a table");
+            cols.push((column, kind == "bytea"));
+        }
+        assert!(
+            tables.iter().any(|(t, _)| t == "events"),
+            "the store's tables are not in the current schema: {tables:?}"
+        );
         let mut out = Vec::new();
-        for table in ["secrets", "sessions", "events", "api_keys", "deployments"] {
-            for row in client
-                .query(&format!("SELECT t::text FROM {table} t"), &[])
-                .expect("read a table")
-            {
-                out.extend_from_slice(row.get::<_, String>(0).as_bytes());
+        for (table, cols) in &tables {
+            let list: Vec<String> = (cols.iter())
+                .map(|(c, raw)| {
+                    if *raw {
+                        format!("\"{c}\"")
+                    } else {
+                        format!("\"{c}\"::text")
+                    }
+                })
+                .collect();
+            let sql = format!("SELECT {} FROM \"{table}\"", list.join(", "));
+            for row in client.query(&sql, &[]).expect("read a table") {
+                for (i, (_, raw)) in cols.iter().enumerate() {
+                    if *raw {
+                        let bytes: Option<Vec<u8>> = row.get(i);
+                        out.extend(bytes.unwrap_or_default());
+                    } else {
+                        let text: Option<String> = row.get(i);
+                        out.extend(text.unwrap_or_default().into_bytes());
+                    }
+                    out.push(b'\n');
+                }
             }
         }
         out
@@ -151,16 +203,14 @@ impl Server {
 
     /// `start_host` with extra `serve` flags.
     pub async fn start_host_with(data_dir: &Path, database: &str, flags: &[&str]) -> Server {
-        let name = database.to_string();
-        let url = std::thread::spawn(move || pg_cluster::database(&name))
-            .join()
-            .expect("make the database");
+        let url = make_database(database.to_string());
         Server::launch(data_dir, "127.0.0.1:0", Some(url), flags, &[]).await
     }
 
-    /// Starts a host on the PostgreSQL database at `url`.
-    pub async fn start_on(data_dir: &Path, url: &str) -> Server {
-        Server::launch(data_dir, "127.0.0.1:0", Some(url.to_string()), &[], &[]).await
+    /// Starts a host on the PostgreSQL database at `url`, with extra
+    /// `serve` flags.
+    pub async fn start_on_with(data_dir: &Path, url: &str, flags: &[&str]) -> Server {
+        Server::launch(data_dir, "127.0.0.1:0", Some(url.to_string()), flags, &[]).await
     }
 
     async fn launch(
@@ -170,6 +220,13 @@ impl Server {
         flags: &[&str],
         env: &[(&str, &str)],
     ) -> Server {
+        // On the PostgreSQL pass every server must be on PostgreSQL, even
+        // one whose caller forgot to ask for it.
+        let engine = if store.is_some() || on_postgres() {
+            "postgres"
+        } else {
+            "redb"
+        };
         let mut command = Command::new(env!("CARGO_BIN_EXE_agenthost"));
         command
             .arg("serve")
@@ -205,12 +262,19 @@ impl Server {
         })
         .await
         .expect("wait for the server");
-        Server {
+        let server = Server {
             child,
             url,
             data_dir: data_dir.to_path_buf(),
             client: client(),
-        }
+        };
+        server.assert_engine(engine).await;
+        server
+    }
+
+    /// Checks that the server runs on `engine` (see `assert_engine`).
+    pub async fn assert_engine(&self, engine: &str) {
+        assert_engine(&self.client, &self.url, KEY, engine).await;
     }
 
     /// Sends SIGTERM (graceful shutdown).
@@ -461,6 +525,25 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Checks, through `GET /metrics` (`agenthost_store_info`) with the
+/// platform key `key`, that the server at `base` runs on `engine` (`redb`
+/// or `postgres`): the PostgreSQL pass must never pass on redb.
+pub async fn assert_engine(client: &reqwest::Client, base: &str, key: &str, engine: &str) {
+    let response = (client.get(format!("{base}/metrics")))
+        .bearer_auth(key)
+        .send()
+        .await
+        .expect("GET /metrics");
+    let status = response.status();
+    let text = response.text().await.expect("the metrics");
+    assert_eq!(status, 200, "GET /metrics: {text}");
+    let line = format!("agenthost_store_info{{engine=\"{engine}\"}} 1");
+    assert!(
+        text.lines().any(|l| l == line),
+        "the server must run on {engine}: no `{line}` in its metrics:\n{text}"
+    );
 }
 
 pub async fn status_and_json(response: reqwest::Response) -> (u16, Value) {

@@ -23,9 +23,20 @@ impl Frame {
     }
 }
 
+/// What one read of a session stream found: an event, the stream's end
+/// (the server closed it), nothing for the whole timeout, or a break (the
+/// connection failed: the server died).
+#[derive(Debug)]
+pub enum Read {
+    Event(Value),
+    End,
+    Silent,
+    Broken(String),
+}
+
 pub struct EventStream {
     frames: agenthost_sse::EventStream,
-    /// The stream ended, broke or went silent (`try_next`): nothing more is read.
+    /// The stream ended or broke: nothing more is read.
     ended: bool,
 }
 
@@ -76,18 +87,63 @@ impl EventStream {
         Some(envelope)
     }
 
-    /// The next event, or `None` when the stream ends, breaks (the server
-    /// died) or stays silent for `timeout`. Never panics: for crash tests.
-    pub async fn try_next(&mut self, timeout: Duration) -> Option<Value> {
+    /// The next event, the end, silence for `timeout` or a break: each told
+    /// apart, never a panic (for the crash tests, where a break is the kill).
+    /// A frame that is not JSON reads as a break.
+    pub async fn read(&mut self, timeout: Duration) -> Read {
         if self.ended {
-            return None;
+            return Read::End;
         }
         match self.frames.next_frame(timeout).await {
-            Ok(Some(frame)) => serde_json::from_slice(&frame.data).ok(),
-            Ok(None) | Err(_) => {
+            Ok(Some(frame)) => match serde_json::from_slice(&frame.data) {
+                Ok(event) => Read::Event(event),
+                Err(err) => {
+                    self.ended = true;
+                    Read::Broken(format!("a frame that is not JSON: {err}"))
+                }
+            },
+            Ok(None) => {
                 self.ended = true;
-                None
+                Read::End
             }
+            Err(ReadError::Silent(_)) => Read::Silent,
+            Err(ReadError::Broken(err)) => {
+                self.ended = true;
+                Read::Broken(err.to_string())
+            }
+        }
+    }
+
+    /// Reads the events left until the server ends the stream, within
+    /// `timeout` of each other; returns them. Panics if the stream goes
+    /// silent (an open, idle stream is not an ended one) or breaks.
+    pub async fn rest_until_end(&mut self, timeout: Duration) -> Vec<Value> {
+        let mut rest = Vec::new();
+        loop {
+            match self.read(timeout).await {
+                Read::Event(event) => rest.push(event),
+                Read::End => return rest,
+                Read::Silent => {
+                    panic!("the stream stayed open and silent for {timeout:?} after {rest:#?}")
+                }
+                Read::Broken(err) => panic!("the stream broke instead of ending: {err}"),
+            }
+        }
+    }
+
+    /// Panics unless the server ends the stream within `timeout`, with no
+    /// event before the end.
+    pub async fn expect_end(&mut self, timeout: Duration) {
+        let rest = self.rest_until_end(timeout).await;
+        assert!(rest.is_empty(), "events before the end: {rest:#?}");
+    }
+
+    /// Panics unless the stream stays open and silent for `window`: no
+    /// event, no end, no break.
+    pub async fn expect_silence(&mut self, window: Duration) {
+        match self.read(window).await {
+            Read::Silent => {}
+            other => panic!("expected silence for {window:?}, got {other:?}"),
         }
     }
 

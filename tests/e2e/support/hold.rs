@@ -1,0 +1,85 @@
+//! A local upstream that holds every request until the test releases it.
+//! A turn of the `fetch` fixture that GETs it stays in flight until then:
+//! a test that needs a running turn waits for the request to arrive and
+//! releases it when it is done, instead of betting on a sleep's length.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use super::{Server, bundle};
+
+pub struct Hold {
+    /// `http://127.0.0.1:<port>`: allow it in the app's manifest (and start
+    /// the server with `--outbound-allow-private`).
+    pub origin: String,
+    arrived: Arc<AtomicUsize>,
+    release: watch::Sender<bool>,
+}
+
+impl Hold {
+    pub async fn start() -> Hold {
+        let arrived = Arc::new(AtomicUsize::new(0));
+        let (release, released) = watch::channel(false);
+        let counter = arrived.clone();
+        let app = axum::Router::new().fallback(move || {
+            let (counter, mut released) = (counter.clone(), released.clone());
+            async move {
+                counter.fetch_add(1, Ordering::SeqCst);
+                let _ = released.wait_for(|r| *r).await;
+                "released"
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the held upstream");
+        let origin = format!("http://{}", listener.local_addr().expect("its address"));
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Hold {
+            origin,
+            arrived,
+            release,
+        }
+    }
+
+    /// The `fetch` fixture's input that GETs this upstream.
+    pub fn input(&self) -> Value {
+        json!({"url": format!("{}/held", self.origin)})
+    }
+
+    /// Deploys the `fetch` fixture as app `fetch`, allowed to reach this upstream.
+    pub async fn deploy_fetch(&self, server: &Server) {
+        let manifest = format!(
+            "[app]\nslug = \"fetch\"\n[agent]\nentry = \"agent.wasm\"\n[outbound]\nallow = [\"{}\"]\n",
+            self.origin
+        );
+        let component = super::guest("fetch");
+        let (status, row) = server
+            .upload(bundle(&[("agent.wasm", &component)]), &manifest)
+            .await;
+        assert_eq!(status, 202, "{row}");
+        let row = server.wait_built(&row).await;
+        assert_eq!(row["status"], "active", "{row}");
+    }
+
+    /// Waits until `n` requests have arrived (and are held): the turns that
+    /// sent them are in flight. Panics after 60 s.
+    pub async fn wait_arrived(&self, n: usize) {
+        let started = Instant::now();
+        while self.arrived.load(Ordering::SeqCst) < n {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "{n} requests never reached the held upstream"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Answers every held request, and every later one at once.
+    pub fn release(&self) {
+        self.release.send_replace(true);
+    }
+}
