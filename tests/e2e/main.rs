@@ -10,6 +10,7 @@ mod assistant;
 mod auth;
 mod bench;
 mod browser;
+mod bundles;
 mod cluster;
 mod console;
 mod controls;
