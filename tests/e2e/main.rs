@@ -22,6 +22,7 @@ mod http;
 mod idempotency;
 mod keys;
 mod limits;
+mod logs;
 mod outbound;
 mod python;
 mod quotas;
