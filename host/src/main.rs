@@ -1,5 +1,6 @@
 //! The `agenthost` binary: parses the command line and runs a subcommand.
 
+use std::io::IsTerminal;
 use std::path::Path;
 use std::time::Duration;
 
@@ -7,8 +8,9 @@ use anyhow::Context;
 use clap::Parser;
 
 use agenthost::{
-    Cli, Command, DeployError, DeployOptions, DeploymentStatus, KeyClass, ServeArgs, ServeOptions,
-    Server, TurnSettings, bench, build_agent, deploy, keys_command, mint_key, write_secret_file,
+    Cli, Command, DeployError, DeployOptions, DeploymentStatus, KeyClass, Progress, ServeArgs,
+    ServeOptions, Server, TurnSettings, bench, build_agent, deploy, keys_command, mint_key,
+    write_secret_file,
 };
 
 /// The server allocates per event (journal encoding, fan-out to streams);
@@ -29,6 +31,8 @@ fn main() {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level)),
         )
         .with_writer(std::io::stderr)
+        // Colour codes only for a person at a terminal, not in a log file.
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
@@ -59,6 +63,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 timeout: Duration::from_secs(args.timeout_secs),
                 build: !args.no_build,
                 approval_policy: args.approval_policy,
+                progress: if std::io::stderr().is_terminal() {
+                    Progress::InPlace
+                } else {
+                    Progress::Lines
+                },
             })
             .await?;
             println!(
@@ -141,6 +150,8 @@ async fn dev(args: ServeArgs, dir: std::path::PathBuf) -> anyhow::Result<()> {
         timeout: Duration::from_secs(600),
         build: true,
         approval_policy: None,
+        // The server logs to the same stderr: progress on lines of its own.
+        progress: Progress::Lines,
     })
     .await?;
     let app = &deployed.app;

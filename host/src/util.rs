@@ -14,6 +14,29 @@ pub(crate) fn truncate_utf8(s: &mut String, max: usize) {
     s.truncate(end);
 }
 
+/// `text` with every control character (C0, DEL, C1) and the Unicode line
+/// and paragraph separators escaped (`\n`, `\r`, `\t`, `\\`, else
+/// `\u{..}`), so that text from a guest stays on the one log line it is
+/// logged on and can neither forge another nor drive a terminal.
+pub(crate) fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    let special = |c: char| c.is_control() || c == '\\' || c == '\u{2028}' || c == '\u{2029}';
+    if !text.contains(special) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\\' => out.push_str("\\\\"),
+            c if special(c) => out.extend(c.escape_unicode()),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// Makes a directory's entries durable (a file created or renamed in it):
 /// `fsync` of the file alone does not cover its name after a power cut.
 pub(crate) fn sync_dir(dir: &std::path::Path) -> std::io::Result<()> {
@@ -84,5 +107,25 @@ mod tests {
         let mut s = "abc".to_string();
         super::truncate_utf8(&mut s, 10);
         assert_eq!(s, "abc");
+    }
+
+    #[test]
+    fn escapes_control_characters_onto_one_line() {
+        let cases = [
+            ("plain text, é and 😀", "plain text, é and 😀"),
+            (
+                "ok\n2026-11-26T10:00:00Z  INFO forged",
+                "ok\\n2026-11-26T10:00:00Z  INFO forged",
+            ),
+            ("a\r\nb\tc", "a\\r\\nb\\tc"),
+            ("\u{1b}[31mred", "\\u{1b}[31mred"),
+            ("nul\0 del\u{7f} c1\u{85}", "nul\\u{0} del\\u{7f} c1\\u{85}"),
+            ("ls\u{2028}ps\u{2029}", "ls\\u{2028}ps\\u{2029}"),
+            // A backslash is escaped too, so an escape cannot be faked.
+            ("a\\nb", "a\\\\nb"),
+        ];
+        for (text, logged) in cases {
+            assert_eq!(super::escape_controls(text), logged, "{text:?}");
+        }
     }
 }

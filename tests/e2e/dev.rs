@@ -1,4 +1,5 @@
-//! `agenthost dev DIR`: serve, deploy, and print a key and working curl commands.
+//! `agenthost dev DIR`: serve, deploy, and print a key and working curl
+//! commands; the build's progress on lines of its own among the server's log.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -22,11 +23,21 @@ async fn dev_serves_deploys_and_prints_a_working_key_and_curl() {
             "CARGO_TARGET_DIR",
             support::workspace().join("target/guests"),
         )
-        .env("RUST_LOG", "warn")
+        .env("RUST_LOG", "info")
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // The server's log and the build's progress, as they come.
+    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+    let mut stderr = child.stderr.take().unwrap();
+    let sink = log.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n @ 1..) = std::io::Read::read(&mut stderr, &mut buf) {
+            sink.lock().unwrap().extend_from_slice(&buf[..n]);
+        }
+    });
     let stdout = child.stdout.take().unwrap();
     let printed = tokio::task::spawn_blocking(move || {
         let mut text = String::new();
@@ -89,4 +100,13 @@ async fn dev_serves_deploys_and_prints_a_working_key_and_curl() {
     assert_eq!(events.last().unwrap()["type"], "TURN_ENDED");
     let _ = child.kill();
     let _ = child.wait();
+
+    // The progress was written before the curl commands: on a line of its
+    // own, never rewritten in place over the log, and no colour codes in a
+    // log that is not a terminal.
+    let log = String::from_utf8_lossy(&log.lock().unwrap()).into_owned();
+    assert!(log.lines().any(|l| l == "building hello v1 ..."), "{log}");
+    assert!(!log.contains('\r'), "{log:?}");
+    assert!(!log.contains('\u{1b}'), "{log:?}");
+    assert!(log.contains(" INFO "), "the server logged at info: {log}");
 }

@@ -87,6 +87,18 @@ async fn resuming_from_random_event_ids_under_concurrent_appends_is_exact() {
     for (i, event) in reference.iter().enumerate() {
         assert_eq!(event["seq"], i as u64);
     }
+    // Every id is a UUIDv7 of RFC 9562's variant (docs/events.md); on redb
+    // a session's ids carry their seq, so they sort by it too.
+    let ids: Vec<uuid::Uuid> = (reference.iter())
+        .map(|event| event["id"].as_str().unwrap().parse().unwrap())
+        .collect();
+    for id in &ids {
+        assert_eq!(id.get_version(), Some(uuid::Version::SortRand), "{id}");
+        assert_eq!(id.get_variant(), uuid::Variant::RFC4122, "{id}");
+    }
+    if !support::on_postgres() {
+        assert!(ids.is_sorted(), "ids in seq order");
+    }
 
     // Resuming after the end of a finished turn gives nothing more until the next turn.
     let last = reference.last().unwrap()["id"]

@@ -5,15 +5,17 @@
 //! the component and its artifact, and reports `active` or `failed` through
 //! the writer. Each failure has its own message, stored truncated in `error`.
 //! On a shared store a build is claimed by the host that runs it, and
-//! adopted by another when that host stops (`adopt.rs`).
+//! adopted by another when that host stops (`adopt.rs`). A build that
+//! panics ends `failed` and the thread goes on with the next one.
 
 mod adopt;
 pub(crate) mod manifest;
 pub(crate) mod unpack;
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::mpsc;
+use std::sync::{Arc, OnceLock};
 
 use uuid::Uuid;
 
@@ -34,6 +36,8 @@ pub(crate) enum BuildError {
     Prepare(#[from] crate::runtime::PrepareError),
     #[error("the host could not {0}")]
     Io(String),
+    #[error("the build failed on an internal error of the host (logged); deploy again")]
+    Panicked,
 }
 
 /// A queued build.
@@ -160,7 +164,16 @@ impl Builder {
 fn run_job(runtime: &Runtime, store: &Db, writer: &WriterHandle, data_dir: &Path, job: Job) {
     let started = std::time::Instant::now();
     let bundle = data_dir.join("bundles").join(job.deployment.to_string());
-    let outcome = match build(runtime, data_dir, &bundle, &job) {
+    // A panic fails this build only: the thread lives on for the next one.
+    let built = catch_unwind(AssertUnwindSafe(|| build(runtime, data_dir, &bundle, &job)))
+        .unwrap_or_else(|panic| {
+            let what = panic_text(panic.as_ref());
+            tracing::error!(deployment = %job.deployment, panic = %what, "a build panicked");
+            let _ =
+                std::fs::remove_dir_all(data_dir.join("builds").join(job.deployment.to_string()));
+            Err(BuildError::Panicked)
+        });
+    let outcome = match built {
         Ok(prepared) => BuildOutcome::Succeeded {
             description: prepared.description,
             artifact: prepared.artifact,
@@ -222,6 +235,7 @@ fn build(
         .map_err(|e| BuildError::Io(format!("create the build dir: {e}")))?;
     let result = (|| {
         unpack::unpack(bundle, &work, UnpackLimits::default())?;
+        injected_panic(&job.entry);
         let relative = unpack::safe_relative_path(&job.entry)
             .ok_or_else(|| BuildError::EntryMissing(job.entry.clone()))?;
         let entry = work.join(relative);
@@ -239,4 +253,27 @@ fn build(
     })();
     let _ = std::fs::remove_dir_all(&work);
     result
+}
+
+/// A panic's message, when it is text.
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> &str {
+    (panic.downcast_ref::<&str>().copied())
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(not text)")
+}
+
+/// A test-only fault: when the server's environment sets
+/// `AGENTHOST_TEST_PANIC_BUILD` to an entry name, the build of a
+/// deployment whose `agent.entry` is that name panics after unpacking
+/// (tests/e2e/deploy.rs). Unset in any real deployment; read once.
+fn injected_panic(entry: &str) {
+    static ENTRY: OnceLock<Option<String>> = OnceLock::new();
+    let marker = ENTRY.get_or_init(|| {
+        std::env::var("AGENTHOST_TEST_PANIC_BUILD")
+            .ok()
+            .filter(|m| !m.is_empty())
+    });
+    if marker.as_deref() == Some(entry) {
+        panic!("AGENTHOST_TEST_PANIC_BUILD: injected panic in a build");
+    }
 }

@@ -26,7 +26,22 @@ pub struct DeployOptions {
     pub build: bool,
     /// `SERVICE_APPROVAL_POLICY` for this deployment (a JSON array of tool names).
     pub approval_policy: Option<String>,
+    /// How the build's progress shows on stderr.
+    pub progress: Progress,
 }
+
+/// How `deploy` shows a build's progress on stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// One line, rewritten in place (`\r`): a terminal nothing else writes to.
+    InPlace,
+    /// A line of its own every few seconds: a log file, or a terminal the
+    /// server logs to as well (`agenthost dev`).
+    Lines,
+}
+
+/// Seconds between two progress lines (`Progress::Lines`).
+const PROGRESS_LINE_SECS: u64 = 5;
 
 /// The deployment row once its build resolved.
 pub struct Deployed {
@@ -151,6 +166,12 @@ pub async fn deploy(options: &DeployOptions) -> Result<Deployed, DeployError> {
     let (id, app_id, version) = (accepted.id, accepted.app_id, accepted.version);
     let app = manifest.app.slug.clone();
     let started = Instant::now();
+    // When the last progress was shown (seconds into the build).
+    let mut shown: Option<u64> = None;
+    if options.progress == Progress::Lines {
+        eprintln!("building {app} v{version} ...");
+        shown = Some(0);
+    }
     let timed_out = || {
         DeployError::new(
             Failure::TimedOut,
@@ -176,10 +197,16 @@ pub async fn deploy(options: &DeployOptions) -> Result<Deployed, DeployError> {
         let row = (rows.into_iter().find(|r| r.id == id))
             .context("the deployment disappeared from its app's list")
             .or_fail(Failure::Other)?;
+        // Ends the line rewritten in place, if any.
+        let end_line = || {
+            if options.progress == Progress::InPlace && shown.is_some() {
+                eprintln!();
+            }
+        };
         match row.status {
             DeploymentStatus::Building => {}
             DeploymentStatus::Failed => {
-                eprintln!();
+                end_line();
                 return Err(DeployError::new(
                     Failure::BuildFailed,
                     anyhow::anyhow!(
@@ -189,20 +216,29 @@ pub async fn deploy(options: &DeployOptions) -> Result<Deployed, DeployError> {
                 ));
             }
             DeploymentStatus::Active | DeploymentStatus::Retired => {
-                eprintln!();
+                end_line();
                 return Ok(Deployed { app, row, current });
             }
         }
         let pause = Duration::from_millis(250);
         if Instant::now() + pause >= deadline {
-            eprintln!();
+            end_line();
             return Err(timed_out());
         }
-        eprint!(
-            "\rbuilding {app} v{version} ... {} s",
-            started.elapsed().as_secs()
-        );
-        let _ = std::io::stderr().flush();
+        let secs = started.elapsed().as_secs();
+        match options.progress {
+            Progress::InPlace => {
+                eprint!("\rbuilding {app} v{version} ... {secs} s");
+                let _ = std::io::stderr().flush();
+                shown = Some(secs);
+            }
+            Progress::Lines => {
+                if shown.is_none_or(|last| secs >= last + PROGRESS_LINE_SECS) {
+                    eprintln!("building {app} v{version} ... {secs} s");
+                    shown = Some(secs);
+                }
+            }
+        }
         tokio::time::sleep(pause).await;
     }
 }

@@ -16,7 +16,7 @@ use clap::{Parser, Subcommand};
 
 pub use bench::{BenchArgs, bench};
 pub use build::build;
-pub use deploy::{DeployError, DeployOptions, deploy};
+pub use deploy::{DeployError, DeployOptions, Progress, deploy};
 pub(crate) use keys::KeysAction;
 pub use keys::keys;
 

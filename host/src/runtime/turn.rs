@@ -444,7 +444,7 @@ fn log_output(ticket: &TurnTicket, state: &InstanceData, redactor: &Redactor) {
                 stream,
                 dropped_bytes = dropped,
                 "{}",
-                text.trim_end()
+                crate::util::escape_controls(text.trim_end())
             );
         }
     }

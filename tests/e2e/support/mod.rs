@@ -213,12 +213,31 @@ impl Server {
         Server::launch(data_dir, "127.0.0.1:0", Some(url.to_string()), flags, &[]).await
     }
 
+    /// Starts the server with extra environment variables, its stderr (the
+    /// log) written to `log` instead of the test's own.
+    pub async fn start_logging_to(data_dir: &Path, log: &Path, env: &[(&str, &str)]) -> Server {
+        let file = std::fs::File::create(log).expect("create the log file");
+        let store = postgres_store(data_dir);
+        Server::launch_with(data_dir, "127.0.0.1:0", store, &[], env, file.into()).await
+    }
+
     async fn launch(
         data_dir: &Path,
         addr: &str,
         store: Option<String>,
         flags: &[&str],
         env: &[(&str, &str)],
+    ) -> Server {
+        Server::launch_with(data_dir, addr, store, flags, env, Stdio::inherit()).await
+    }
+
+    async fn launch_with(
+        data_dir: &Path,
+        addr: &str,
+        store: Option<String>,
+        flags: &[&str],
+        env: &[(&str, &str)],
+        stderr: Stdio,
     ) -> Server {
         // On the PostgreSQL pass every server must be on PostgreSQL, even
         // one whose caller forgot to ask for it.
@@ -240,11 +259,11 @@ impl Server {
         }
         let mut child = command
             .args(flags)
+            .env("RUST_LOG", "warn")
             .envs(env.iter().copied())
             .env("AGENTHOST_BOOTSTRAP_KEY", KEY)
-            .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .expect("start agenthost");
         let stdout = child.stdout.take().expect("stdout");
@@ -314,6 +333,11 @@ impl Server {
     pub fn kill(mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+
+    /// The server's process id (its `/proc/<pid>` for memory figures).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     pub fn url(&self, path: &str) -> String {
