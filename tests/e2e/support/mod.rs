@@ -252,6 +252,11 @@ impl Server {
         let _ = self.child.wait();
     }
 
+    /// The server's process id (its memory is in `/proc/<pid>/status`).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.url)
     }
