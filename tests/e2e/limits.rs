@@ -243,6 +243,10 @@ async fn watch_turn(server: &Server, session: &str, from: Option<&str>, bound_mi
 /// Asserts that a watched turn stayed under `bound_mib` and ended with
 /// `output_limit`, its message naming `needle`.
 fn assert_output_limit(what: &str, watched: &Watched, bound_mib: u64, needle: &str) {
+    eprintln!(
+        "{what}: RSS +{} MiB, {} deltas",
+        watched.growth_mib, watched.deltas
+    );
     assert!(
         watched.growth_mib < bound_mib,
         "{what}: the server's RSS grew by {} MiB (at most {bound_mib} allowed)",
