@@ -341,3 +341,27 @@ async fn a_turns_output_is_bounded_and_ends_with_output_limit() {
     );
     assert!(watched.deltas > 4000, "{} deltas", watched.deltas);
 }
+
+/// The records of refused outbound requests count against `max_output_mb`
+/// too: a guest that knocks at a refused origin in a loop, with long paths,
+/// writes no more than its limit, and the turn ends with `output_limit`.
+#[tokio::test]
+async fn refused_outbound_requests_count_against_the_output_limit() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    // No `[outbound] allow`: every origin is refused, each with a record.
+    deploy_with_limits(&server, "knock", "fetch", "max_output_mb = 1\n").await;
+    let url = format!("https://elsewhere.example/{}", "a".repeat(32 << 10));
+    let input = json!({"url": url, "times": 1000});
+    let events = turn(&server, "knock", "/knock", input).await;
+    let denied = (events.iter())
+        .filter(|e| e["type"] == "HTTP_REQUEST_DENIED")
+        .count();
+    // 1 MiB holds about 32 records of 32 KiB.
+    assert!((16..=32).contains(&denied), "{denied} records");
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "TURN_ERROR", "{last}");
+    assert_eq!(last["payload"]["kind"], "output_limit", "{last}");
+    let message = last["payload"]["message"].as_str().unwrap();
+    assert!(message.contains("more than 1 MiB of events"), "{message}");
+}
