@@ -181,3 +181,208 @@ async fn turn_events(server: &Server, session: &str) -> Vec<Value> {
         .until(&["TURN_ENDED", "TURN_ERROR"])
         .await
 }
+
+/// The server's resident memory in MiB (`VmRSS` of `/proc/<pid>/status`).
+fn rss_mib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let kib = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| {
+            rest.trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<u64>()
+                .ok()
+        })
+        .unwrap_or(0);
+    kib >> 10
+}
+
+/// How a turn that ran under an RSS watch ended.
+struct Watched {
+    /// The turn's last event (TURN_ENDED or TURN_ERROR), if the stream got that far.
+    last: Option<Value>,
+    /// Events the stream carried for the turn, by type.
+    deltas: usize,
+    /// How far the server's RSS rose above its level before the turn, in MiB (the peak).
+    growth_mib: u64,
+}
+
+/// Runs one turn of `session` (already started) while sampling the
+/// server's RSS; reads the stream without keeping what it reads. A server
+/// whose RSS rises by `bound_mib` is killed on the spot (the test fails,
+/// the machine stays up).
+async fn watch_turn(server: &Server, session: &str, from: Option<&str>, bound_mib: u64) -> Watched {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::time::Duration;
+
+    let pid = server.pid();
+    let before = rss_mib(pid);
+    let peak = Arc::new(AtomicU64::new(before));
+    let done = Arc::new(AtomicBool::new(false));
+    let sampler = tokio::spawn({
+        let (peak, done) = (peak.clone(), done.clone());
+        async move {
+            while !done.load(Ordering::Relaxed) {
+                let now = rss_mib(pid);
+                peak.fetch_max(now, Ordering::Relaxed);
+                if now.saturating_sub(before) >= bound_mib {
+                    // Stop a runaway before it takes the machine with it.
+                    let _ = std::process::Command::new("kill")
+                        .args(["-KILL", &pid.to_string()])
+                        .status();
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    });
+    let mut stream = server.events(session, from).await;
+    let (mut last, mut deltas) = (None, 0);
+    // A break (the watcher killed the server), an end or silence stops it.
+    while let Read::Event(event) = stream.read(Duration::from_secs(120)).await {
+        match event["type"].as_str() {
+            Some("MESSAGE_DELTA") => deltas += 1,
+            Some("TURN_ENDED" | "TURN_ERROR") => {
+                last = Some(event);
+                break;
+            }
+            _ => {}
+        }
+    }
+    done.store(true, Ordering::Relaxed);
+    sampler.await.unwrap();
+    Watched {
+        last,
+        deltas,
+        growth_mib: peak.load(Ordering::Relaxed).saturating_sub(before),
+    }
+}
+
+/// Asserts that a watched turn stayed under `bound_mib` and ended with
+/// `output_limit`, its message naming `needle`.
+fn assert_output_limit(what: &str, watched: &Watched, bound_mib: u64, needle: &str) {
+    eprintln!(
+        "{what}: RSS +{} MiB, {} deltas",
+        watched.growth_mib, watched.deltas
+    );
+    assert!(
+        watched.growth_mib < bound_mib,
+        "{what}: the server's RSS grew by {} MiB (at most {bound_mib} allowed)",
+        watched.growth_mib
+    );
+    let last = watched
+        .last
+        .as_ref()
+        .unwrap_or_else(|| panic!("{what}: the turn never ended"));
+    assert_eq!(last["type"], "TURN_ERROR", "{what}: {last}");
+    assert_eq!(last["payload"]["kind"], "output_limit", "{what}: {last}");
+    let message = last["payload"]["message"].as_str().unwrap();
+    assert!(message.contains(needle), "{what}: {message}");
+}
+
+/// A turn's output is bounded in the host: open messages and bytes per turn
+/// (`max_open_messages`, `max_output_mb`), and what waits for the journal
+/// (the outbox waits for the commit). The server's memory barely moves, the
+/// turn ends with `output_limit`, and the session takes input again.
+#[tokio::test]
+async fn a_turns_output_is_bounded_and_ends_with_output_limit() {
+    const BOUND_MIB: u64 = 256;
+    let dir = support::data_dir();
+    // The journal's page cache (redb's, 256 MiB by default) is a bound of its
+    // own: kept small, so that what is measured is the turn's.
+    let server = Server::start_with(dir.path(), &["--journal-cache-mb", "16"]).await;
+    server.deploy("hoard", &support::guest("rogue")).await;
+    deploy_with_limits(
+        &server,
+        "wide",
+        "rogue",
+        "max_open_messages = 64\nmax_output_mb = 16\n",
+    )
+    .await;
+    deploy_with_limits(&server, "torrent", "rogue", "max_output_mb = 512\n").await;
+    // Warm up: every app's first turn loads its deployment.
+    for app in ["hoard", "wide", "torrent"] {
+        let events = turn(&server, app, "/remember", json!("")).await;
+        assert_eq!(events.last().unwrap()["type"], "TURN_ENDED");
+    }
+
+    // 10 000 messages of 1 MiB each, none closed: the default cap on open
+    // messages (16) ends the turn.
+    let session = server.session("hoard", "/hold", json!(10_000)).await;
+    let watched = watch_turn(&server, &session, None, BOUND_MIB).await;
+    assert_output_limit(
+        "10 000 open messages",
+        &watched,
+        BOUND_MIB,
+        "more than 16 messages open at once (limits.max_open_messages)",
+    );
+    assert_eq!(
+        watched.deltas, 16,
+        "the 16 messages admitted got their text"
+    );
+    // The session takes input again: one message, closed by the host.
+    let (status, body) = server
+        .post(&format!("/sessions/{session}/input"), json!({"input": 1}))
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let events = server
+        .events(&session, None)
+        .await
+        .until(&["TURN_ENDED"])
+        .await;
+    let last_end = events.iter().rfind(|e| e["type"] == "MESSAGE_END").unwrap();
+    assert_eq!(
+        last_end["payload"]["text"].as_str().map(str::len),
+        Some(1 << 20)
+    );
+
+    // With 64 messages allowed open, the bytes are what stop it: 16 MiB.
+    let session = server.session("wide", "/hold", json!(10_000)).await;
+    let watched = watch_turn(&server, &session, None, BOUND_MIB).await;
+    assert_output_limit(
+        "10 000 open messages under max_output_mb",
+        &watched,
+        BOUND_MIB,
+        "more than 16 MiB of events (limits.max_output_mb)",
+    );
+    assert!(watched.deltas < 16, "{} deltas", watched.deltas);
+
+    // Deltas as fast as the guest can write them, 512 MiB in all (more
+    // than the disk takes meanwhile): the outbox waits for the journal.
+    let session = server.session("torrent", "/torrent", json!(100_000)).await;
+    let watched = watch_turn(&server, &session, None, BOUND_MIB).await;
+    assert_output_limit(
+        "a torrent of deltas",
+        &watched,
+        BOUND_MIB,
+        "more than 512 MiB of events (limits.max_output_mb)",
+    );
+    assert!(watched.deltas > 4000, "{} deltas", watched.deltas);
+}
+
+/// The records of refused outbound requests count against `max_output_mb`
+/// too: a guest that knocks at a refused origin in a loop, with long paths,
+/// writes no more than its limit, and the turn ends with `output_limit`.
+#[tokio::test]
+async fn refused_outbound_requests_count_against_the_output_limit() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    // No `[outbound] allow`: every origin is refused, each with a record.
+    deploy_with_limits(&server, "knock", "fetch", "max_output_mb = 1\n").await;
+    let url = format!("https://elsewhere.example/{}", "a".repeat(32 << 10));
+    let input = json!({"url": url, "times": 1000});
+    let events = turn(&server, "knock", "/knock", input).await;
+    let denied = (events.iter())
+        .filter(|e| e["type"] == "HTTP_REQUEST_DENIED")
+        .count();
+    // 1 MiB holds about 32 records of 32 KiB.
+    assert!((16..=32).contains(&denied), "{denied} records");
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "TURN_ERROR", "{last}");
+    assert_eq!(last["payload"]["kind"], "output_limit", "{last}");
+    let message = last["payload"]["message"].as_str().unwrap();
+    assert!(message.contains("more than 1 MiB of events"), "{message}");
+}

@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::runtime::limits::{
-    APPROVAL_TIMEOUT_MAX_SECS, BOUNDS, CPU_FUEL, MAX_EVENTS, MEMORY_MB, WALL_CLOCK_SECS,
+    APPROVAL_TIMEOUT_MAX_SECS, BOUNDS, CPU_FUEL, MAX_EVENTS, MAX_OPEN_MESSAGES, MAX_OUTPUT_MB,
+    MEMORY_MB, WALL_CLOCK_SECS,
 };
 use crate::runtime::valid_tool_name;
 use crate::store::LimitsRecord;
@@ -117,6 +118,8 @@ pub struct LimitsSection {
     pub cpu_fuel: Option<u64>,
     pub memory_mb: Option<u64>,
     pub max_events: Option<u64>,
+    pub max_open_messages: Option<u64>,
+    pub max_output_mb: Option<u64>,
     pub approval_timeout_secs: Option<u64>,
 }
 
@@ -127,6 +130,8 @@ impl From<&LimitsSection> for LimitsRecord {
             cpu_fuel: s.cpu_fuel,
             memory_mb: s.memory_mb,
             max_events: s.max_events,
+            max_open_messages: s.max_open_messages,
+            max_output_mb: s.max_output_mb,
             approval_timeout_secs: s.approval_timeout_secs,
         }
     }
@@ -297,6 +302,8 @@ impl Manifest {
             (limits.cpu_fuel, &CPU_FUEL),
             (limits.memory_mb, &MEMORY_MB),
             (limits.max_events, &MAX_EVENTS),
+            (limits.max_open_messages, &MAX_OPEN_MESSAGES),
+            (limits.max_output_mb, &MAX_OUTPUT_MB),
         ];
         debug_assert_eq!(set.len(), BOUNDS.len());
         for (value, bound) in set {
@@ -424,6 +431,22 @@ mod tests {
             err.contains("limits.memory_mb") && err.contains("2048"),
             "{err}"
         );
+        let m =
+            Manifest::parse(&format!("{base}max_open_messages = 4\nmax_output_mb = 8\n")).unwrap();
+        let limits = crate::runtime::limits::TurnLimits::from_record(&(&m.limits).into());
+        assert_eq!(
+            (limits.max_open_messages, limits.max_output_bytes),
+            (4, 8 << 20)
+        );
+        for (key, max) in [("max_open_messages", 64), ("max_output_mb", 1024)] {
+            for value in [0, max + 1] {
+                let err = Manifest::parse(&format!("{base}{key} = {value}\n"))
+                    .unwrap_err()
+                    .to_string();
+                let expected = format!("`limits.{key}` = {value}: use 1 to {max}");
+                assert!(err.contains(&expected), "{err}");
+            }
+        }
         let err = Manifest::parse(&format!("{base}gpus = 1\n"))
             .unwrap_err()
             .to_string();

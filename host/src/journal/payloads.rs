@@ -223,11 +223,14 @@ pub enum TurnErrorKind {
     HostRestarted,
     Cancelled,
     Internal,
+    /// The turn's output passed `limits.max_open_messages` or `limits.max_output_mb`.
+    OutputLimit,
 }
 
 impl TurnErrorKind {
-    /// Every kind, in the order of docs/events.md.
-    pub const ALL: [TurnErrorKind; 16] = [
+    /// Every kind, in the order of docs/events.md (new kinds are appended,
+    /// so the golden file only grows).
+    pub const ALL: [TurnErrorKind; 17] = [
         TurnErrorKind::AgentError,
         TurnErrorKind::Panic,
         TurnErrorKind::Trap,
@@ -244,6 +247,7 @@ impl TurnErrorKind {
         TurnErrorKind::HostRestarted,
         TurnErrorKind::Cancelled,
         TurnErrorKind::Internal,
+        TurnErrorKind::OutputLimit,
     ];
 
     /// The wire name, e.g. `cpu_limit`.
@@ -265,6 +269,7 @@ impl TurnErrorKind {
             TurnErrorKind::HostRestarted => "host_restarted",
             TurnErrorKind::Cancelled => "cancelled",
             TurnErrorKind::Internal => "internal",
+            TurnErrorKind::OutputLimit => "output_limit",
         }
     }
 }

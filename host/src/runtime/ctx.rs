@@ -13,12 +13,12 @@ use uuid::Uuid;
 use super::bindings::HostError;
 use super::gate::{Failure, Gate, Settled};
 use super::gates::Gates;
-use super::limits::TurnLimits;
+use super::limits::{OUTBOX_BYTES, TurnLimits, output_exceeded};
 use super::outbound::{Access, OutboundHooks};
 use crate::journal::payloads::{self, Role};
 use crate::journal::{NewEvent, TurnErrorKind};
 use crate::redact::Redactor;
-use crate::store::{Committed, Outbox};
+use crate::store::{Committed, Outbox, payload_bytes};
 use crate::store::{Db, StoreError, TurnReason, TurnTicket, WriterHandle};
 
 /// What a turn runs under: the deployment's gates, limits, secrets (as a
@@ -112,6 +112,7 @@ impl TurnCtx {
             outbox.clone(),
             terms.redactor.clone(),
             gate.clone(),
+            terms.limits.max_output_bytes,
         );
         TurnCtx {
             writer,
@@ -148,7 +149,7 @@ impl TurnCtx {
             message: message.clone(),
         });
         match kind {
-            TurnErrorKind::Limit => HostError::Limit(message),
+            TurnErrorKind::Limit | TurnErrorKind::OutputLimit => HostError::Limit(message),
             _ => HostError::InvalidOrder(message),
         }
     }
@@ -272,25 +273,50 @@ impl DerefMut for Open<'_> {
 }
 
 impl Open<'_> {
-    /// Queues events to the journal, after the records of outbound requests
-    /// that ended meanwhile (the host's, so they do not count against `max_events`).
-    pub(super) async fn emit(&mut self, mut events: Vec<NewEvent>) -> Result<(), HostError> {
-        self.0.events += events.len() as u64;
-        if self.0.events > self.0.limits.max_events {
-            let max = self.0.limits.max_events;
-            return Err(self.0.fail(
+    /// Queues events to the journal (see `admit` and `send`).
+    pub(super) async fn emit(&mut self, events: Vec<NewEvent>) -> Result<(), HostError> {
+        self.admit(&events)?;
+        self.send(events).await
+    }
+
+    /// Counts `events` against the turn's limits (its events, its output
+    /// bytes), or refuses them and fails the turn: a refused call writes
+    /// nothing. Each `admit` is followed by the `send` of the same events.
+    pub(super) fn admit(&mut self, events: &[NewEvent]) -> Result<(), HostError> {
+        let turn = &mut *self.0;
+        let count = turn.events + events.len() as u64;
+        if count > turn.limits.max_events {
+            let max = turn.limits.max_events;
+            return Err(turn.fail(
                 TurnErrorKind::Limit,
                 format!("more than {max} events in one turn"),
             ));
         }
-        let mut records = self.0.outbound.take_finished();
+        let max = turn.limits.max_output_bytes;
+        if turn.outbox.bytes() + payload_bytes(events) > max {
+            return Err(turn.fail(TurnErrorKind::OutputLimit, output_exceeded(max)));
+        }
+        turn.events = count;
+        Ok(())
+    }
+
+    /// Queues admitted events, after the records of outbound requests that
+    /// ended meanwhile (the host's, so they do not count against
+    /// `max_events`); once the turn has more than `OUTBOX_BYTES` on their
+    /// way to the journal, waits for their commit.
+    pub(super) async fn send(&mut self, mut events: Vec<NewEvent>) -> Result<(), HostError> {
+        let turn = &mut *self.0;
+        let mut records = turn.outbound.take_finished();
         if !records.is_empty() {
             records.append(&mut events);
             events = records;
         }
-        match self.0.writer.append(&self.0.outbox, events).await {
-            Ok(_) => Ok(()),
-            Err(err) => Err(self.0.storage_failed(err)),
+        if let Err(err) = turn.writer.append(&turn.outbox, events).await {
+            return Err(turn.storage_failed(err));
+        }
+        match turn.outbox.throttle(OUTBOX_BYTES).await {
+            Ok(()) => Ok(()),
+            Err(err) => Err(turn.storage_failed(err)),
         }
     }
 }

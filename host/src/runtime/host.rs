@@ -1,8 +1,11 @@
 //! The host side of `agenthost:agent/host`: every effect a turn has, checked and journaled.
 //!
 //! A turn's events are queued to the writer without waiting for each commit
-//! (they stream as their batch commits); the turn's final commit, made by
-//! `runtime::turn`, waits. The order rules live here: no delta outside its
+//! (they stream as their batch commits) until more than `OUTBOX_BYTES` wait
+//! for the journal: then the call returns once they are committed. The
+//! turn's final commit, made by `runtime::turn`, waits. Every event counts
+//! against the turn's `max_events` and `max_output_mb`, and a turn has at
+//! most `max_open_messages` open (`output_limit`). The order rules live here: no delta outside its
 //! message, no result without its call, nothing after the session ended.
 //! A broken rule refuses the effect and fails the turn. Every effect first
 //! asks the turn's gate (`TurnCtx::open`): a suspended, failed, ended or
@@ -102,13 +105,21 @@ impl Host for InstanceData {
 impl TurnCtx {
     async fn message_start(&mut self) -> Result<String, HostError> {
         let mut turn = self.open()?;
+        let max = turn.limits.max_open_messages;
+        if turn.open_messages.len() >= max {
+            let message =
+                format!("more than {max} messages open at once (limits.max_open_messages)");
+            return Err(turn.fail(TurnErrorKind::OutputLimit, message));
+        }
         let id = format!("msg_{}", Uuid::now_v7().simple());
-        turn.open_messages.push((id.clone(), String::new()));
         let event = NewEvent::of(&payloads::MessageStart {
             message_id: id.clone(),
             role: Role::Assistant,
         });
-        turn.emit(vec![event]).await.map(|()| id)
+        // Open only once admitted: a refused start leaves nothing to close.
+        turn.admit(std::slice::from_ref(&event))?;
+        turn.open_messages.push((id.clone(), String::new()));
+        turn.send(vec![event]).await.map(|()| id)
     }
 
     async fn message_delta(&mut self, message_id: String, text: String) -> Result<(), HostError> {
@@ -116,24 +127,25 @@ impl TurnCtx {
         super::control::injected_panic(&text);
         let text = turn.redactor.redact(&text).into_owned();
         let max = turn.limits.max_message_bytes;
-        let Some(open) = turn
-            .open_messages
-            .iter_mut()
-            .find(|(id, _)| *id == message_id)
-        else {
+        let Some(index) = (turn.open_messages.iter()).position(|(id, _)| *id == message_id) else {
             let message = format!("MESSAGE_DELTA for message `{message_id}`, which is not open");
             return Err(turn.fail(TurnErrorKind::InvalidOrder, message));
         };
-        if open.1.len() + text.len() > max {
+        if turn.open_messages[index].1.len() + text.len() > max {
             let message = format!("message `{message_id}` is longer than {max} bytes");
             return Err(turn.fail(TurnErrorKind::Limit, message));
         }
-        open.1.push_str(&text);
-        let event = NewEvent::of(&payloads::MessageDelta {
+        let delta = payloads::MessageDelta {
             message_id,
             delta: Delta::Text { text },
-        });
-        turn.emit(vec![event]).await
+        };
+        let event = NewEvent::of(&delta);
+        // The text joins its message only once admitted, so a message's
+        // MESSAGE_END holds exactly its journaled deltas.
+        turn.admit(std::slice::from_ref(&event))?;
+        let Delta::Text { text } = &delta.delta;
+        turn.open_messages[index].1.push_str(text);
+        turn.send(vec![event]).await
     }
 
     async fn message_end(&mut self, message_id: String) -> Result<(), HostError> {

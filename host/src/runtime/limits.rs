@@ -17,6 +17,11 @@ pub(crate) struct TurnLimits {
     pub memory_bytes: usize,
     /// Events one turn may journal.
     pub max_events: u64,
+    /// Messages one turn may have open at once.
+    pub max_open_messages: usize,
+    /// Bytes (the JSON payloads) of the events one turn writes through its
+    /// outbox: its own and its outbound records.
+    pub max_output_bytes: u64,
     /// Bytes of one message's text.
     pub max_message_bytes: usize,
     /// Bytes of one JSON payload (tool arguments, tool output, a step's reason).
@@ -56,12 +61,34 @@ pub(crate) const MAX_EVENTS: Bound = Bound {
     max: 1_000_000,
 };
 
+pub(crate) const MAX_OPEN_MESSAGES: Bound = Bound {
+    key: "max_open_messages",
+    default: 16,
+    max: 64,
+};
+pub(crate) const MAX_OUTPUT_MB: Bound = Bound {
+    key: "max_output_mb",
+    default: 64,
+    max: 1024,
+};
+
+/// Bytes a turn may queue for the journal before its next write waits for
+/// their commit (the outbox's backpressure; see `store::Outbox::throttle`).
+pub(crate) const OUTBOX_BYTES: u64 = 1 << 20;
+
 /// The longest `limits.approval_timeout_secs` (30 days); unset, an
 /// approval waits for the operator's `--approval-timeout`, or forever.
 pub(crate) const APPROVAL_TIMEOUT_MAX_SECS: u64 = 30 * 24 * 3600;
 
 /// Every per-turn limit the manifest may set.
-pub(crate) const BOUNDS: [&Bound; 4] = [&WALL_CLOCK_SECS, &CPU_FUEL, &MEMORY_MB, &MAX_EVENTS];
+pub(crate) const BOUNDS: [&Bound; 6] = [
+    &WALL_CLOCK_SECS,
+    &CPU_FUEL,
+    &MEMORY_MB,
+    &MAX_EVENTS,
+    &MAX_OPEN_MESSAGES,
+    &MAX_OUTPUT_MB,
+];
 
 impl Default for TurnLimits {
     fn default() -> Self {
@@ -80,6 +107,8 @@ impl TurnLimits {
             fuel: pick(record.cpu_fuel, &CPU_FUEL),
             memory_bytes: (pick(record.memory_mb, &MEMORY_MB) as usize) << 20,
             max_events: pick(record.max_events, &MAX_EVENTS),
+            max_open_messages: pick(record.max_open_messages, &MAX_OPEN_MESSAGES) as usize,
+            max_output_bytes: pick(record.max_output_mb, &MAX_OUTPUT_MB) << 20,
             max_message_bytes: 1 << 20,
             max_payload_bytes: 256 << 10,
             max_history_page: 1000,
@@ -87,6 +116,14 @@ impl TurnLimits {
                 .map(|secs| Duration::from_secs(secs.min(APPROVAL_TIMEOUT_MAX_SECS))),
         }
     }
+}
+
+/// Why a turn that passed `limits.max_output_mb` fails.
+pub(crate) fn output_exceeded(max_bytes: u64) -> String {
+    format!(
+        "the turn wrote more than {} MiB of events (limits.max_output_mb)",
+        max_bytes >> 20
+    )
 }
 
 /// The limits `describe` runs under at deploy time.

@@ -39,6 +39,7 @@ pub(crate) use engine::{ApprovalItem, Engine, FeedPage};
 pub(crate) use error::StoreError;
 pub(crate) use hub::{Hub, Subscription};
 pub use outbox::Outbox;
+pub(crate) use outbox::payload_bytes;
 #[cfg(test)]
 use records::WithdrawReason;
 pub use records::{AgentDescription, Artifact, DeploymentStatus, KeyClass, LimitsRecord};

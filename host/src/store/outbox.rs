@@ -9,6 +9,11 @@
 //! per burst. Every event of a turn, the host's outbound records included,
 //! goes through the turn's one outbox, so they are journaled in the order
 //! they were emitted.
+//!
+//! The outbox counts the bytes (event payloads) that go through it: the
+//! runtime checks a turn's output limit against the total, and
+//! [`Outbox::throttle`] bounds what a turn may have queued but not committed
+//! (its writes wait for the commit: backpressure, not an ever-growing queue).
 
 use std::sync::{Mutex, MutexGuard};
 
@@ -45,6 +50,15 @@ struct Queued {
     /// The ack of the latest command: batches commit in order, so once it
     /// resolves everything queued before it is committed.
     last: Option<AppendAck>,
+    /// Payload bytes of every event queued through this outbox.
+    bytes: u64,
+    /// `bytes` when the latest `throttle` wait began: everything up to it is committed.
+    committed_bytes: u64,
+}
+
+/// The bytes of `events` as the journal stores their payloads.
+pub(crate) fn payload_bytes(events: &[NewEvent]) -> u64 {
+    events.iter().map(|e| e.payload.get().len() as u64).sum()
 }
 
 impl Outbox {
@@ -72,6 +86,31 @@ impl Outbox {
         self.turn
     }
 
+    /// Payload bytes of every event queued through this outbox so far.
+    pub fn bytes(&self) -> u64 {
+        self.lock().bytes
+    }
+
+    /// Once more than `bound` bytes were queued since the last wait, waits
+    /// until everything queued so far is committed: what a turn holds in
+    /// memory on its way to the journal stays near `bound`, however fast it
+    /// writes. Below the bound it returns at once.
+    pub async fn throttle(&self, bound: u64) -> Result<(), StoreError> {
+        let (ack, mark) = {
+            let queued = self.lock();
+            if queued.bytes - queued.committed_bytes <= bound {
+                return Ok(());
+            }
+            (queued.last.clone(), queued.bytes)
+        };
+        if let Some(ack) = ack {
+            ack.await.map_err(|_| StoreError::WriterGone)??;
+        }
+        let mut queued = self.lock();
+        queued.committed_bytes = queued.committed_bytes.max(mark);
+        Ok(())
+    }
+
     /// Adds `events` to the command already on its way, if there is one;
     /// hands them back otherwise.
     pub(super) fn join(&self, events: Vec<NewEvent>) -> Result<AppendAck, Vec<NewEvent>> {
@@ -95,6 +134,7 @@ impl Outbox {
             // unsent); its events failed with it.
             queued.events.clear();
         }
+        queued.bytes += payload_bytes(&events);
         queued.events.extend(events);
         let (reply, ack) = append_ack();
         queued.pending = Some(ack.clone());
@@ -128,6 +168,7 @@ fn join_pending(queued: &mut Queued, events: Vec<NewEvent>) -> Result<AppendAck,
     match &queued.pending {
         Some(ack) if ack.peek().is_none() => {
             let ack = ack.clone();
+            queued.bytes += payload_bytes(&events);
             queued.events.extend(events);
             queued.last = Some(ack.clone());
             Ok(ack)
@@ -166,6 +207,30 @@ mod tests {
         assert!(third.is_some(), "after the writer took them, a new command");
         assert_eq!(outbox.take().len(), 1);
         assert!(outbox.take().is_empty());
+    }
+
+    #[tokio::test]
+    async fn throttle_waits_for_the_commit_only_past_its_bound() {
+        let outbox = Outbox::new(Uuid::now_v7(), 1);
+        let (_, reply) = outbox.push(vec![event(1), event(2)]);
+        let Some(reply) = reply else {
+            panic!("the first push sends a command")
+        };
+        let bytes = outbox.bytes();
+        assert_eq!(bytes, 2 * event(1).payload.get().len() as u64);
+        // Within the bound: at once, although nothing is committed.
+        outbox.throttle(bytes).await.unwrap();
+        // Past it: only once the command's events are committed.
+        let mut waiting = Box::pin(outbox.throttle(bytes - 1));
+        assert!(futures::poll!(&mut waiting).is_pending());
+        reply.send(Ok(())).ok();
+        waiting.await.unwrap();
+        // What was committed no longer counts; a failed commit is an error.
+        outbox.throttle(0).await.unwrap();
+        let (_, reply) = outbox.push(vec![event(3)]);
+        drop(reply);
+        assert!(outbox.throttle(0).await.is_err());
+        assert_eq!(outbox.bytes(), 3 * event(1).payload.get().len() as u64);
     }
 
     #[tokio::test]

@@ -125,6 +125,12 @@ pub struct LimitsRecord {
     pub memory_mb: Option<u64>,
     #[serde(default)]
     pub max_events: Option<u64>,
+    /// Messages a turn may have open at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_open_messages: Option<u64>,
+    /// MiB of events a turn may write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_mb: Option<u64>,
     /// How long an approval may wait before it is denied by `timeout`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_timeout_secs: Option<u64>,

@@ -335,7 +335,7 @@ impl Server {
         let _ = self.child.wait();
     }
 
-    /// The server's process id (its `/proc/<pid>` for memory figures).
+    /// The server's process id (its memory is in `/proc/<pid>/status`).
     pub fn pid(&self) -> u32 {
         self.child.id()
     }

@@ -39,7 +39,9 @@ use crate::journal::{NewEvent, payloads};
 use crate::store::{Outbox, WriterHandle};
 pub(crate) use origin::OriginPattern;
 
-use super::gate::Gate;
+use super::gate::{Failure, Gate};
+use super::limits::output_exceeded;
+use crate::journal::TurnErrorKind;
 use crate::redact::Redactor;
 
 /// The operator's outbound settings (`serve` flags).
@@ -99,6 +101,9 @@ pub(super) struct Outbound {
     /// The turn's gate: once it is closed (suspended, failed, ended,
     /// cancelled) no request may leave.
     gate: Arc<Gate>,
+    /// The turn's `limits.max_output_mb` in bytes: once the turn's outbox
+    /// has carried that much, no request leaves and none is recorded.
+    max_output: u64,
 }
 
 #[derive(Default)]
@@ -152,6 +157,19 @@ impl Outbound {
             ));
         }
         out
+    }
+
+    /// Whether the turn has written all the output its limit allows.
+    fn output_spent(&self) -> bool {
+        self.outbox.bytes() >= self.max_output
+    }
+
+    /// Fails the turn for its output: it wanted to record a request past its limit.
+    fn fail_output(&self) {
+        self.gate.fail(Failure {
+            kind: TurnErrorKind::OutputLimit,
+            message: output_exceeded(self.max_output),
+        });
     }
 
     fn push_finished(&self, event: NewEvent) {
@@ -225,14 +243,15 @@ pub(super) struct Access {
 }
 
 impl OutboundHooks {
-    /// The outbound access of the turn whose events go to `outbox` and
-    /// whose effects `gate` allows.
+    /// The outbound access of the turn whose events go to `outbox`, whose
+    /// effects `gate` allows and whose output is at most `max_output` bytes.
     pub(super) fn new(
         access: Access,
         writer: WriterHandle,
         outbox: Arc<Outbox>,
         redactor: Redactor,
         gate: Arc<Gate>,
+        max_output: u64,
     ) -> OutboundHooks {
         OutboundHooks(Arc::new(Outbound {
             allow: access.allow,
@@ -243,6 +262,7 @@ impl OutboundHooks {
             next_id: AtomicU32::new(1),
             records: Mutex::new(Records::default()),
             gate,
+            max_output,
         }))
     }
 

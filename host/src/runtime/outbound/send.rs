@@ -23,6 +23,7 @@ use super::{
     Outbound, ip,
 };
 use crate::journal::{NewEvent, payloads};
+use crate::runtime::limits::OUTBOX_BYTES;
 
 /// What the journal says about a request before it leaves.
 struct Described {
@@ -58,6 +59,18 @@ impl Outbound {
         body: &mut Option<WasiBody>,
         options: Option<RequestOptions>,
     ) -> Result<http::Response<WasiBody>, Error> {
+        // Every request is recorded: past the turn's output limit none may
+        // be, so none leaves; below it, the records wait for the commit of
+        // what the turn queued before, as its other writes do.
+        if self.output_spent() {
+            self.fail_output();
+            return Err(Error::HttpRequestDenied);
+        }
+        if self.outbox.throttle(OUTBOX_BYTES).await.is_err() {
+            return Err(Error::InternalError(Some(
+                "the host could not record the request; it was not sent".into(),
+            )));
+        }
         let mut request = http::Request::from_parts(head, ());
         let origin = Origin::of(request.uri()).ok_or(Error::HttpRequestUriInvalid)?;
         let described = Described {
@@ -228,6 +241,11 @@ impl Outbound {
     }
 
     fn denied(&self, described: &Described, reason: &str) {
+        if self.output_spent() {
+            // A guest looping on refused requests writes no more than its limit.
+            self.fail_output();
+            return;
+        }
         tracing::info!(session = %self.outbox.session(), turn = self.outbox.turn(), origin = %described.origin, reason, "outbound request refused");
         self.push_finished(NewEvent::of(&payloads::HttpRequestDenied {
             request_id: described.id.clone(),
