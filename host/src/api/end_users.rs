@@ -137,6 +137,19 @@ pub(super) async fn refuse_bare_key_if_required(
     Ok(policy)
 }
 
+/// `refuse_bare_key_if_required` where the policy itself is not needed: no
+/// read for a platform key or an end user.
+pub(super) async fn refuse_bare_key(
+    state: &AppState,
+    principal: &Principal,
+    app: Uuid,
+) -> Result<(), ApiError> {
+    if principal.is_bare_invocation() {
+        refuse_bare_key_if_required(state, principal, app).await?;
+    }
+    Ok(())
+}
+
 /// Whether an end user's token names `named` (an app id or slug) as its
 /// app. Without looking anything up: the answer must not tell whether
 /// another app exists.

@@ -103,7 +103,7 @@ pub(super) async fn visible_session(
     if !principal.may_use_session(record.id, record.app_id, record.end_user.as_deref()) {
         return Err(not_found());
     }
-    end_users::refuse_bare_key_if_required(state, principal, record.app_id).await?;
+    end_users::refuse_bare_key(state, principal, record.app_id).await?;
     Ok(record)
 }
 
