@@ -55,6 +55,7 @@ async fn write(dir: &str, megabytes: u64, quick_repair: bool) -> anyhow::Result<
             secrets: vec![],
             limits: Default::default(),
             outbound: Vec::new(),
+            end_users: None,
         })
         .await?;
     let outcome = BuildOutcome::Succeeded {

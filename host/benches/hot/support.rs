@@ -63,6 +63,7 @@ impl Session {
                 secrets: Vec::new(),
                 limits: LimitsRecord::default(),
                 outbound: Vec::new(),
+                end_users: None,
             })
             .await
             .expect("create a deployment");
