@@ -122,7 +122,7 @@ impl Iterator for History {
 }
 
 /// Reads a page from the host, parsing each payload.
-fn read_from_host(after: Option<u64>, limit: u32) -> Result<Page, Error> {
+pub(crate) fn read_from_host(after: Option<u64>, limit: u32) -> Result<Page, Error> {
     let page = host(host::read_history(after, limit))?;
     let events = page
         .events

@@ -26,7 +26,8 @@
 //!
 //! Every turn runs in a fresh instance: nothing survives in memory from one
 //! turn to the next, so an agent keeps its context in the session's journal
-//! (what it writes) and reads it back with [`Turn::history`].
+//! (what it writes) and reads it back with [`Turn::history`]. The end user a
+//! session serves, if an end user created it, is [`Turn::end_user`].
 //!
 //! [`http`] sends outbound HTTP requests (to the origins the deployment's
 //! `[outbound] allow` lists), and [`llm::ChatLoop`] runs a model loop over an
@@ -36,6 +37,7 @@
 
 mod agent;
 mod bindings;
+mod end_user;
 mod error;
 mod export;
 mod history;
@@ -47,6 +49,7 @@ mod tools;
 mod turn;
 
 pub use agent::{Agent, Setup, ToolBuilder};
+pub use end_user::EndUser;
 pub use error::{Error, HostError};
 pub use history::{ChatMessage, Event, History, Role};
 pub use message::Message;

@@ -4,8 +4,9 @@
 //! `threadId` and the same `Idempotency-Key` from two users make two
 //! sessions; `[end_users] required` refuses the bare invocation key; a
 //! guessable `threadId` or `Idempotency-Key` with a bare invocation key is
-//! 422; only the claims the app lists reach the journal; a forged token,
-//! and a token for another app, are refused with their codes.
+//! 422; only the claims the app lists reach the journal, and the agent
+//! (the Rust SDK's `turn.end_user()`, through `examples/hello`); a forged
+//! token, and a token for another app, are refused with their codes.
 
 use serde_json::{Value, json};
 
@@ -188,6 +189,36 @@ async fn only_listed_claims_reach_the_journal() {
         "{}",
         journal[0]
     );
+}
+
+/// What hello answers to "who am i" in a session created with `token`.
+async fn whoami(server: &Server, token: &str) -> Vec<String> {
+    let created = create(server, token, "who am i").await;
+    let journal = first_turn(server, &created).await;
+    assert_eq!(journal.last().unwrap()["type"], "TURN_ENDED", "{journal:?}");
+    support::agents::said(&journal)
+}
+
+#[tokio::test]
+async fn the_agent_knows_the_end_user_it_serves() {
+    let (_dir, server) = shop().await;
+    // The claims the app lists reach the agent; `plan` is not listed.
+    let ada = server
+        .end_user_token_with(
+            "shop",
+            json!({"user": "ada", "claims": {"email": "ada@example.com", "plan": "pro"}}),
+        )
+        .await;
+    assert_eq!(
+        whoami(&server, &ada).await,
+        ["You are ada (ada@example.com)."]
+    );
+    let bob = server.end_user_token("shop", "bob").await;
+    assert_eq!(whoami(&server, &bob).await, ["You are bob (no email)."]);
+    // With the platform key and with the bare invocation key, nobody.
+    assert_eq!(whoami(&server, support::KEY).await, ["You are anonymous."]);
+    let (_, bare) = server.mint_key("invocation", "web", Some("shop")).await;
+    assert_eq!(whoami(&server, &bare).await, ["You are anonymous."]);
 }
 
 /// A thread id as a browser makes it (`crypto.randomUUID()`).

@@ -2,7 +2,8 @@
 //! and `tests/fixtures/python/` by `agenthost build` (componentize-py, found
 //! through `AGENTHOST_COMPONENTIZE_PY`, which `scripts/prereqs/20-python.sh`
 //! exports, builds the base; agenthost snapshots it with each app), deployed
-//! to the real server: streaming and history, gated tools approved and
+//! to the real server: streaming and history, the end user a session
+//! serves (`turn.end_user()`), gated tools approved and
 //! denied, exceptions, the CPU limit, secrets, modules from the standard
 //! library and the project, the Python assistant against the fake
 //! OpenAI-compatible server, a changed agent rebuilt without componentize-py,
@@ -113,6 +114,16 @@ async fn hello_streams_and_answers_a_follow_up_from_history() {
         last(&second)
     );
     assert_eq!(said(&second), ["Before, you said: \"hello agent host\""]);
+}
+
+/// `turn.end_user()` through hello: the end user and the claim the app lists.
+#[tokio::test]
+async fn hello_knows_the_end_user_it_serves() {
+    let dir = support::data_dir();
+    let server = server(dir.path(), &[]).await;
+    let manifest = manifest("hello-py-users", agents::EMAIL_CLAIM);
+    deploy(&server, "examples/python/hello", &manifest).await;
+    agents::hello_names_the_end_user(&server, "hello-py-users").await;
 }
 
 #[tokio::test]

@@ -3,7 +3,7 @@
 //! build` (esbuild and componentize-js from `examples/typescript/node_modules`,
 //! which `scripts/prereqs/40-node.sh` installs with `npm ci` and exports as
 //! `AGENTHOST_NODE_MODULES`), deployed to the real server: streaming and
-//! history, gated tools approved and denied, exceptions, the CPU limit,
+//! history, the end user a session serves (`turn.endUser()`), gated tools approved and denied, exceptions, the CPU limit,
 //! secrets, the TypeScript assistant against the fake OpenAI-compatible
 //! server (parallel calls, a gated refund approved and one denied, 429 with
 //! Retry-After, `length`), `agenthost deploy` of a TypeScript project with
@@ -114,6 +114,16 @@ async fn hello_streams_and_answers_a_follow_up_from_history() {
         last(&second)
     );
     assert_eq!(said(&second), ["Before, you said: \"hello agent host\""]);
+}
+
+/// `turn.endUser()` through hello: the end user and the claim the app lists.
+#[tokio::test]
+async fn hello_knows_the_end_user_it_serves() {
+    let dir = support::data_dir();
+    let server = server(dir.path(), &[]).await;
+    let manifest = manifest("hello-ts-users", agents::EMAIL_CLAIM);
+    deploy(&server, "examples/typescript/hello", &manifest).await;
+    agents::hello_names_the_end_user(&server, "hello-ts-users").await;
 }
 
 #[tokio::test]

@@ -1,5 +1,6 @@
 //! hello: a deterministic chat agent on `/chat` that echoes its input word by
-//! word and remembers, through the session's journal, what was said before.
+//! word, remembers, through the session's journal, what was said before, and
+//! says whom it serves (the session's end user) when asked "who am i".
 
 use agenthost_sdk::serde_json::{Value, json};
 use agenthost_sdk::{Agent, Error, Role, Setup, Turn};
@@ -25,6 +26,10 @@ impl Agent for Hello {
         if input.to_lowercase().starts_with("what did i say") {
             return recall(turn);
         }
+        // And an input of exactly "who am i" is answered with the end user.
+        if input == "who am i" {
+            return whoami(turn);
+        }
         let mut reply = turn.message()?;
         reply.write("You said:")?;
         for word in input.split_whitespace() {
@@ -46,6 +51,19 @@ fn recall(turn: &Turn) -> Result<(), Error> {
         return turn.say("You have not said anything before.");
     }
     turn.say(&format!("Before, you said: {}", said.join(", ")))
+}
+
+/// Answers with the session's end user and their email claim, if any.
+fn whoami(turn: &Turn) -> Result<(), Error> {
+    let Some(user) = turn.end_user()? else {
+        return turn.say("You are anonymous.");
+    };
+    let email = user.claims.get("email").and_then(Value::as_str);
+    turn.say(&format!(
+        "You are {} ({}).",
+        user.id,
+        email.unwrap_or("no email")
+    ))
 }
 
 fn word_count(_: &mut Turn, args: Value) -> Result<usize, String> {

@@ -1,6 +1,7 @@
 /**
  * hello: a deterministic chat agent on `/chat` that echoes its input word by
- * word and remembers, through the session's journal, what was said before.
+ * word, remembers, through the session's journal, what was said before, and
+ * says whom it serves (the session's end user) when asked "who am i".
  *
  * The same agent as `examples/hello` (Rust) and `examples/python/hello`.
  */
@@ -30,6 +31,10 @@ agent.handler((turn) => {
   if (text.toLowerCase().startsWith('what did i say')) {
     return recall(turn);
   }
+  // And an input of exactly "who am i" is answered with the end user.
+  if (text === 'who am i') {
+    return whoami(turn);
+  }
   const reply = turn.message();
   reply.write('You said:');
   for (const word of words(text)) {
@@ -50,6 +55,16 @@ function recall(turn: Turn): void {
     return turn.say('You have not said anything before.');
   }
   turn.say(`Before, you said: ${said.map((s) => JSON.stringify(s)).join(', ')}`);
+}
+
+/** Answers with the session's end user and their email claim, if any. */
+function whoami(turn: Turn): void {
+  const user = turn.endUser();
+  if (user === null) {
+    return turn.say('You are anonymous.');
+  }
+  const email = user.claims.email;
+  turn.say(`You are ${user.id} (${typeof email === 'string' ? email : 'no email'}).`);
 }
 
 function words(text: string): string[] {

@@ -29,7 +29,7 @@ agent's tools.
 
 from .agent import Agent
 from .errors import AgentError, BadInput, HostError, ToolApprovalRequired
-from .history import ChatMessage, Event, History
+from .history import ChatMessage, EndUser, Event, History
 from .message import Message
 from .tools import ToolCall, ToolResult, ToolStatus
 from .turn import Decision, Turn
@@ -40,6 +40,7 @@ __all__ = [
     "BadInput",
     "ChatMessage",
     "Decision",
+    "EndUser",
     "Event",
     "History",
     "HostError",

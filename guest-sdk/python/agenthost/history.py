@@ -1,13 +1,14 @@
 """The session's journal as the agent reads it: :class:`History` pages
 through ``read-history``; :class:`Event` and :class:`ChatMessage` are what
-it yields."""
+it yields; :class:`EndUser` is who the session serves, from its first
+event."""
 
 from __future__ import annotations
 
 import json
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Callable, Deque, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Tuple
 
 from . import _host
 from .errors import AgentError
@@ -44,6 +45,19 @@ class Event:
         if not isinstance(role, str) or not isinstance(text, str):
             return None
         return ChatMessage(role, text)
+
+
+@dataclass(frozen=True)
+class EndUser:
+    """The end user a session belongs to (docs/end-users.md): the person
+    who created it with an end-user token."""
+
+    id: str
+    """Their id in the app (the token's user, or its ``sub``)."""
+    claims: Dict[str, Any]
+    """The claims of their token that the app's manifest lists in
+    ``[end_users] claims`` (the others never reach the agent); empty when it
+    lists none."""
 
 
 Page = Tuple[List[Event], Optional[int]]
@@ -101,3 +115,24 @@ class History:
     def messages(self) -> List[ChatMessage]:
         """The transcript: every finished message (MESSAGE_END), oldest first."""
         return [m for m in (e.chat_message() for e in self) if m is not None]
+
+
+def read_end_user(read: Callable[[Optional[int], int], Page] = read_from_host) -> Optional[EndUser]:
+    """The end user of the session's first event (SESSION_CREATED), read
+    with one ``read-history`` call; ``None`` when the session was created
+    with an API key."""
+    events, _ = read(None, 1)
+    if not events:
+        raise AgentError("the session's journal has no SESSION_CREATED event")
+    first = events[0]
+    if first.event_type != "SESSION_CREATED" or not isinstance(first.payload, dict):
+        raise AgentError(f"the session's journal opens with {first.event_type} instead of SESSION_CREATED")
+    user = first.payload.get("end_user")
+    if user is None:
+        return None
+    claims = user.get("claims") if isinstance(user, dict) else None
+    if claims is None:
+        claims = {}
+    if not isinstance(user, dict) or not isinstance(user.get("id"), str) or not isinstance(claims, dict):
+        raise AgentError(f"SESSION_CREATED has a malformed end_user: {user!r}")
+    return EndUser(user["id"], claims)

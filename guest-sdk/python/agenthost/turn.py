@@ -1,6 +1,6 @@
 """``Turn``: what one turn starts from (session, number, route, reason,
-input) and everything it can do: stream messages, read the history, run
-tools, end the session."""
+input) and everything it can do: stream messages, read the history and
+the end user, run tools, end the session."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any, Dict, Iterable, List, Optional
 from . import _host
 from ._json import dumps
 from .errors import BadInput, ToolApprovalRequired
-from .history import History
+from .history import EndUser, History, read_end_user
 from .message import Message
 from .tools import Tool, ToolCall, ToolResult, call_id, invoke, report
 
@@ -111,6 +111,12 @@ class Turn:
     def history(self) -> History:
         """The session's journal, read lazily page by page."""
         return History()
+
+    def end_user(self) -> Optional[EndUser]:
+        """The end user this session serves, or ``None`` when it was created
+        with an API key (an invocation or platform key) rather than by an end
+        user. Each call reads the journal's first event (SESSION_CREATED)."""
+        return read_end_user()
 
     # Tools
 

@@ -6,7 +6,7 @@ import unittest
 
 from agenthost import Agent, AgentError, BadInput, HostError, ToolCall, ToolStatus, Turn
 from agenthost._export import failure_message, find_agent
-from agenthost.history import Event, History
+from agenthost.history import EndUser, Event, History, read_end_user
 from agenthost.resume import plan, resume_step
 from agenthost.tools import call_id, invoke
 from agenthost.turn import Decision, input_text
@@ -120,6 +120,43 @@ class TurnTest(unittest.TestCase):
         with self.assertRaises(HostError):
             next(history)
         self.assertEqual(list(history), [])
+
+    def test_the_end_user_and_claims_come_from_session_created(self):
+        asked = []
+
+        def first_is(payload, event_type="SESSION_CREATED"):
+            def read(after, limit):
+                asked.append((after, limit))
+                return [Event(0, event_type, payload)], 0
+
+            return read
+
+        created = {"app": "shop", "route": "/chat", "input": "hi",
+                   "end_user": {"id": "ada", "claims": {"email": "ada@example.com", "plan": "pro"}}}
+        user = read_end_user(first_is(created))
+        self.assertEqual(user, EndUser("ada", {"email": "ada@example.com", "plan": "pro"}))
+        # One read: the first event alone.
+        self.assertEqual(asked, [(None, 1)])
+        # No claims listed: the journal leaves `claims` out.
+        self.assertEqual(read_end_user(first_is({"end_user": {"id": "bob"}})), EndUser("bob", {}))
+        # A session created with a key has none.
+        self.assertIsNone(read_end_user(first_is({"app": "shop", "input": None})))
+        # An unexpected journal is an error, as is the host's.
+        for bad in [
+            first_is({}, "TURN_STARTED"),
+            first_is({"end_user": {"id": 7}}),
+            first_is({"end_user": {"id": "ada", "claims": ["email"]}}),
+            first_is({"end_user": "ada"}),
+            lambda after, limit: ([], None),
+        ]:
+            with self.assertRaises(AgentError):
+                read_end_user(bad)
+
+        def failing(after, limit):
+            raise HostError("unavailable", "storage down")
+
+        with self.assertRaises(HostError):
+            read_end_user(failing)
 
     def test_failures_read_well_in_turn_error(self):
         self.assertEqual(failure_message(AgentError("agent said no")), "agent said no")

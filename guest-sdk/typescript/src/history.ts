@@ -1,7 +1,7 @@
 /**
  * The session's journal as the agent reads it: {@link History} pages
  * through `read-history`; {@link Event} and {@link ChatMessage} are what it
- * yields.
+ * yields; {@link EndUser} is who the session serves, from its first event.
  *
  * @module
  */
@@ -43,6 +43,21 @@ export function chatMessage(event: Event): ChatMessage | undefined {
 
 export function isObject(value: unknown): value is Record<string, unknown> {
   return value !== null && typeof value === 'object' && !Array.isArray(value);
+}
+
+/**
+ * The end user a session belongs to (docs/end-users.md): the person who
+ * created it with an end-user token.
+ */
+export interface EndUser {
+  /** Their id in the app (the token's user, or its `sub`). */
+  id: string;
+  /**
+   * The claims of their token that the app's manifest lists in
+   * `[end_users] claims` (the others never reach the agent); empty when it
+   * lists none.
+   */
+  claims: Record<string, unknown>;
 }
 
 /** One page: the events and the `after` of the next page (none on the last). */
@@ -108,4 +123,29 @@ export class History implements Iterable<Event> {
     }
     return out;
   }
+}
+
+/**
+ * The end user of the session's first event (SESSION_CREATED), read with one
+ * `read-history` call; `null` when the session was created with an API key.
+ */
+export function readEndUser(
+  read: (after: bigint | undefined, limit: number) => Page = readFromHost,
+): EndUser | null {
+  const first = read(undefined, 1).events[0];
+  if (first === undefined) {
+    throw new AgentError("the session's journal has no SESSION_CREATED event");
+  }
+  if (first.eventType !== 'SESSION_CREATED' || !isObject(first.payload)) {
+    throw new AgentError(`the session's journal opens with ${first.eventType} instead of SESSION_CREATED`);
+  }
+  const user = first.payload.end_user;
+  if (user === undefined || user === null) {
+    return null;
+  }
+  const claims = isObject(user) ? (user.claims ?? {}) : undefined;
+  if (!isObject(user) || typeof user.id !== 'string' || !isObject(claims)) {
+    throw new AgentError(`SESSION_CREATED has a malformed end_user: ${JSON.stringify(user)}`);
+  }
+  return { id: user.id, claims };
 }

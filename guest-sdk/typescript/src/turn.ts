@@ -1,13 +1,13 @@
 /**
  * {@link Turn}: what one turn starts from (session, number, route, reason,
- * input) and everything it can do: stream messages, read the history, run
- * tools, end the session, read the environment.
+ * input) and everything it can do: stream messages, read the history and
+ * the end user, run tools, end the session, read the environment.
  *
  * @module
  */
 
 import { BadInput, ToolApprovalRequired } from './errors.ts';
-import { History, isObject } from './history.ts';
+import { type EndUser, History, isObject, readEndUser } from './history.ts';
 import * as host from './host.ts';
 import { dumps } from './json.ts';
 import { Message } from './message.ts';
@@ -144,6 +144,15 @@ export class Turn {
   /** The session's journal, read lazily page by page as it is iterated. */
   history(): History {
     return new History();
+  }
+
+  /**
+   * The end user this session serves, or `null` when it was created with an
+   * API key (an invocation or platform key) rather than by an end user. Each
+   * call reads the journal's first event (SESSION_CREATED).
+   */
+  endUser(): EndUser | null {
+    return readEndUser();
   }
 
   // Tools

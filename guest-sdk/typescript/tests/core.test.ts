@@ -1,11 +1,11 @@
-// Unit tests of the SDK's core: JSON text, schemas, history paging, the
-// resumed step's plan, failure messages.
+// Unit tests of the SDK's core: JSON text, schemas, history paging, the end
+// user, the resumed step's plan, failure messages.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
 import { AgentError, HostError } from '../src/errors.ts';
 import { failureMessage } from '../src/export.ts';
-import { History, type Page } from '../src/history.ts';
+import { History, type Page, readEndUser } from '../src/history.ts';
 import { dumps } from '../src/json.ts';
 import { AddressProhibited, HttpError, journaledRefusal, RequestDenied } from '../src/http.ts';
 import { plan, resumeStep } from '../src/resume.ts';
@@ -69,6 +69,45 @@ test('history pages until the last page, and stops on a host that makes no progr
   });
   assert.equal([...stuck].length, 2);
   assert.equal(reads, 2);
+});
+
+test('the end user and its claims come from SESSION_CREATED, read with one call', () => {
+  const asked: [bigint | undefined, number][] = [];
+  const firstIs =
+    (payload: unknown, eventType = 'SESSION_CREATED') =>
+    (after: bigint | undefined, limit: number): Page => {
+      asked.push([after, limit]);
+      return { events: [{ seq: 0n, eventType, payload }], next: 0n };
+    };
+  const created = {
+    app: 'shop',
+    route: '/chat',
+    input: 'hi',
+    end_user: { id: 'ada', claims: { email: 'ada@example.com', plan: 'pro' } },
+  };
+  assert.deepEqual(readEndUser(firstIs(created)), { id: 'ada', claims: { email: 'ada@example.com', plan: 'pro' } });
+  assert.deepEqual(asked, [[undefined, 1]]);
+  // No claims listed: the journal leaves `claims` out.
+  assert.deepEqual(readEndUser(firstIs({ end_user: { id: 'bob' } })), { id: 'bob', claims: {} });
+  // A session created with a key has none.
+  assert.equal(readEndUser(firstIs({ app: 'shop', input: null })), null);
+  // An unexpected journal is an error, as is the host's.
+  for (const bad of [
+    firstIs({}, 'TURN_STARTED'),
+    firstIs({ end_user: { id: 7 } }),
+    firstIs({ end_user: { id: 'ada', claims: ['email'] } }),
+    firstIs({ end_user: 'ada' }),
+    () => ({ events: [], next: undefined }),
+  ]) {
+    assert.throws(() => readEndUser(bad), AgentError);
+  }
+  assert.throws(
+    () =>
+      readEndUser(() => {
+        throw new HostError('unavailable', 'storage down');
+      }),
+    HostError,
+  );
 });
 
 test('the resumed step runs in order; a denied pending call is answered denied; a missing one is added', () => {

@@ -185,3 +185,31 @@ pub async fn a_forgetful_agent_still_answers_the_resumed_step(server: &Server, s
     let (_, record) = server.get(&format!("/sessions/{session}")).await;
     assert_eq!(record["status"], "idle", "{record}");
 }
+
+/// The `[end_users]` table the check below deploys `hello` with.
+pub const EMAIL_CLAIM: &str = "[end_users]\nclaims = [\"email\"]\n";
+
+/// The check of a language's `hello` example, deployed as `slug` with
+/// [`EMAIL_CLAIM`]: asked "who am i", it names the session's end user and
+/// their email claim (read with the SDK's end-user accessor); in a session
+/// created with the platform key, nobody.
+pub async fn hello_names_the_end_user(server: &Server, slug: &str) {
+    let ada = server
+        .end_user_token_with(
+            slug,
+            json!({"user": "ada", "claims": {"email": "ada@example.com", "plan": "pro"}}),
+        )
+        .await;
+    let body = json!({"app": slug, "route": "/chat", "input": "who am i"});
+    let (status, created) = server.post_as(&ada, "/sessions", body).await;
+    assert_eq!(status, 201, "{created}");
+    let session = created["session_id"].as_str().unwrap();
+    let events = turn(&mut server.events(session, None).await).await;
+    assert_eq!(last(&events)["type"], "TURN_ENDED", "{events:?}");
+    assert_eq!(said(&events), ["You are ada (ada@example.com)."]);
+
+    let session = server.session(slug, "/chat", json!("who am i")).await;
+    let events = turn(&mut server.events(&session, None).await).await;
+    assert_eq!(last(&events)["type"], "TURN_ENDED", "{events:?}");
+    assert_eq!(said(&events), ["You are anonymous."]);
+}
