@@ -495,3 +495,48 @@ async fn an_end_user_decides_only_where_the_tool_says_so_and_only_their_own() {
     let (status, body) = server.post(&path, json!({"approved": true})).await;
     assert_eq!(status, 202, "an operator still decides: {body}");
 }
+
+#[tokio::test]
+async fn an_end_user_has_at_most_their_share_of_open_sessions() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    let manifest = MANIFEST.replace(
+        "[end_users]\n",
+        "[end_users]\nmax_open_sessions_per_user = 2\n",
+    );
+    deploy_shop(&server, &manifest).await;
+    let ada = server.end_user_token("shop", "ada").await;
+    let bob = server.end_user_token("shop", "bob").await;
+    let first = create(&server, &ada, "one").await;
+    create(&server, &ada, "two").await;
+    let (status, body) = try_create(&server, &ada, "three").await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (429, &json!("quota_exceeded")),
+        "{body}"
+    );
+    // Another user's share is their own.
+    create(&server, &bob, "one").await;
+    // Ending one of hers gives Ada a place again.
+    let session = first["session_id"].as_str().unwrap();
+    let (status, body) = call(
+        &server,
+        &ada,
+        "POST",
+        &format!("/sessions/{session}/end"),
+        json!({}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    create(&server, &ada, "three").await;
+    // The refusal is counted.
+    let response = server
+        .client
+        .get(server.url("/metrics"))
+        .bearer_auth(support::KEY);
+    let metrics = response.send().await.unwrap().text().await.unwrap();
+    assert!(
+        metrics.contains(r#"cap="open_sessions_per_user""#),
+        "{metrics}"
+    );
+}

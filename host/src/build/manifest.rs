@@ -54,6 +54,8 @@ pub(crate) struct EndUsersSection {
     pub jwks_url: Option<String>,
     pub issuer: Option<String>,
     pub audience: Option<String>,
+    /// Open sessions one end user may have of this app.
+    pub max_open_sessions_per_user: Option<u64>,
 }
 
 impl From<&EndUsersSection> for crate::store::EndUsersRecord {
@@ -64,6 +66,7 @@ impl From<&EndUsersSection> for crate::store::EndUsersRecord {
             jwks_url: s.jwks_url.clone(),
             issuer: s.issuer.clone(),
             audience: s.audience.clone(),
+            max_open_sessions_per_user: s.max_open_sessions_per_user,
         }
     }
 }
@@ -79,6 +82,12 @@ impl EndUsersSection {
             return Err(ManifestError::Invalid(format!(
                 "`end_users.claims`: {claim:?} is not a claim name (1 to 64 characters)"
             )));
+        }
+        if self.max_open_sessions_per_user == Some(0) {
+            return Err(ManifestError::Invalid(
+                "`end_users.max_open_sessions_per_user` must be 1 or more (leave it out for no cap)"
+                    .into(),
+            ));
         }
         let idp = [&self.jwks_url, &self.issuer, &self.audience];
         let set = idp.iter().filter(|v| v.is_some()).count();

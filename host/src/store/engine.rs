@@ -284,6 +284,10 @@ pub trait WriteTx {
     /// so two hosts never both take its last place; read only when a cap is
     /// set, in time proportional to the app's open sessions.
     fn app_load(&mut self, app: Uuid) -> Result<AppLoad, StoreError>;
+    /// The ids of the app's open sessions that end user `user` owns, as
+    /// committed (locked and counted as `app_load`); read only when the app
+    /// caps its users, in time proportional to the app's open sessions.
+    fn user_open_sessions(&mut self, app: Uuid, user: &str) -> Result<Vec<Uuid>, StoreError>;
     /// Removes a session: its record, its journal, its event ids, its
     /// pending approval and its entries in the approvals feed.
     fn delete_session(&mut self, id: Uuid) -> Result<(), StoreError>;

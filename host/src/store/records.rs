@@ -111,6 +111,9 @@ pub struct EndUsersRecord {
     pub issuer: Option<String>,
     #[serde(default)]
     pub audience: Option<String>,
+    /// Open sessions one end user may have (none: no cap).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_open_sessions_per_user: Option<u64>,
 }
 
 /// Per-turn limits a manifest set; `None` keeps the default. Lenient on

@@ -69,6 +69,43 @@ pub(super) fn check(
     Ok(())
 }
 
+/// Refuses (`StoreError::Quota`) a new session of end user `user` when they
+/// already have `cap` open sessions of the app (`[end_users]
+/// max_open_sessions_per_user`).
+pub(super) fn check_user(
+    batch: &mut Batch<'_>,
+    app: Uuid,
+    user: &str,
+    cap: u64,
+) -> Result<(), StoreError> {
+    let mut owned: std::collections::HashSet<Uuid> = batch
+        .tx
+        .user_open_sessions(app, user)?
+        .into_iter()
+        .collect();
+    // This batch's own changes: sessions it created or ended.
+    for (id, row) in &batch.changes.sessions {
+        if row.record.app_id != app || row.record.end_user.as_deref() != Some(user) {
+            continue;
+        }
+        if weight(Some(row.record.status)).0 == 1 {
+            owned.insert(*id);
+        } else {
+            owned.remove(id);
+        }
+    }
+    if owned.len() as u64 >= cap {
+        return Err(StoreError::Quota {
+            cap: "open_sessions_per_user",
+            message: format!(
+                "end user `{user}` has {} open sessions of this app, its cap ([end_users] max_open_sessions_per_user = {cap}): end one first (POST /sessions/{{id}}/end)",
+                owned.len()
+            ),
+        });
+    }
+    Ok(())
+}
+
 /// The app's load as this batch leaves it so far: the engine's committed
 /// count, corrected by every session of the app the batch loaded or created.
 fn load(batch: &mut Batch<'_>, app: Uuid) -> Result<AppLoad, StoreError> {

@@ -62,6 +62,10 @@ impl Op for CreateSession {
             });
         }
         quotas::check(batch, app.id, &app.slug, Starting::Session)?;
+        let user_cap = (deployment.end_users.as_ref()).and_then(|p| p.max_open_sessions_per_user);
+        if let (Some(user), Some(cap)) = (&self.end_user, user_cap) {
+            quotas::check_user(batch, app.id, &user.id, cap)?;
+        }
         let now = now_rfc3339();
         let id = Uuid::now_v7();
         let record = SessionRecord {

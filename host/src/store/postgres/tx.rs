@@ -338,6 +338,20 @@ impl WriteTx for PgTx<'_> {
         })
     }
 
+    fn user_open_sessions(&mut self, app: Uuid, user: &str) -> Result<Vec<Uuid>, StoreError> {
+        // The same lock as `app_load`: two hosts never both take a user's
+        // last place.
+        self.execute("SELECT 1 FROM apps WHERE id = $1 FOR UPDATE", &[&app])?;
+        let rows = self.query(
+            "SELECT id FROM sessions
+             WHERE app_id = $1 AND status <> 'ended' AND record->>'end_user' = $2",
+            &[&app, &user],
+        )?;
+        rows.iter()
+            .map(|row| row.try_get(0).map_err(corrupt))
+            .collect()
+    }
+
     fn append_feed(&mut self, rows: &[FeedRow]) -> Result<u64, StoreError> {
         // The marks' row stays locked until the commit: another host's
         // append waits, so seqs become visible in order, without gaps.

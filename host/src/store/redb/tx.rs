@@ -299,6 +299,27 @@ impl WriteTx for RedbTx<'_> {
         Ok(load)
     }
 
+    fn user_open_sessions(&mut self, app: Uuid, user: &str) -> Result<Vec<Uuid>, StoreError> {
+        let open = (self.txn)
+            .open_table(tables::OPEN_SESSIONS)
+            .map_err(storage)?;
+        let key = app.as_u128();
+        let mut ids = Vec::new();
+        for row in open.range((key, 0)..=(key, u128::MAX)).map_err(storage)? {
+            let (id, _) = row.map_err(storage)?;
+            ids.push(Uuid::from_u128(id.value().1));
+        }
+        drop(open);
+        let mut owned = Vec::new();
+        for id in ids {
+            let record: Option<SessionRecord> = self.get_json(tables::SESSIONS, id)?;
+            if record.is_some_and(|r| r.end_user.as_deref() == Some(user)) {
+                owned.push(id);
+            }
+        }
+        Ok(owned)
+    }
+
     fn set_pending_approval(&mut self, session: Uuid, seq: Option<u64>) -> Result<(), StoreError> {
         let mut index = (self.txn)
             .open_table(tables::PENDING_APPROVALS)
