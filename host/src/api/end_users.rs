@@ -22,12 +22,14 @@ use crate::store::{AppRecord, EndUsersRecord};
 #[derive(Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct MintEndUserToken {
-    /// The end user's id in the app (1 to 256 bytes): their sessions are theirs alone.
+    /// The end user's id in the app (1 to 256 characters): their sessions are theirs alone.
+    #[schema(min_length = 1, max_length = 256)]
     user: String,
     /// Seconds the token is valid: 1 to 86400 (default 3600).
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 86400)]
     ttl_secs: Option<u64>,
-    /// Claims the token carries (at most 4 KiB of JSON); only those the
+    /// Claims the token carries (at most 16 KiB of JSON); only those the
     /// app's `[end_users] claims` lists reach the journal and the agent.
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
@@ -50,10 +52,11 @@ pub(super) async fn mint(
     Path(id): Path<String>,
     Json(body): Json<MintEndUserToken>,
 ) -> Result<(StatusCode, Json<EndUserToken>), ApiError> {
-    if body.user.is_empty() || body.user.len() > minted::MAX_USER_BYTES {
+    let length = body.user.chars().count();
+    if length == 0 || length > minted::MAX_USER_CHARS {
         return Err(ApiError::unprocessable(
             "invalid_body",
-            format!("`user` must be 1 to {} bytes", minted::MAX_USER_BYTES),
+            format!("`user` must be 1 to {} characters", minted::MAX_USER_CHARS),
         ));
     }
     let ttl = body.ttl_secs.unwrap_or(minted::DEFAULT_TTL_SECS);

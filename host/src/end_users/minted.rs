@@ -24,12 +24,13 @@ pub(crate) const PREFIX: &str = "ahu1.";
 /// Longest a minted token may live (a day); the default is an hour.
 pub(crate) const MAX_TTL_SECS: u64 = 24 * 60 * 60;
 pub(crate) const DEFAULT_TTL_SECS: u64 = 60 * 60;
-/// Longest user id, in bytes.
-pub(crate) const MAX_USER_BYTES: usize = 256;
+/// Longest user id, in characters (as the API's schema counts them).
+pub(crate) const MAX_USER_CHARS: usize = 256;
 /// Largest claims object, in bytes of JSON.
-pub(crate) const MAX_CLAIMS_BYTES: usize = 4 * 1024;
-/// Longest token accepted (a bound on what a request can make us decode).
-const MAX_TOKEN_BYTES: usize = 8 * 1024;
+pub(crate) const MAX_CLAIMS_BYTES: usize = 16 * 1024;
+/// Longest token accepted (a bound on what a request can make us decode):
+/// the largest claims, base64url, with the rest of the payload and the tag.
+const MAX_TOKEN_BYTES: usize = 24 * 1024;
 
 #[derive(Serialize, Deserialize)]
 struct Payload {
