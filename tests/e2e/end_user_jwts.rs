@@ -91,9 +91,14 @@ fn claims(sub: &str, aud: &str) -> Value {
 }
 
 async fn deploy(server: &Server, slug: &str, idp: &Idp) {
+    deploy_for(server, slug, &format!("{slug}-api"), idp).await;
+}
+
+/// Deploys `slug` taking the provider's tokens for `audience`.
+async fn deploy_for(server: &Server, slug: &str, audience: &str, idp: &Idp) {
     let manifest = format!(
         "[app]\nslug = \"{slug}\"\n[agent]\nentry = \"agent.wasm\"\n[end_users]\nrequired = true\n\
-         claims = [\"email\"]\njwks_url = \"{}/jwks\"\nissuer = \"{ISSUER}\"\naudience = \"{slug}-api\"\n",
+         claims = [\"email\"]\njwks_url = \"{}/jwks\"\nissuer = \"{ISSUER}\"\naudience = \"{audience}\"\n",
         idp.url
     );
     let component = support::guest("hello");
@@ -219,4 +224,36 @@ async fn the_apps_identity_provider_authenticates_its_end_users() {
         (401, Some("unknown_key")),
         "{body}"
     );
+}
+
+#[tokio::test]
+async fn a_redeploy_that_changes_the_audience_applies_without_a_restart() {
+    let idp = Idp::start();
+    let dir = support::data_dir();
+    let server = Server::start_with(dir.path(), &["--allow-insecure-jwks"]).await;
+    deploy(&server, "shop", &idp).await;
+    let old = idp.sign("rsa1", "RS256", claims("ada", "shop-api")).await;
+    assert_eq!(create(&server, &old).await.0, 201);
+    deploy_for(&server, "shop", "shop-api-v2", &idp).await;
+    // The app's provider is read again within 30 s (docs/end-users.md):
+    // the old audience is refused from then on, the new one accepted.
+    let started = Instant::now();
+    loop {
+        let (status, body) = create(&server, &old).await;
+        if status == 401 {
+            assert_eq!(body["error"]["code"], "wrong_audience", "{body}");
+            break;
+        }
+        assert_eq!(status, 201, "{body}");
+        assert!(
+            started.elapsed() < Duration::from_secs(90),
+            "the old audience is still taken"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let new = idp
+        .sign("rsa1", "RS256", claims("ada", "shop-api-v2"))
+        .await;
+    let (status, body) = create(&server, &new).await;
+    assert_eq!(status, 201, "{body}");
 }

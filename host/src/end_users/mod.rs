@@ -28,6 +28,10 @@ use crate::store::{Db, EndUsersRecord, StoreError};
 /// How often, at most, an unknown issuer and audience make the host look
 /// for the app they belong to among the apps' current deployments.
 pub(crate) const APP_LOOKUP_INTERVAL: Duration = Duration::from_secs(2);
+/// How long a known app's identity provider is trusted before the apps are
+/// read again: a redeploy that changes or drops it (on any host) takes
+/// effect within this.
+pub(crate) const APP_DIRECTORY_MAX_AGE: Duration = Duration::from_secs(30);
 
 /// Why a token could not be authenticated: the token's fault (401), or the
 /// store's (503).
@@ -110,6 +114,13 @@ impl EndUsers {
         store: &Db,
     ) -> Result<Provider, Refusal> {
         let mut directory = self.directory.lock().await;
+        if directory
+            .read_at
+            .is_some_and(|at| at.elapsed() >= APP_DIRECTORY_MAX_AGE)
+        {
+            directory.apps = read_providers(store).await.map_err(Refusal::Store)?;
+            directory.read_at = Some(Instant::now());
+        }
         let found = |directory: &Directory| {
             (audiences.iter())
                 .find_map(|aud| directory.apps.get(&(issuer.to_string(), aud.clone())))
