@@ -320,12 +320,16 @@ async fn kill_9_at_random_points_loses_nothing_a_client_saw() {
     let seen = std::mem::take(&mut *seen.lock().unwrap());
     let (sessions, turns, interrupted) = check_survivors(&seen, &[&server]).await;
     // One host, killed while a client streams a turn: recovery closes it.
-    // (The cluster test does not assert this: a host that takes over may
-    // find the turn without a committed effect yet, and run it again.)
-    assert!(
-        interrupted > 0,
-        "no kill landed mid-turn: recovery was never exercised"
-    );
+    // On redb an effect commits within microseconds of the turn's start;
+    // on PostgreSQL (and in the cluster test) recovery may find the turn
+    // without a committed effect yet and rightly run it again, so there
+    // the count is only printed.
+    if !support::on_postgres() {
+        assert!(
+            interrupted > 0,
+            "no kill landed mid-turn: recovery was never exercised"
+        );
+    }
     eprintln!(
         "crash test: {sessions} sessions, {turns} accepted turns, {interrupted} closed by a restart, {} events seen by clients",
         seen.events.len()
