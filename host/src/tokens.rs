@@ -37,10 +37,7 @@ impl StreamTokens {
     }
 
     fn mac(&self, body: &str) -> Hmac<Sha256> {
-        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.key)
-            .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
-        mac.update(body.as_bytes());
-        mac
+        crate::secrets::hmac(&self.key, body.as_bytes())
     }
 
     /// A token for `session`, minted by key `key_id`; returns it and its

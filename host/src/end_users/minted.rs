@@ -76,10 +76,7 @@ impl MintedTokens {
     }
 
     fn mac(&self, payload: &str) -> Hmac<Sha256> {
-        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.key)
-            .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
-        mac.update(payload.as_bytes());
-        mac
+        crate::secrets::hmac(&self.key, payload.as_bytes())
     }
 
     /// A token for user `sub` of `app`, valid `ttl`; returns it and its

@@ -34,11 +34,17 @@ impl MasterKey {
 
     /// A 32-byte key for one purpose (`label`), independent of the others.
     pub fn derive(&self, label: &str) -> [u8; 32] {
-        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.0)
-            .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
-        mac.update(label.as_bytes());
-        mac.finalize().into_bytes().into()
+        hmac(&self.0, label.as_bytes()).finalize().into_bytes().into()
     }
+}
+
+/// HMAC-SHA256 of `body` under `key`, to finish or verify: the one place
+/// the derived keys (stream tokens, end-user tokens) sign with.
+pub(crate) fn hmac(key: &[u8], body: &[u8]) -> Hmac<Sha256> {
+    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key)
+        .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
+    mac.update(body);
+    mac
 }
 
 fn parse(hex_key: &str) -> anyhow::Result<MasterKey> {

@@ -16,7 +16,7 @@ use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 use rand::RngCore;
 
-pub(crate) use master::MasterKey;
+pub(crate) use master::{MasterKey, hmac};
 
 use crate::store::{SecretRecord, now_rfc3339};
 
