@@ -34,7 +34,10 @@ impl MasterKey {
 
     /// A 32-byte key for one purpose (`label`), independent of the others.
     pub fn derive(&self, label: &str) -> [u8; 32] {
-        hmac(&self.0, label.as_bytes()).finalize().into_bytes().into()
+        hmac(&self.0, label.as_bytes())
+            .finalize()
+            .into_bytes()
+            .into()
     }
 }
 
