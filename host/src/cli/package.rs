@@ -21,7 +21,7 @@ pub(super) fn package(
     skip: &'static [&'static str],
 ) -> anyhow::Result<Vec<u8>> {
     // The fastest level: a 12 MB component takes ~0.3 s instead of ~1 s at
-    // the default, for a bundle ~15% larger (BENCHMARKS.md, "A changed
+    // the default, for a bundle ~15% larger (docs/benchmarks-history.md, "A changed
     // TypeScript agent, end to end").
     let mut tar = tar::Builder::new(GzEncoder::new(Vec::new(), Compression::fast()));
     tar.mode(tar::HeaderMode::Deterministic);
