@@ -164,7 +164,10 @@ pub(super) fn refuse_other_app(
     let (Scope::App(own), Some(_)) = (principal.scope, &principal.user) else {
         return Ok(());
     };
-    if own.to_string() == named || own.simple().to_string() == named || slug_of_own == Some(named) {
+    // An app is named by its slug or by its id in any form `Uuid::parse_str`
+    // reads (hyphenated, simple, `urn:uuid:`, braced), as the rest of the API.
+    let names_own_id = uuid::Uuid::parse_str(named).is_ok_and(|id| id == own);
+    if names_own_id || slug_of_own == Some(named) {
         return Ok(());
     }
     Err(ApiError::new(
@@ -253,5 +256,54 @@ pub(super) async fn check_provider(
             "`[end_users]`: app `{other}` already takes tokens of this issuer and audience; give each app its own audience"
         ))),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn end_user_of(app: uuid::Uuid) -> Principal {
+        let user = crate::keys::EndUser {
+            id: "u".into(),
+            claims: Default::default(),
+        };
+        Principal {
+            key_id: user.key_id(app),
+            name: "u".into(),
+            scope: Scope::App(app),
+            user: Some(std::sync::Arc::new(user)),
+        }
+    }
+
+    #[test]
+    fn an_end_user_may_name_their_own_app_in_every_form_of_its_id() {
+        let own = uuid::Uuid::now_v7();
+        let principal = end_user_of(own);
+        for named in [
+            own.to_string(),
+            own.simple().to_string(),
+            own.urn().to_string(),
+            own.braced().to_string(),
+            own.to_string().to_uppercase(),
+            "support".to_string(),
+        ] {
+            assert!(
+                refuse_other_app(&principal, &named, Some("support")).is_ok(),
+                "{named}"
+            );
+        }
+        let other = uuid::Uuid::now_v7();
+        for named in [
+            other.to_string(),
+            other.urn().to_string(),
+            "billing".to_string(),
+            "".to_string(),
+        ] {
+            assert!(
+                refuse_other_app(&principal, &named, Some("support")).is_err(),
+                "{named}"
+            );
+        }
     }
 }
