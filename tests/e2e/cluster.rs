@@ -3,8 +3,8 @@
 //! are refused by all; one decision wins a race across hosts; an approval's
 //! deadline outlives the host that set it; the turn of a
 //! killed host is settled by another within the lease; a PostgreSQL
-//! restart is survived without restarting the hosts; an app's cap holds
-//! exactly across hosts.
+//! restart is survived without restarting the hosts; an app's cap and an
+//! end user's share hold exactly across hosts.
 //!
 //! These always run on PostgreSQL, whatever `AGENTHOST_TEST_STORE` says
 //! (`scripts/test` skips them in its PostgreSQL pass: they ran already).
@@ -265,6 +265,43 @@ async fn an_apps_running_turns_cap_holds_exactly_across_hosts() {
     for (_, body) in answers.iter().filter(|(status, _)| *status == 429) {
         assert_eq!(body["error"]["code"], "quota_exceeded", "{body}");
     }
+}
+
+#[tokio::test]
+async fn an_end_users_share_of_open_sessions_holds_exactly_across_hosts() {
+    let (dir_a, dir_b) = (support::data_dir(), support::data_dir());
+    let db = database(&dir_a);
+    let a = Server::start_host_with(dir_a.path(), &db, &[]).await;
+    let b = Server::start_host_with(dir_b.path(), &db, &[]).await;
+    let manifest = "[app]\nslug = \"shop\"\n[agent]\nentry = \"agent.wasm\"\n\
+                    [end_users]\nmax_open_sessions_per_user = 2\n";
+    let component = support::guest("hello");
+    let (status, row) = a
+        .upload(support::bundle(&[("agent.wasm", &component)]), manifest)
+        .await;
+    assert_eq!(status, 202, "{row}");
+    assert_eq!(a.wait_built(&row).await["status"], "active");
+    // A token minted through one host is valid on both (no storage).
+    let ada = a.end_user_token("shop", "ada").await;
+    let bob = b.end_user_token("shop", "bob").await;
+    let create = |host: &Server, token: &str| {
+        let request = host.client.post(host.url("/sessions")).bearer_auth(token);
+        let request = request.json(&json!({"app": "shop", "route": "/chat", "input": "hi"}));
+        async move { support::status_and_json(request.send().await.unwrap()).await }
+    };
+    // Six creates of one user at once, three through each host: exactly two
+    // get in, whichever host took them.
+    let creates = (0..6).map(|i| create(if i % 2 == 0 { &a } else { &b }, &ada));
+    let answers = futures::future::join_all(creates).await;
+    let mut statuses: Vec<u16> = answers.iter().map(|(status, _)| *status).collect();
+    statuses.sort();
+    assert_eq!(statuses, [201, 201, 429, 429, 429, 429], "{answers:?}");
+    for (_, body) in answers.iter().filter(|(status, _)| *status == 429) {
+        assert_eq!(body["error"]["code"], "quota_exceeded", "{body}");
+    }
+    // Another user's share is their own, on either host.
+    assert_eq!(create(&b, &bob).await.0, 201);
+    assert_eq!(create(&a, &bob).await.0, 201);
 }
 
 #[tokio::test]
