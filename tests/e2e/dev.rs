@@ -109,4 +109,9 @@ async fn dev_serves_deploys_and_prints_a_working_key_and_curl() {
     assert!(!log.contains('\r'), "{log:?}");
     assert!(!log.contains('\u{1b}'), "{log:?}");
     assert!(log.contains(" INFO "), "the server logged at info: {log}");
+    // The key is printed on stdout for the developer, never logged.
+    support::leaks::used("platform key", &key);
+    if let Some(leak) = support::leaks::find(log.as_bytes()) {
+        panic!("{leak}");
+    }
 }
