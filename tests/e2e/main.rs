@@ -32,6 +32,7 @@ mod rollback;
 mod secrets;
 mod sessions;
 mod shutdown;
+mod storage;
 mod stream;
 mod support;
 mod typescript;
