@@ -25,6 +25,7 @@ mod idempotency;
 mod keys;
 mod limits;
 mod logs;
+mod old_stores;
 mod outbound;
 mod python;
 mod quotas;
