@@ -472,6 +472,27 @@ async fn the_host_refuses_results_without_a_grant() {
 async fn an_approval_past_its_timeout_is_denied_by_timeout_and_the_turn_resumes() {
     let dir = support::data_dir();
     let server = Server::start(dir.path()).await;
+    // The session record shows the event's deadline: checked on an app
+    // whose deadline is an hour away, so that no window of a slow machine
+    // decides whether it is still pending when read.
+    deploy_ops(
+        &server,
+        "ops-later",
+        "[limits]\napproval_timeout_secs = 3600\n",
+        None,
+    )
+    .await;
+    let later = server
+        .session("ops-later", "/ops", json!("delete pears"))
+        .await;
+    let suspended = (server.events(&later, None).await)
+        .until(&["TOOL_APPROVAL_REQUIRED"])
+        .await;
+    let deadline = &suspended.last().unwrap()["payload"]["expires_at"];
+    assert!(deadline.is_string(), "a deadline: {suspended:?}");
+    let (_, record) = server.get(&format!("/sessions/{later}")).await;
+    assert_eq!(record["pending_approval"]["expires_at"], *deadline);
+
     deploy_ops(
         &server,
         "ops",
@@ -489,11 +510,6 @@ async fn an_approval_past_its_timeout_is_denied_by_timeout_and_the_turn_resumes(
         .as_str()
         .expect("a deadline")
         .to_string();
-    let (_, record) = server.get(&format!("/sessions/{session}")).await;
-    assert_eq!(
-        record["pending_approval"]["expires_at"],
-        expires_at.as_str()
-    );
     // Nobody decides: the deadline does, like a human denying.
     let resumed = stream.until(&["TURN_ENDED", "TURN_ERROR"]).await;
     assert_eq!(resumed[0]["type"], "TOOL_APPROVAL_DENIED", "{resumed:?}");

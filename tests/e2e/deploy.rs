@@ -149,12 +149,48 @@ async fn deploy_exits_4_when_the_upload_gets_no_answer_within_the_timeout() {
 
 #[tokio::test]
 async fn deploy_retries_a_refused_poll_and_still_waits_for_the_build() {
-    // One request a second: the first poll right after the upload gets 429.
+    // One request a second per key. Once the upload is in, the test keeps
+    // the deploy key's bucket empty until the server has refused a request
+    // that is not the test's own: the deploy's poll. No window decides it.
     let dir = support::data_dir();
     let flags = ["--rate-limit", "1", "--rate-limit-burst", "1"];
     let server = Server::start_with(dir.path(), &flags).await;
+    let (_, watcher) = server.mint_key("platform", "watcher", None).await;
     let project = project(&support::guest("hello"));
-    let (code, output) = deploy_to(project.path(), &server.url, KEY, &[]).await;
+    let deploy = deploy_to(project.path(), &server.url, KEY, &[]);
+    tokio::pin!(deploy);
+    let hammer = async {
+        let mut ours = 0.0;
+        loop {
+            let (status, apps) = server.get_as(&watcher, "/apps").await;
+            ours += f64::from(status == 429);
+            if apps.to_string().contains("\"broken\"") {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        loop {
+            let (status, _) = server.get("/apps").await;
+            ours += f64::from(status == 429);
+            let response = (server.client.get(server.url("/metrics")))
+                .bearer_auth(&watcher)
+                .send()
+                .await
+                .expect("GET /metrics");
+            let text = response.text().await.expect("the metrics");
+            let refused = (text.lines())
+                .find_map(|l| l.strip_prefix("agenthost_rate_limited_total "))
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .unwrap_or(0.0);
+            if refused > ours {
+                return;
+            }
+        }
+    };
+    let (code, output) = tokio::select! {
+        out = &mut deploy => out,
+        () = hammer => deploy.await,
+    };
     assert_eq!(code, Some(0), "{output}");
     assert!(
         output.contains("429") && output.contains("retrying"),

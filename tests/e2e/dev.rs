@@ -1,5 +1,6 @@
 //! `agenthost dev DIR`: serve, deploy, and print a key and working curl
-//! commands; the build's progress on lines of its own among the server's log.
+//! commands; the build's progress on lines of its own among the server's log;
+//! on redb, and on an empty PostgreSQL database in the PostgreSQL pass.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -12,12 +13,21 @@ use crate::support;
 async fn dev_serves_deploys_and_prints_a_working_key_and_curl() {
     support::guest("hello"); // the example is built once into the shared guest target dir
     let dir = support::data_dir();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_agenthost"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_agenthost"));
+    command
         .arg("dev")
         .arg(support::workspace().join("examples/hello"))
         .arg("--data-dir")
         .arg(dir.path())
-        .args(["--addr", "127.0.0.1:0"])
+        .args(["--addr", "127.0.0.1:0"]);
+    // On the PostgreSQL pass, dev on an empty PostgreSQL database.
+    let store = support::postgres_store(dir.path());
+    if let Some(url) = &store {
+        command
+            .args(["--store", url])
+            .env("AGENTHOST_MASTER_KEY", support::TEST_MASTER_KEY);
+    }
+    let mut child = command
         .env_remove("AGENTHOST_BOOTSTRAP_KEY")
         .env(
             "CARGO_TARGET_DIR",
@@ -78,6 +88,8 @@ async fn dev_serves_deploys_and_prints_a_working_key_and_curl() {
 
     // The printed curl does what it says.
     let client = support::client();
+    let engine = if store.is_some() { "postgres" } else { "redb" };
+    support::assert_engine(&client, &url, &key, engine).await;
     let response = client
         .post(format!("{url}/sessions"))
         .bearer_auth(&key)
@@ -109,4 +121,9 @@ async fn dev_serves_deploys_and_prints_a_working_key_and_curl() {
     assert!(!log.contains('\r'), "{log:?}");
     assert!(!log.contains('\u{1b}'), "{log:?}");
     assert!(log.contains(" INFO "), "the server logged at info: {log}");
+    // The key is printed on stdout for the developer, never logged.
+    support::leaks::used("platform key", &key);
+    if let Some(leak) = support::leaks::find(log.as_bytes()) {
+        panic!("{leak}");
+    }
 }

@@ -22,10 +22,13 @@ async fn first_start_mints_a_platform_key_saved_with_mode_0600() {
             .args(["--store", url])
             .env("AGENTHOST_MASTER_KEY", support::TEST_MASTER_KEY);
     }
+    // The log at info, to a file: the key must be printed, never logged.
+    let log = tempfile::NamedTempFile::new().unwrap();
     let mut child = command
         .env_remove("AGENTHOST_BOOTSTRAP_KEY")
-        .env("RUST_LOG", "warn")
+        .env("RUST_LOG", "info")
         .stdout(Stdio::piped())
+        .stderr(log.reopen().unwrap())
         .spawn()
         .unwrap();
     let stdout = child.stdout.take().unwrap();
@@ -72,4 +75,6 @@ async fn first_start_mints_a_platform_key_saved_with_mode_0600() {
     assert_eq!(bad.status(), 401);
     let _ = child.kill();
     let _ = child.wait();
+    support::leaks::used("platform key", &key);
+    support::leaks::check(log.path());
 }

@@ -31,11 +31,17 @@ async fn turn(server: &Server, app: &str, route: &str, input: Value) -> Vec<Valu
 #[tokio::test]
 async fn runaway_guests_end_their_own_turn_and_others_keep_streaming() {
     let dir = support::data_dir();
-    let server = Server::start(dir.path()).await;
+    let server = Server::start_with(dir.path(), &["--outbound-allow-private"]).await;
     let limits = "cpu_fuel = 300000000\nmemory_mb = 32\nmax_events = 500\n";
     deploy_with_limits(&server, "limited", "rogue", limits).await;
     deploy_with_limits(&server, "sleepy", "slow", "wall_clock_secs = 1\n").await;
     server.deploy("hello", &support::guest("hello")).await;
+    // A healthy turn held in flight through all the runaways: they run
+    // next to it for sure, whatever the machine's speed.
+    let held = Hold::start().await;
+    held.deploy_fetch(&server).await;
+    let waiting = server.session("fetch", "/fetch", held.input()).await;
+    held.wait_arrived(1).await;
 
     // A healthy session streams a long reply while the runaways run.
     let words: Vec<String> = (0..800).map(|i| format!("w{i}")).collect();
@@ -58,6 +64,13 @@ async fn runaway_guests_end_their_own_turn_and_others_keep_streaming() {
         outcomes
     };
     let (healthy, outcomes) = tokio::join!(healthy, runaways);
+    let (_, record) = server.get(&format!("/sessions/{waiting}")).await;
+    assert_eq!(record["status"], "running", "{record}");
+    held.release();
+    let waited = (server.events(&waiting, None).await)
+        .until(&["TURN_ENDED", "TURN_ERROR"])
+        .await;
+    assert_eq!(waited.last().unwrap()["type"], "TURN_ENDED", "{waited:#?}");
     assert_eq!(healthy.last().unwrap()["type"], "TURN_ENDED");
     assert_eq!(
         healthy

@@ -121,3 +121,38 @@ async fn secrets_are_sealed_injected_rotated_redacted_and_deleted() {
         "len=14 reversed=3-terces-olleh raw=[REDACTED:GREETING]"
     );
 }
+
+/// A secret that exists but that the deployment does not declare is not in
+/// the agent's environment; a declared one, set beside it, is.
+#[tokio::test]
+async fn a_secret_the_deployment_does_not_declare_stays_invisible() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    assert_eq!(put(&server, "GREETING", "declared-value-7").await.0, 201);
+    assert_eq!(
+        put(&server, "UNDECLARED", "undeclared-value-7").await.0,
+        201
+    );
+    let manifest =
+        "[app]\nslug = \"env\"\n[agent]\nentry = \"agent.wasm\"\nsecrets = [\"GREETING\"]\n";
+    let rogue = support::guest("rogue");
+    let (status, row) = server
+        .upload(bundle(&[("agent.wasm", &rogue)]), manifest)
+        .await;
+    assert_eq!(status, 202, "{row}");
+    assert_eq!(server.wait_built(&row).await["status"], "active");
+
+    let session = server.session("env", "/env", json!("UNDECLARED")).await;
+    let events = server
+        .events(&session, None)
+        .await
+        .until(&["TURN_ENDED", "TURN_ERROR"])
+        .await;
+    assert_eq!(said(&events), "UNDECLARED is not set", "{events:#?}");
+    // The control: the same agent reads the declared one.
+    let events = say_env(&server, &session).await;
+    assert_eq!(
+        said(&events),
+        "len=16 reversed=7-eulav-deralced raw=[REDACTED:GREETING]"
+    );
+}

@@ -1,10 +1,10 @@
 //! Sessions and turns: order, history, 409 rules, guest failures, pinning, restarts.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::hold::Hold;
+use crate::support::hold::{Hold, deploy_fetch};
 use crate::support::{self, KEY, Server, agents, types};
 
 async fn hello_server() -> (tempfile::TempDir, Server) {
@@ -146,6 +146,57 @@ async fn input_while_a_turn_runs_is_409() {
         )
         .await;
     assert_eq!(status, 202, "{body}");
+}
+
+/// Inputs racing on one idle session: exactly one starts a turn (202), the
+/// others are 409, and the journal has one `TURN_STARTED` for them. The
+/// winner's turn is held, so the losers cannot have come after it ended;
+/// some loser was sent before the winner's answer came back, so they raced.
+#[tokio::test]
+async fn inputs_racing_on_an_idle_session_start_one_turn() {
+    let dir = support::data_dir();
+    let server = Server::start_with(dir.path(), &["--outbound-allow-private"]).await;
+    let (warm, race) = (Hold::start().await, Hold::start().await);
+    deploy_fetch(&server, &[&warm, &race]).await;
+    warm.release();
+    let session = server.session("fetch", "/fetch", warm.input()).await;
+    let mut stream = server.events(&session, None).await;
+    let first = stream.until(&["TURN_ENDED", "TURN_ERROR"]).await;
+    assert_eq!(first.last().unwrap()["type"], "TURN_ENDED", "{first:#?}");
+
+    const RACERS: usize = 8;
+    let path = format!("/sessions/{session}/input");
+    let sends = (0..RACERS).map(|_| async {
+        let sent = Instant::now();
+        let (status, body) = server.post(&path, json!({"input": race.input()})).await;
+        (sent, Instant::now(), status, body)
+    });
+    let answers = futures::future::join_all(sends).await;
+    let (winners, losers): (Vec<_>, Vec<_>) = answers.iter().partition(|a| a.2 == 202);
+    assert_eq!(winners.len(), 1, "{answers:#?}");
+    for (_, _, status, body) in &losers {
+        assert_eq!(*status, 409, "{body}");
+        assert_eq!(body["error"]["code"], "conflict", "{body}");
+    }
+    let won_at = winners[0].1;
+    assert!(
+        losers.iter().any(|(sent, ..)| *sent < won_at),
+        "no input was in flight while the winner was decided"
+    );
+    race.wait_arrived(1).await;
+    race.release();
+    let events = stream.until(&["TURN_ENDED", "TURN_ERROR"]).await;
+    assert_eq!(events.last().unwrap()["type"], "TURN_ENDED", "{events:#?}");
+    // Nothing else started: one more TURN_STARTED, one request to `race`.
+    let last = events.last().unwrap()["seq"].as_u64().unwrap();
+    let all = server.events(&session, None).await.until_seq(last).await;
+    let started: Vec<&Value> = (all.iter())
+        .filter(|e| e["type"] == "TURN_STARTED")
+        .collect();
+    assert_eq!(started.len(), 2, "{all:#?}");
+    assert_eq!(race.arrived(), 1);
+    let (_, record) = server.get(&format!("/sessions/{session}")).await;
+    assert_eq!(record["turn"], 2, "{record}");
 }
 
 /// Runs one turn of the rogue fixture on `route`; returns the turn's events.

@@ -52,17 +52,7 @@ impl Hold {
 
     /// Deploys the `fetch` fixture as app `fetch`, allowed to reach this upstream.
     pub async fn deploy_fetch(&self, server: &Server) {
-        let manifest = format!(
-            "[app]\nslug = \"fetch\"\n[agent]\nentry = \"agent.wasm\"\n[outbound]\nallow = [\"{}\"]\n",
-            self.origin
-        );
-        let component = super::guest("fetch");
-        let (status, row) = server
-            .upload(bundle(&[("agent.wasm", &component)]), &manifest)
-            .await;
-        assert_eq!(status, 202, "{row}");
-        let row = server.wait_built(&row).await;
-        assert_eq!(row["status"], "active", "{row}");
+        deploy_fetch(server, &[self]).await;
     }
 
     /// Waits until `n` requests have arrived (and are held): the turns that
@@ -78,8 +68,30 @@ impl Hold {
         }
     }
 
+    /// How many requests have arrived so far.
+    pub fn arrived(&self) -> usize {
+        self.arrived.load(Ordering::SeqCst)
+    }
+
     /// Answers every held request, and every later one at once.
     pub fn release(&self) {
         self.release.send_replace(true);
     }
+}
+
+/// Deploys the `fetch` fixture as app `fetch`, allowed to reach every
+/// upstream of `holds`.
+pub async fn deploy_fetch(server: &Server, holds: &[&Hold]) {
+    let allow: Vec<&str> = holds.iter().map(|h| h.origin.as_str()).collect();
+    let manifest = format!(
+        "[app]\nslug = \"fetch\"\n[agent]\nentry = \"agent.wasm\"\n[outbound]\nallow = {}\n",
+        json!(allow)
+    );
+    let component = super::guest("fetch");
+    let (status, row) = server
+        .upload(bundle(&[("agent.wasm", &component)]), &manifest)
+        .await;
+    assert_eq!(status, 202, "{row}");
+    let row = server.wait_built(&row).await;
+    assert_eq!(row["status"], "active", "{row}");
 }

@@ -7,6 +7,7 @@ pub mod agents;
 pub mod browser;
 pub mod fake_openai;
 pub mod hold;
+pub mod leaks;
 #[path = "../../support/pg_cluster.rs"]
 pub mod pg_cluster;
 mod sse;
@@ -167,12 +168,34 @@ pub fn stored_bytes(data_dir: &Path) -> Vec<u8> {
     .expect("read the database")
 }
 
-/// The real server, killed on drop.
+/// The real server, killed on drop. Its log (stderr, at `info` unless the
+/// test says otherwise) goes to a file, scanned on drop for every key, token
+/// and secret value the tests used (`leaks`).
 pub struct Server {
     child: Child,
     pub url: String,
     pub data_dir: PathBuf,
     pub client: reqwest::Client,
+    log: Log,
+    /// Copies the server's stderr into the log file until the server exits
+    /// (a pipe, so the server's own writes never meet the file's limits).
+    drain: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Where a server's log is: a temp file of its own (removed with it), or
+/// the test's file.
+enum Log {
+    Temp(tempfile::TempPath),
+    At(PathBuf),
+}
+
+impl Log {
+    fn path(&self) -> &Path {
+        match self {
+            Log::Temp(path) => path,
+            Log::At(path) => path,
+        }
+    }
 }
 
 impl Server {
@@ -218,7 +241,8 @@ impl Server {
     pub async fn start_logging_to(data_dir: &Path, log: &Path, env: &[(&str, &str)]) -> Server {
         let file = std::fs::File::create(log).expect("create the log file");
         let store = postgres_store(data_dir);
-        Server::launch_with(data_dir, "127.0.0.1:0", store, &[], env, file.into()).await
+        let log = (file, Log::At(log.to_path_buf()));
+        Server::launch_with(data_dir, "127.0.0.1:0", store, &[], env, log).await
     }
 
     async fn launch(
@@ -228,7 +252,11 @@ impl Server {
         flags: &[&str],
         env: &[(&str, &str)],
     ) -> Server {
-        Server::launch_with(data_dir, addr, store, flags, env, Stdio::inherit()).await
+        let (file, path) = tempfile::NamedTempFile::new()
+            .expect("a log file")
+            .into_parts();
+        let log = (file, Log::Temp(path));
+        Server::launch_with(data_dir, addr, store, flags, env, log).await
     }
 
     async fn launch_with(
@@ -237,8 +265,10 @@ impl Server {
         store: Option<String>,
         flags: &[&str],
         env: &[(&str, &str)],
-        stderr: Stdio,
+        (stderr, log): (std::fs::File, Log),
     ) -> Server {
+        leaks::used("bootstrap key", KEY);
+        leaks::used("master key", TEST_MASTER_KEY);
         // On the PostgreSQL pass every server must be on PostgreSQL, even
         // one whose caller forgot to ask for it.
         let engine = if store.is_some() || on_postgres() {
@@ -257,15 +287,30 @@ impl Server {
                 .args(["--store", &url, "--lease-secs", "2"])
                 .env("AGENTHOST_MASTER_KEY", TEST_MASTER_KEY);
         }
+        // SIGXFSZ ignored (kept across exec): a test that lowers the
+        // server's file size limit (`storage.rs`) sees its writes fail with
+        // EFBIG, as on a full disk, instead of the process killed.
+        // SAFETY: `signal` is async-signal-safe; nothing else runs here.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut command, || {
+                libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+                Ok(())
+            });
+        }
         let mut child = command
             .args(flags)
-            .env("RUST_LOG", "warn")
+            .env("RUST_LOG", "info")
             .envs(env.iter().copied())
             .env("AGENTHOST_BOOTSTRAP_KEY", KEY)
             .stdout(Stdio::piped())
-            .stderr(stderr)
+            .stderr(Stdio::piped())
             .spawn()
             .expect("start agenthost");
+        let mut pipe = child.stderr.take().expect("stderr");
+        let mut file = stderr;
+        let drain = std::thread::spawn(move || {
+            let _ = std::io::copy(&mut pipe, &mut file);
+        });
         let stdout = child.stdout.take().expect("stdout");
         let url = tokio::task::spawn_blocking(move || {
             let mut lines = BufReader::new(stdout).lines();
@@ -286,6 +331,8 @@ impl Server {
             url,
             data_dir: data_dir.to_path_buf(),
             client: client(),
+            log,
+            drain: Some(drain),
         };
         server.assert_engine(engine).await;
         server
@@ -424,6 +471,7 @@ impl Server {
 
     /// `PUT /secrets/{name}` with the bootstrap key; returns the status and body.
     pub async fn put_secret(&self, name: &str, value: &str) -> (u16, Value) {
+        leaks::used("secret value", value);
         let response = self
             .client
             .put(self.url(&format!("/secrets/{name}")))
@@ -545,9 +593,21 @@ impl Server {
 }
 
 impl Drop for Server {
+    /// Kills the process, then checks its log: no key, token or secret
+    /// value the tests used may be in it. A failing test gets the log's end.
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some(drain) = self.drain.take() {
+            let _ = drain.join();
+        }
+        let path = self.log.path();
+        if std::thread::panicking() {
+            let tail = leaks::tail(path, 40);
+            eprintln!("--- the end of the server's log ({}) ---\n{tail}", self.url);
+        } else {
+            leaks::check(path);
+        }
     }
 }
 
@@ -578,6 +638,7 @@ pub async fn status_and_json(response: reqwest::Response) -> (u16, Value) {
     } else {
         serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON ({status}): {text}"))
     };
+    leaks::from_response(&body);
     (status, body)
 }
 
