@@ -130,6 +130,7 @@ async fn start(args: &ServeArgs, bootstrap_key: Option<String>) -> anyhow::Resul
         retain_ended_sessions: args.retain_ended_sessions.map(Into::into),
         rate_limit: args.rate_limit()?,
         quotas: args.quotas()?,
+        api_limits: args.api_limits()?,
         allow_insecure_jwks: args.allow_insecure_jwks,
     })
     .await?;

@@ -45,6 +45,8 @@ pub struct ServeOptions {
     pub rate_limit: Option<api::rate_limit::RateLimit>,
     /// The per-app caps on open sessions and running turns.
     pub quotas: Quotas,
+    /// Open streams, body read time, the approvals snapshot.
+    pub api_limits: api::ApiLimits,
     /// Let apps' `[end_users] jwks_url` be plain `http` and loopback or
     /// private addresses (local identity providers, tests). Off by default.
     pub allow_insecure_jwks: bool,
@@ -182,6 +184,8 @@ impl Server {
             shutdown,
             cors_origins: options.cors_origins,
             rate_limit: api::rate_limit::KeyLimiter::new(options.rate_limit),
+            streams: api::stream_caps::StreamSlots::new(options.api_limits.streams),
+            limits: options.api_limits,
         });
         Ok(Server {
             listener,

@@ -1,5 +1,6 @@
 //! The HTTP layer itself (api/serve.rs): what a client gets for a request
 //! head hyper will not buffer or that has too many fields, and that the server goes on serving after it;
+//! a body trickled in slower than `--body-read-timeout-secs` allows gets 408;
 //! serve flags that only tune the process (`--journal-cache-mb`).
 
 use std::time::Duration;
@@ -61,4 +62,55 @@ async fn an_oversized_request_head_gets_431_and_the_server_goes_on() {
         seen.last().map(|e| e["type"].clone()),
         Some(json!("TURN_ENDED"))
     );
+}
+
+#[tokio::test]
+async fn a_body_sent_at_one_byte_per_second_gets_408() {
+    let dir = support::data_dir();
+    let server = Server::start_with(dir.path(), &["--body-read-timeout-secs", "2"]).await;
+    server.deploy("hello", &support::guest("hello")).await;
+    let addr = server.url.trim_start_matches("http://").to_string();
+    let mut tcp = TcpStream::connect(&addr).await.expect("connect");
+    let body = json!({"app": "hello", "route": "/chat", "input": "hi"}).to_string();
+    let head = format!(
+        "POST /sessions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        support::KEY,
+        body.len()
+    );
+    tcp.write_all(head.as_bytes()).await.expect("send the head");
+    let (mut read, mut write) = tcp.into_split();
+    // One byte a second, until the server answers (or the body is all sent:
+    // then it was read to the end, and this test fails below).
+    let trickle = tokio::spawn(async move {
+        for byte in body.bytes() {
+            if write.write_all(&[byte]).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    });
+    let mut response = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match read.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => response.extend_from_slice(&buf[..n]),
+        }
+    }
+    trickle.abort();
+    let text = String::from_utf8_lossy(&response);
+    assert!(text.starts_with("HTTP/1.1 408"), "got `{text}`");
+    assert!(
+        text.contains("\"request_timeout\""),
+        "a JSON error: `{text}`"
+    );
+
+    // The server goes on: the same request at full speed is served.
+    let (status, created) = server
+        .post(
+            "/sessions",
+            json!({"app": "hello", "route": "/chat", "input": "hi"}),
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
 }

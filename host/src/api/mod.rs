@@ -11,6 +11,7 @@ mod approval_feed;
 mod approvals;
 mod apps;
 mod auth;
+pub(crate) mod body_timeout;
 mod console;
 mod controls;
 mod deployments;
@@ -23,12 +24,14 @@ mod golden_tests;
 mod health;
 mod idempotency;
 mod keys;
+pub(crate) mod limits;
 mod openapi;
 mod paging;
 pub(crate) mod rate_limit;
 mod secrets;
 mod serve;
 mod sessions;
+pub(crate) mod stream_caps;
 mod table;
 pub(crate) mod views;
 
@@ -45,6 +48,7 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 use uuid::Uuid;
 
 pub(crate) use error::ApiError;
+pub(crate) use limits::ApiLimits;
 pub use table::endpoints;
 #[cfg(test)]
 pub(crate) use table::openapi_document;
@@ -82,6 +86,10 @@ pub(crate) struct Services {
     pub cors_origins: Vec<String>,
     /// The per-key rate limit's buckets.
     pub rate_limit: rate_limit::KeyLimiter,
+    /// The event streams open per key and per end user, and their caps.
+    pub streams: stream_caps::StreamSlots,
+    /// How long a body may take, how large the approvals snapshot is.
+    pub limits: ApiLimits,
 }
 
 pub(crate) type AppState = Arc<Services>;
@@ -112,10 +120,18 @@ pub struct Endpoint {
 }
 
 /// The router: every endpoint of `table`, each behind its access check
-/// and, where it applies, the per-key rate limit.
+/// and, where they apply, the per-key rate limit and the cap on open streams.
 pub(crate) fn router(state: AppState) -> Router {
     let mut router = Router::new();
     for (endpoint, _, handler) in table() {
+        let handler = if stream_caps::applies(&endpoint) {
+            handler.route_layer(middleware::from_fn_with_state(
+                state.clone(),
+                stream_caps::cap,
+            ))
+        } else {
+            handler
+        };
         let handler = if rate_limit::applies(&endpoint) {
             handler.route_layer(middleware::from_fn_with_state(
                 state.clone(),
@@ -124,7 +140,7 @@ pub(crate) fn router(state: AppState) -> Router {
         } else {
             handler
         };
-        // The layer added last runs first: auth, then the rate limit.
+        // The layer added last runs first: auth, the rate limit, the stream cap.
         let handler = match endpoint.access {
             Access::Public => handler,
             access => handler.route_layer(middleware::from_fn_with_state(
@@ -142,6 +158,10 @@ pub(crate) fn router(state: AppState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(JSON_BODY_LIMIT))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            body_timeout::limit,
+        ))
         .layer(middleware::from_fn(log_request))
         .layer(cors)
         .with_state(state)

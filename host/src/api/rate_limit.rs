@@ -1,8 +1,8 @@
 //! The per-key rate limit: requests per second with a burst, per API key
 //! and per host (a GCRA token bucket, `governor`). Over it a request gets
-//! 429 `rate_limited` with `Retry-After`. Streams and `GET /metrics` are
-//! not limited (`applies`), so a reconnecting client or a scraper is never
-//! refused by it.
+//! 429 `rate_limited` with `Retry-After`. Opening an event stream counts as
+//! one request (its frames do not); `GET /metrics` is not limited
+//! (`applies`), so a scraper is never refused by it.
 
 use std::num::NonZeroU32;
 use std::time::Duration;
@@ -56,14 +56,12 @@ impl KeyLimiter {
     }
 }
 
-/// Whether the rate limit applies to an endpoint: every authenticated one
-/// but the event streams (a reconnect resumes with Last-Event-ID and must
-/// not be refused) and `GET /metrics` (a scraper's gaps would hide the very
-/// refusals it counts).
+/// Whether the rate limit applies to an endpoint: every authenticated one,
+/// the event streams' opens included (each open replays from the journal),
+/// but `GET /metrics` (a scraper's gaps would hide the very refusals it
+/// counts).
 pub(crate) fn applies(endpoint: &Endpoint) -> bool {
-    !matches!(endpoint.access, Access::Public | Access::SessionStream)
-        && !endpoint.path.ends_with("/events")
-        && endpoint.path != "/metrics"
+    endpoint.access != Access::Public && endpoint.path != "/metrics"
 }
 
 /// The middleware, after `auth::require_key` (which names the key).

@@ -173,6 +173,21 @@ pub struct ServeArgs {
     /// decision) gets 429 `quota_exceeded`. Off by default.
     #[arg(long, env = "AGENTHOST_MAX_RUNNING_TURNS_PER_APP", value_name = "N")]
     pub max_running_turns_per_app: Option<u64>,
+    /// Event streams one API key (with the stream tokens it minted) may
+    /// hold open on this host; one more gets 429 `too_many_streams`. 0: no cap.
+    #[arg(long, default_value_t = crate::api::stream_caps::DEFAULT_PER_KEY, env = "AGENTHOST_MAX_STREAMS_PER_KEY", value_name = "N")]
+    pub max_streams_per_key: usize,
+    /// Event streams one end user may hold open on this host. 0: no cap.
+    #[arg(long, default_value_t = crate::api::stream_caps::DEFAULT_PER_END_USER, env = "AGENTHOST_MAX_STREAMS_PER_END_USER", value_name = "N")]
+    pub max_streams_per_end_user: usize,
+    /// Seconds a request body may take to arrive after its head (a bundle
+    /// upload gets 20 times this); later, 408 `request_timeout`.
+    #[arg(long, default_value_t = crate::api::body_timeout::DEFAULT_SECS, env = "AGENTHOST_BODY_READ_TIMEOUT_SECS", value_name = "SECS")]
+    pub body_read_timeout_secs: u64,
+    /// Pending approvals the approvals feed's first frame carries at most
+    /// (oldest first; `more` says there are others: page `GET /approvals`).
+    #[arg(long, default_value_t = crate::api::limits::DEFAULT_APPROVALS_SNAPSHOT, env = "AGENTHOST_APPROVALS_SNAPSHOT_MAX", value_name = "N")]
+    pub approvals_snapshot_max: usize,
 }
 
 impl ServeArgs {
@@ -213,6 +228,28 @@ impl ServeArgs {
             per_second,
             burst,
         }))
+    }
+
+    /// The API limits these flags describe.
+    pub fn api_limits(&self) -> anyhow::Result<crate::api::ApiLimits> {
+        anyhow::ensure!(
+            self.body_read_timeout_secs > 0,
+            "--body-read-timeout-secs: must be 1 or more"
+        );
+        anyhow::ensure!(
+            self.approvals_snapshot_max > 0,
+            "--approvals-snapshot-max: must be 1 or more"
+        );
+        Ok(crate::api::ApiLimits {
+            streams: crate::api::stream_caps::StreamCaps {
+                per_key: self.max_streams_per_key,
+                per_end_user: self.max_streams_per_end_user,
+            },
+            body_timeout: crate::api::body_timeout::BodyTimeout(Duration::from_secs(
+                self.body_read_timeout_secs,
+            )),
+            approvals_snapshot: self.approvals_snapshot_max,
+        })
     }
 
     /// The per-app caps these flags describe.
