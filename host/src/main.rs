@@ -129,6 +129,7 @@ async fn start(args: &ServeArgs, bootstrap_key: Option<String>) -> anyhow::Resul
         compile_cache_dir: args.compile_cache_dir.clone(),
         retain_ended_sessions: args.retain_ended_sessions.map(Into::into),
         rate_limit: args.rate_limit()?,
+        invocation_rate_limit: args.invocation_rate_limit()?,
         quotas: args.quotas()?,
         api_limits: args.api_limits()?,
         allow_insecure_jwks: args.allow_insecure_jwks,

@@ -41,8 +41,11 @@ pub struct ServeOptions {
     pub store: StoreChoice,
     /// Ended sessions older than this are deleted; kept forever when `None`.
     pub retain_ended_sessions: Option<Duration>,
-    /// The per-key rate limit; off when `None`.
+    /// The per-key rate limit of platform keys; off when `None`.
     pub rate_limit: Option<api::rate_limit::RateLimit>,
+    /// The per-key rate limit of everyone else (invocation keys, end users,
+    /// stream tokens); off when `None`.
+    pub invocation_rate_limit: Option<api::rate_limit::RateLimit>,
     /// The per-app caps on open sessions and running turns.
     pub quotas: Quotas,
     /// Open streams, body read time, the approvals snapshot.
@@ -183,7 +186,10 @@ impl Server {
             boot_id,
             shutdown,
             cors_origins: options.cors_origins,
-            rate_limit: api::rate_limit::KeyLimiter::new(options.rate_limit),
+            rate_limit: api::rate_limit::KeyLimiter::new(
+                options.rate_limit,
+                options.invocation_rate_limit,
+            ),
             streams: api::stream_caps::StreamSlots::new(options.api_limits.streams),
             limits: options.api_limits,
         });

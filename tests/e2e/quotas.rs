@@ -309,3 +309,95 @@ async fn streams_open_at_once_are_capped_per_key_and_per_end_user() {
     );
     drop((second, third, held, reopened));
 }
+
+#[tokio::test]
+async fn turns_past_the_queue_bound_get_503_until_the_queue_moves() {
+    let (_dir, server) =
+        server_with(&["--max-concurrent-turns", "1", "--max-queued-turns", "1"]).await;
+    let long = json!({"sleep_ms": 60_000});
+    // The first turn holds the one slot (it is running: its message started)...
+    let first = server.session("slow", "/slow", long.clone()).await;
+    let mut stream = server.events(&first, None).await;
+    stream.until(&["MESSAGE_START"]).await;
+    // ...the second waits for it...
+    let second = server.session("slow", "/slow", long.clone()).await;
+    // ...and a third would wait too: refused before anything is committed.
+    let body = json!({"app": "slow", "route": "/slow", "input": long});
+    let response = (server.client.post(server.url("/sessions")))
+        .bearer_auth(KEY)
+        .json(&body)
+        .send()
+        .await
+        .expect("POST /sessions");
+    assert_eq!(response.status(), 503);
+    assert!(response.headers().contains_key("retry-after"));
+    let refused: Value = response.json().await.expect("a JSON error");
+    assert_eq!(refused["error"]["code"], "overloaded", "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("--max-queued-turns 1"), "{refused}");
+    let (_, sessions) = server.get("/sessions?app=slow").await;
+    assert_eq!(
+        sessions["items"].as_array().map(Vec::len),
+        Some(2),
+        "{sessions}"
+    );
+
+    // The first ends: the second takes the slot, and the queue has room.
+    let (status, view) = (server.post(&format!("/sessions/{first}/cancel"), json!({}))).await;
+    assert_eq!(status, 200, "{view}");
+    server
+        .events(&second, None)
+        .await
+        .until(&["MESSAGE_START"])
+        .await;
+    let (status, created) = server.post("/sessions", body).await;
+    assert_eq!(status, 201, "{created}");
+    let text = metrics(&server, KEY).await;
+    assert_eq!(
+        sample(
+            &text,
+            "agenthost_quota_refusals_total{cap=\"queued_turns\"}"
+        ),
+        1.0,
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn invocation_keys_and_end_users_have_a_lower_rate_of_their_own() {
+    let (_dir, server) = server_with(&[
+        "--invocation-rate-limit",
+        "1",
+        "--invocation-rate-limit-burst",
+        "2",
+    ])
+    .await;
+    let (_, invocation) = server.mint_key("invocation", "web", Some("slow")).await;
+    let session = server
+        .session("slow", "/slow", json!({"sleep_ms": 0}))
+        .await;
+    let path = format!("/sessions/{session}");
+    let mut statuses = Vec::new();
+    let mut refusal = Value::Null;
+    for _ in 0..4 {
+        let (status, body) = server.get_as(&invocation, &path).await;
+        statuses.push(status);
+        if status == 429 {
+            refusal = body;
+        }
+    }
+    assert_eq!(statuses[..2], [200, 200], "{statuses:?}");
+    assert!(statuses.contains(&429), "{statuses:?}");
+    assert_eq!(refusal["error"]["code"], "rate_limited", "{refusal}");
+    let message = refusal["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("--invocation-rate-limit"), "{refusal}");
+    // An end user has a bucket of their own, under the same rate.
+    let user = server.end_user_token("slow", "ada").await;
+    let (status, body) = server.get_as(&user, "/sessions").await;
+    assert_eq!(status, 200, "{body}");
+    // Platform keys keep --rate-limit (default 5 000 a second).
+    for _ in 0..10 {
+        let (status, body) = server.get(&path).await;
+        assert_eq!(status, 200, "{body}");
+    }
+}

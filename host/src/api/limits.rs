@@ -1,6 +1,7 @@
 //! The operator's limits on what one client may hold of the API at once
 //! (docs/limits.md#limits-on-api-requests): open event streams, the time a
-//! request body may take, the size of the approvals feed's snapshot.
+//! request body may take, the size of the approvals feed's snapshot, the
+//! turns that may wait for a slot.
 
 use super::body_timeout::BodyTimeout;
 use super::stream_caps::StreamCaps;
@@ -18,6 +19,8 @@ pub struct ApiLimits {
     pub body_timeout: BodyTimeout,
     /// Pending approvals in the approvals feed's snapshot frame (at least 1).
     pub approvals_snapshot: usize,
+    /// Turns that may wait for a slot before new ones are refused (0: no bound).
+    pub max_queued_turns: usize,
 }
 
 impl Default for ApiLimits {
@@ -26,6 +29,7 @@ impl Default for ApiLimits {
             streams: StreamCaps::default(),
             body_timeout: BodyTimeout::default(),
             approvals_snapshot: DEFAULT_APPROVALS_SNAPSHOT,
+            max_queued_turns: super::overload::DEFAULT_MAX_QUEUED,
         }
     }
 }

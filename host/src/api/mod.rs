@@ -26,6 +26,7 @@ mod idempotency;
 mod keys;
 pub(crate) mod limits;
 mod openapi;
+pub(crate) mod overload;
 mod paging;
 pub(crate) mod rate_limit;
 mod secrets;
@@ -132,6 +133,14 @@ pub(crate) fn router(state: AppState) -> Router {
         } else {
             handler
         };
+        let handler = if overload::applies(&endpoint) {
+            handler.route_layer(middleware::from_fn_with_state(
+                state.clone(),
+                overload::refuse,
+            ))
+        } else {
+            handler
+        };
         let handler = if rate_limit::applies(&endpoint) {
             handler.route_layer(middleware::from_fn_with_state(
                 state.clone(),
@@ -140,7 +149,8 @@ pub(crate) fn router(state: AppState) -> Router {
         } else {
             handler
         };
-        // The layer added last runs first: auth, the rate limit, the stream cap.
+        // The layer added last runs first: auth, the rate limit, the queue
+        // bound, the stream cap.
         let handler = match endpoint.access {
             Access::Public => handler,
             access => handler.route_layer(middleware::from_fn_with_state(

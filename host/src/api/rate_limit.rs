@@ -17,8 +17,12 @@ use governor::{DefaultKeyedRateLimiter, Quota};
 use super::{Access, ApiError, AppState, Endpoint};
 use crate::keys::Principal;
 
-/// Requests per second per key unless the operator says otherwise (`--rate-limit`).
+/// Requests per second per platform key unless the operator says otherwise (`--rate-limit`).
 pub(crate) const DEFAULT_RATE: u32 = 5000;
+/// Requests per second per invocation key, end user or stream token unless
+/// the operator says otherwise (`--invocation-rate-limit`): they ship in
+/// frontends, so every visitor holds them.
+pub(crate) const DEFAULT_INVOCATION_RATE: u32 = 500;
 
 /// The operator's limit (`--rate-limit`, `--rate-limit-burst`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,24 +33,41 @@ pub struct RateLimit {
     pub burst: NonZeroU32,
 }
 
-/// Each key's bucket on this host; `None` when the limit is off.
+/// The buckets of one class of principal; `None` when its limit is off.
+type Buckets = Option<(RateLimit, DefaultKeyedRateLimiter<String>)>;
+
+fn buckets(limit: Option<RateLimit>) -> Buckets {
+    limit.map(|limit| {
+        let quota = Quota::per_second(limit.per_second).allow_burst(limit.burst);
+        (limit, DefaultKeyedRateLimiter::keyed(quota))
+    })
+}
+
+/// Each key's bucket on this host: platform keys under `--rate-limit`,
+/// everyone else (invocation keys, end users, stream tokens) under
+/// `--invocation-rate-limit`.
 pub(crate) struct KeyLimiter {
-    limit: Option<(RateLimit, DefaultKeyedRateLimiter<String>)>,
+    platform: Buckets,
+    invocation: Buckets,
 }
 
 impl KeyLimiter {
-    pub(crate) fn new(limit: Option<RateLimit>) -> KeyLimiter {
+    pub(crate) fn new(platform: Option<RateLimit>, invocation: Option<RateLimit>) -> KeyLimiter {
         KeyLimiter {
-            limit: limit.map(|limit| {
-                let quota = Quota::per_second(limit.per_second).allow_burst(limit.burst);
-                (limit, DefaultKeyedRateLimiter::keyed(quota))
-            }),
+            platform: buckets(platform),
+            invocation: buckets(invocation),
         }
     }
 
-    /// Takes one request from `key`'s bucket, or says how long until one is there.
-    fn check(&self, key: &str) -> Result<(), (RateLimit, Duration)> {
-        let Some((limit, limiter)) = &self.limit else {
+    /// Takes one request from the principal's bucket, or says how long until one is there.
+    fn check(&self, principal: &Principal) -> Result<(), (RateLimit, Duration)> {
+        let class = if principal.is_platform() {
+            &self.platform
+        } else {
+            &self.invocation
+        };
+        let key = principal.key_id.as_str();
+        let Some((limit, limiter)) = class else {
             return Ok(());
         };
         // Only registered keys get here (after auth): the map stays small.
@@ -64,12 +85,24 @@ pub(crate) fn applies(endpoint: &Endpoint) -> bool {
     endpoint.access != Access::Public && endpoint.path != "/metrics"
 }
 
+/// Whose bucket ran dry, for the refusal's message.
+fn who(principal: &Principal) -> &'static str {
+    if principal
+        .key_id
+        .starts_with(crate::keys::END_USER_KEY_PREFIX)
+    {
+        "end user"
+    } else {
+        "API key"
+    }
+}
+
 /// The middleware, after `auth::require_key` (which names the key).
 pub(crate) async fn limit(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let Some(principal) = request.extensions().get::<Principal>() else {
         return next.run(request).await;
     };
-    let Err((limit, wait)) = state.rate_limit.check(&principal.key_id) else {
+    let Err((limit, wait)) = state.rate_limit.check(principal) else {
         return next.run(request).await;
     };
     crate::metrics::get().rate_limited.inc();
@@ -80,8 +113,15 @@ pub(crate) async fn limit(State(state): State<AppState>, request: Request, next:
         StatusCode::TOO_MANY_REQUESTS,
         "rate_limited",
         format!(
-            "this API key sent more than {} requests per second (burst {}): retry after {seconds} s",
-            limit.per_second, limit.burst
+            "this {} sent more than {} requests per second (burst {}, {}): retry after {seconds} s",
+            who(principal),
+            limit.per_second,
+            limit.burst,
+            if principal.is_platform() {
+                "--rate-limit"
+            } else {
+                "--invocation-rate-limit"
+            }
         ),
     )
     .into_response();
