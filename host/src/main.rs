@@ -9,8 +9,8 @@ use clap::Parser;
 
 use agenthost::{
     Cli, Command, DeployError, DeployOptions, DeploymentStatus, KeyClass, Progress, ServeArgs,
-    ServeOptions, Server, TurnSettings, bench, build_agent, deploy, keys_command, mint_key,
-    write_secret_file,
+    ServeOptions, Server, TurnSettings, bench, build_agent, create_private_dir, deploy,
+    keys_command, mint_key, write_secret_file,
 };
 
 /// The server allocates per event (journal encoding, fan-out to streams);
@@ -179,7 +179,7 @@ fn dev_key(data_dir: &Path) -> anyhow::Result<String> {
     {
         return Ok(saved.trim().to_string());
     }
-    std::fs::create_dir_all(data_dir)?;
+    create_private_dir(data_dir)?;
     let key = mint_key(KeyClass::Platform, "dev", None).secret;
     write_secret_file(&path, &key)?;
     Ok(key)

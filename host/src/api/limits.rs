@@ -21,6 +21,8 @@ pub struct ApiLimits {
     pub approvals_snapshot: usize,
     /// Turns that may wait for a slot before new ones are refused (0: no bound).
     pub max_queued_turns: usize,
+    /// Failed authentications per source address per minute (0: off).
+    pub auth_failures_per_minute: u32,
 }
 
 impl Default for ApiLimits {
@@ -30,6 +32,7 @@ impl Default for ApiLimits {
             body_timeout: BodyTimeout::default(),
             approvals_snapshot: DEFAULT_APPROVALS_SNAPSHOT,
             max_queued_turns: super::overload::DEFAULT_MAX_QUEUED,
+            auth_failures_per_minute: super::auth_throttle::DEFAULT_PER_MINUTE,
         }
     }
 }

@@ -11,6 +11,7 @@ mod approval_feed;
 mod approvals;
 mod apps;
 mod auth;
+pub(crate) mod auth_throttle;
 pub(crate) mod body_timeout;
 mod console;
 mod controls;
@@ -91,6 +92,8 @@ pub(crate) struct Services {
     pub streams: stream_caps::StreamSlots,
     /// How long a body may take, how large the approvals snapshot is.
     pub limits: ApiLimits,
+    /// Failed authentications per source address.
+    pub auth_throttle: auth_throttle::AuthThrottle,
 }
 
 pub(crate) type AppState = Arc<Services>;

@@ -199,6 +199,11 @@ pub struct ServeArgs {
     /// past them, a request that would start one gets 503 `overloaded`. 0: no bound.
     #[arg(long, default_value_t = crate::api::overload::DEFAULT_MAX_QUEUED, env = "AGENTHOST_MAX_QUEUED_TURNS", value_name = "N")]
     pub max_queued_turns: usize,
+    /// Failed authentications one source address (an IPv6 /64) may make a
+    /// minute; past them, everything it sends with a credential gets 429
+    /// `too_many_auth_failures` until the minute ends. 0 turns it off.
+    #[arg(long, default_value_t = crate::api::auth_throttle::DEFAULT_PER_MINUTE, env = "AGENTHOST_AUTH_FAILURES_PER_MINUTE", value_name = "N")]
+    pub auth_failures_per_minute: u32,
 }
 
 /// A rate and its burst (default: twice the rate); `None` when the rate is 0.
@@ -281,6 +286,7 @@ impl ServeArgs {
             )),
             approvals_snapshot: self.approvals_snapshot_max,
             max_queued_turns: self.max_queued_turns,
+            auth_failures_per_minute: self.auth_failures_per_minute,
         })
     }
 
