@@ -32,6 +32,8 @@ pub(crate) struct Metrics {
     pub quota_refused: Family<[(&'static str, &'static str); 1], Counter>,
     /// Stream opens refused by the per-key or per-end-user cap (429 `too_many_streams`).
     pub streams_refused: Counter,
+    /// Reads of the store `GET /readyz` made (its answer is cached).
+    pub ready_probes: Counter,
     registry: Registry,
 }
 
@@ -71,6 +73,7 @@ pub(crate) fn get() -> &'static Metrics {
             rate_limited: Counter::default(),
             quota_refused: Family::default(),
             streams_refused: Counter::default(),
+            ready_probes: Counter::default(),
             registry: Registry::default(),
         };
         let mut registry = Registry::default();
@@ -128,6 +131,11 @@ pub(crate) fn get() -> &'static Metrics {
             "agenthost_streams_refused",
             "Event stream opens refused by the cap per key or per end user (429 too_many_streams)",
             metrics.streams_refused.clone(),
+        );
+        registry.register(
+            "agenthost_ready_probes",
+            "Reads of the store made by GET /readyz (its answer is reused for 1 s)",
+            metrics.ready_probes.clone(),
         );
         registry.register_collector(Box::new(ProcessCollector));
         Metrics {

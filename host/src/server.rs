@@ -191,6 +191,7 @@ impl Server {
                 options.invocation_rate_limit,
             ),
             streams: api::stream_caps::StreamSlots::new(options.api_limits.streams),
+            ready: Default::default(),
             auth_throttle: api::auth_throttle::AuthThrottle::new(
                 options.api_limits.auth_failures_per_minute,
             ),

@@ -1,6 +1,7 @@
 //! The HTTP layer itself (api/serve.rs): what a client gets for a request
 //! head hyper will not buffer or that has too many fields, and that the server goes on serving after it;
 //! a body trickled in slower than `--body-read-timeout-secs` allows gets 408;
+//! a flood of `/readyz` reads the store about once;
 //! serve flags that only tune the process (`--journal-cache-mb`).
 
 use std::time::Duration;
@@ -113,4 +114,37 @@ async fn a_body_sent_at_one_byte_per_second_gets_408() {
         )
         .await;
     assert_eq!(status, 201, "{created}");
+}
+
+/// `/readyz` is public and unthrottled: a flood of it costs the store one
+/// read a second, not one per request.
+#[tokio::test]
+async fn a_flood_of_readiness_probes_reads_the_store_about_once() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    let probes = |text: &str| -> f64 {
+        (text.lines())
+            .find_map(|line| line.strip_prefix("agenthost_ready_probes_total "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0.0)
+    };
+    let metrics = || async {
+        let response = (server.client.get(server.url("/metrics")))
+            .bearer_auth(support::KEY)
+            .send()
+            .await
+            .expect("GET /metrics");
+        response.text().await.expect("metrics text")
+    };
+    let before = probes(&metrics().await);
+    let flood = (0..64).map(|_| server.get("/readyz"));
+    for (status, body) in futures::future::join_all(flood).await {
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["status"], "ready", "{body}");
+    }
+    let read = probes(&metrics().await) - before;
+    assert!(
+        (1.0..64.0).contains(&read),
+        "64 probes at once read the store {read} times"
+    );
 }

@@ -22,7 +22,7 @@ pub(crate) mod events;
 mod extract;
 #[cfg(test)]
 mod golden_tests;
-mod health;
+pub(crate) mod health;
 mod idempotency;
 mod keys;
 pub(crate) mod limits;
@@ -94,6 +94,8 @@ pub(crate) struct Services {
     pub limits: ApiLimits,
     /// Failed authentications per source address.
     pub auth_throttle: auth_throttle::AuthThrottle,
+    /// `/readyz`'s cached probe of the store.
+    pub ready: health::ReadyProbe,
 }
 
 pub(crate) type AppState = Arc<Services>;
