@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 /// Failures per address per minute unless the operator says otherwise.
@@ -25,7 +25,8 @@ const WINDOW: Duration = Duration::from_secs(60);
 /// The failures of each address in its current window.
 pub(crate) struct AuthThrottle {
     per_minute: u32,
-    windows: Mutex<HashMap<IpAddr, (Instant, u32)>>,
+    /// Read on every authenticated request, written only on failures.
+    windows: RwLock<HashMap<IpAddr, (Instant, u32)>>,
 }
 
 /// The key an address is counted under: itself, or its /64 for IPv6.
@@ -47,7 +48,7 @@ impl AuthThrottle {
     pub(crate) fn new(per_minute: u32) -> AuthThrottle {
         AuthThrottle {
             per_minute,
-            windows: Mutex::default(),
+            windows: RwLock::default(),
         }
     }
 
@@ -56,7 +57,7 @@ impl AuthThrottle {
         if self.per_minute == 0 {
             return None;
         }
-        let windows = self.windows.lock().unwrap_or_else(PoisonError::into_inner);
+        let windows = self.windows.read().unwrap_or_else(PoisonError::into_inner);
         let (start, failures) = windows.get(&bucket(ip))?;
         let left = WINDOW.checked_sub(start.elapsed())?;
         (*failures >= self.per_minute).then_some(left)
@@ -68,7 +69,7 @@ impl AuthThrottle {
             return;
         }
         let now = Instant::now();
-        let mut windows = self.windows.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut windows = self.windows.write().unwrap_or_else(PoisonError::into_inner);
         let key = bucket(ip);
         if !windows.contains_key(&key) && windows.len() >= MAX_TRACKED {
             windows.retain(|_, (start, _)| now.duration_since(*start) < WINDOW);
@@ -129,7 +130,7 @@ mod tests {
         for i in 0..(MAX_TRACKED as u32 + 1000) {
             throttle.failed(IpAddr::V4(i.into()));
         }
-        let windows = throttle.windows.lock().unwrap();
+        let windows = throttle.windows.read().unwrap();
         assert_eq!(windows.len(), MAX_TRACKED);
     }
 }
