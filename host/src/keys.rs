@@ -3,8 +3,8 @@
 //! A key is `ahp_` (platform) or `ahi_` (invocation), a 16-hex-digit id, `_`,
 //! and 256 random bits in hex. Only its SHA-256 is stored; a presented key is
 //! looked up by id and its hash compared in constant time. The bootstrap key
-//! from `AGENTHOST_BOOTSTRAP_KEY` may be any string: it is stored under the
-//! fixed id `bootstrap`.
+//! from `AGENTHOST_BOOTSTRAP_KEY` may be any string of at least
+//! `MIN_BOOTSTRAP_LEN` characters: it is stored under the fixed id `bootstrap`.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,6 +18,20 @@ use uuid::Uuid;
 use crate::store::{ApiKeyRecord, KeyClass, now_rfc3339};
 
 pub(crate) const BOOTSTRAP_ID: &str = "bootstrap";
+/// The shortest bootstrap key `serve` accepts, in characters.
+pub(crate) const MIN_BOOTSTRAP_LEN: usize = 16;
+
+/// Refuses a bootstrap key too short to resist guessing.
+pub(crate) fn check_bootstrap(key: &str) -> Result<(), String> {
+    let length = key.chars().count();
+    if length < MIN_BOOTSTRAP_LEN {
+        return Err(format!(
+            "AGENTHOST_BOOTSTRAP_KEY is {length} characters long: use at least {MIN_BOOTSTRAP_LEN} \
+             (a long random string, e.g. `openssl rand -hex 32`)"
+        ));
+    }
+    Ok(())
+}
 
 /// What a verified caller may reach.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -261,6 +275,14 @@ impl Keys {
             .unwrap_or_else(PoisonError::into_inner)
             .values()
             .any(|e| e.principal.scope == Scope::Platform)
+    }
+
+    /// The stored SHA-256 of key `id`, while it is held: what a stream
+    /// token is bound to, so a token does not outlive a key replaced under
+    /// the same id (the bootstrap key).
+    pub(crate) fn hash_of(&self, id: &str) -> Option<[u8; 32]> {
+        let keys = self.inner.read().unwrap_or_else(PoisonError::into_inner);
+        keys.get(id).map(|entry| entry.hash)
     }
 
     /// The principal of a presented key, or `None` for any unknown,

@@ -36,7 +36,7 @@ pub use cli::{
     build as build_agent, deploy, keys as keys_command,
 };
 pub use keys::mint as mint_key;
-pub use util::{install_tls_provider, write_secret_file};
+pub use util::{create_private_dir, install_tls_provider, write_secret_file};
 
 // The HTTP contract as the end-to-end tests read it: the endpoint table
 // (the auth matrix) and the response bodies they decode.

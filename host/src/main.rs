@@ -9,8 +9,8 @@ use clap::Parser;
 
 use agenthost::{
     Cli, Command, DeployError, DeployOptions, DeploymentStatus, KeyClass, Progress, ServeArgs,
-    ServeOptions, Server, TurnSettings, bench, build_agent, deploy, keys_command, mint_key,
-    write_secret_file,
+    ServeOptions, Server, TurnSettings, bench, build_agent, create_private_dir, deploy,
+    keys_command, mint_key, write_secret_file,
 };
 
 /// The server allocates per event (journal encoding, fan-out to streams);
@@ -129,7 +129,9 @@ async fn start(args: &ServeArgs, bootstrap_key: Option<String>) -> anyhow::Resul
         compile_cache_dir: args.compile_cache_dir.clone(),
         retain_ended_sessions: args.retain_ended_sessions.map(Into::into),
         rate_limit: args.rate_limit()?,
+        invocation_rate_limit: args.invocation_rate_limit()?,
         quotas: args.quotas()?,
+        api_limits: args.api_limits()?,
         allow_insecure_jwks: args.allow_insecure_jwks,
     })
     .await?;
@@ -177,7 +179,7 @@ fn dev_key(data_dir: &Path) -> anyhow::Result<String> {
     {
         return Ok(saved.trim().to_string());
     }
-    std::fs::create_dir_all(data_dir)?;
+    create_private_dir(data_dir)?;
     let key = mint_key(KeyClass::Platform, "dev", None).secret;
     write_secret_file(&path, &key)?;
     Ok(key)

@@ -30,6 +30,10 @@ pub(crate) struct Metrics {
     pub rate_limited: Counter,
     /// Requests refused by a per-app cap (429 `quota_exceeded`), by cap.
     pub quota_refused: Family<[(&'static str, &'static str); 1], Counter>,
+    /// Stream opens refused by the per-key or per-end-user cap (429 `too_many_streams`).
+    pub streams_refused: Counter,
+    /// Reads of the store `GET /readyz` made (its answer is cached).
+    pub ready_probes: Counter,
     registry: Registry,
 }
 
@@ -68,6 +72,8 @@ pub(crate) fn get() -> &'static Metrics {
             stream_catch_ups: Counter::default(),
             rate_limited: Counter::default(),
             quota_refused: Family::default(),
+            streams_refused: Counter::default(),
+            ready_probes: Counter::default(),
             registry: Registry::default(),
         };
         let mut registry = Registry::default();
@@ -120,6 +126,16 @@ pub(crate) fn get() -> &'static Metrics {
             "agenthost_quota_refusals",
             "Requests refused by a per-app cap (429 quota_exceeded), by cap",
             metrics.quota_refused.clone(),
+        );
+        registry.register(
+            "agenthost_streams_refused",
+            "Event stream opens refused by the cap per key or per end user (429 too_many_streams)",
+            metrics.streams_refused.clone(),
+        );
+        registry.register(
+            "agenthost_ready_probes",
+            "Reads of the store made by GET /readyz (its answer is reused for 1 s)",
+            metrics.ready_probes.clone(),
         );
         registry.register_collector(Box::new(ProcessCollector));
         Metrics {
@@ -253,6 +269,7 @@ mod tests {
             "agenthost_journal_events_total",
             "agenthost_sse_streams_open",
             "agenthost_rate_limited_total",
+            "agenthost_streams_refused_total",
             "agenthost_quota_refusals_total{cap=\"running_turns\"}",
             // Whichever engine a server of this process opened first.
             "agenthost_store_info{engine=\"",

@@ -41,10 +41,15 @@ pub struct ServeOptions {
     pub store: StoreChoice,
     /// Ended sessions older than this are deleted; kept forever when `None`.
     pub retain_ended_sessions: Option<Duration>,
-    /// The per-key rate limit; off when `None`.
+    /// The per-key rate limit of platform keys; off when `None`.
     pub rate_limit: Option<api::rate_limit::RateLimit>,
+    /// The per-key rate limit of everyone else (invocation keys, end users,
+    /// stream tokens); off when `None`.
+    pub invocation_rate_limit: Option<api::rate_limit::RateLimit>,
     /// The per-app caps on open sessions and running turns.
     pub quotas: Quotas,
+    /// Open streams, body read time, the approvals snapshot.
+    pub api_limits: api::ApiLimits,
     /// Let apps' `[end_users] jwks_url` be plain `http` and loopback or
     /// private addresses (local identity providers, tests). Off by default.
     pub allow_insecure_jwks: bool,
@@ -71,7 +76,7 @@ pub struct Server {
 impl Server {
     pub async fn start(options: ServeOptions) -> anyhow::Result<Server> {
         crate::util::raise_open_file_limit();
-        std::fs::create_dir_all(&options.data_dir).with_context(|| {
+        crate::util::create_private_dir(&options.data_dir).with_context(|| {
             format!("cannot create the data dir {}", options.data_dir.display())
         })?;
         // This process's id: the owner of the turns it runs.
@@ -117,7 +122,7 @@ impl Server {
             );
         }
         let keys = load_keys(&store, &writer, &options).await?;
-        let tokens = StreamTokens::new(&master);
+        let tokens = StreamTokens::new(&master, keys.clone());
         let end_users = crate::end_users::EndUsers::new(&master, options.allow_insecure_jwks);
         let runtime = Runtime::new(
             options.data_dir.clone(),
@@ -181,7 +186,16 @@ impl Server {
             boot_id,
             shutdown,
             cors_origins: options.cors_origins,
-            rate_limit: api::rate_limit::KeyLimiter::new(options.rate_limit),
+            rate_limit: api::rate_limit::KeyLimiter::new(
+                options.rate_limit,
+                options.invocation_rate_limit,
+            ),
+            streams: api::stream_caps::StreamSlots::new(options.api_limits.streams),
+            ready: Default::default(),
+            auth_throttle: api::auth_throttle::AuthThrottle::new(
+                options.api_limits.auth_failures_per_minute,
+            ),
+            limits: options.api_limits,
         });
         Ok(Server {
             listener,
@@ -248,6 +262,7 @@ async fn load_keys(
 ) -> anyhow::Result<Keys> {
     let keys = Keys::default();
     if let Some(key) = options.bootstrap_key.as_deref().filter(|k| !k.is_empty()) {
+        keys::check_bootstrap(key).map_err(anyhow::Error::msg)?;
         // Replaces the previous bootstrap key rather than piling keys up.
         writer.put_api_key(keys::bootstrap_record(key)).await?;
     }
@@ -260,10 +275,11 @@ async fn load_keys(
         keys.insert(&minted.record);
         let path = options.data_dir.join("bootstrap-key");
         crate::util::write_secret_file(&path, &minted.secret)?;
+        // Never printed: stdout often ends up in a container's logs.
         println!(
-            "Minted a platform API key (shown once; also saved to {}):\n  {}",
+            "Minted a platform API key `{}`; it is saved in {} (mode 0600), and printed nowhere",
+            minted.record.prefix,
             path.display(),
-            minted.secret
         );
     }
     Ok(keys)

@@ -4,7 +4,9 @@
 //! A token is `st1.<session>.<expiry unix seconds>.<key id>.<HMAC-SHA256>`,
 //! signed with a key derived from the master key (so tokens survive a
 //! restart). It carries the id of the key that minted it: revoking that key
-//! revokes its tokens.
+//! revokes its tokens. The signature also covers the key's stored hash
+//! (not in the token): a key replaced under the same id (the bootstrap key,
+//! rotated by a restart) does not keep the old key's tokens valid.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -20,6 +22,8 @@ pub(crate) const TOKEN_TTL: Duration = Duration::from_secs(15 * 60);
 
 pub(crate) struct StreamTokens {
     key: [u8; 32],
+    /// The key registry, for the hash each token is bound to.
+    keys: Keys,
 }
 
 fn unix_now() -> u64 {
@@ -30,14 +34,18 @@ fn unix_now() -> u64 {
 }
 
 impl StreamTokens {
-    pub(crate) fn new(master: &MasterKey) -> StreamTokens {
+    pub(crate) fn new(master: &MasterKey, keys: Keys) -> StreamTokens {
         StreamTokens {
             key: master.derive("agenthost stream tokens v1"),
+            keys,
         }
     }
 
-    fn mac(&self, body: &str) -> Hmac<Sha256> {
-        crate::secrets::hmac(&self.key, body.as_bytes())
+    /// The MAC of a token's `body`, bound to the hash of the key it names
+    /// as `keys` holds it now (nothing for an end user, who names no key).
+    fn mac(&self, body: &str, key_id: &str, keys: &Keys) -> Hmac<Sha256> {
+        let bound = keys.hash_of(key_id).map(hex::encode).unwrap_or_default();
+        crate::secrets::hmac(&self.key, format!("{body}\n{bound}").as_bytes())
     }
 
     /// A token for `session`, minted by key `key_id`; returns it and its
@@ -51,7 +59,7 @@ impl StreamTokens {
 
     fn mint_until(&self, session: Uuid, key_id: &str, expires: u64) -> (String, u64) {
         let body = format!("st1.{}.{expires}.{key_id}", session.simple());
-        let tag = hex::encode(self.mac(&body).finalize().into_bytes());
+        let tag = hex::encode(self.mac(&body, key_id, &self.keys).finalize().into_bytes());
         (format!("{body}.{tag}"), expires)
     }
 
@@ -65,7 +73,7 @@ impl StreamTokens {
             return None;
         }
         let tag = hex::decode(tag).ok()?;
-        self.mac(body).verify_slice(&tag).ok()?;
+        self.mac(body, key_id, keys).verify_slice(&tag).ok()?;
         // An end user's token names no API key: it lives for its TTL.
         let end_user = key_id.starts_with(END_USER_KEY_PREFIX);
         if expires.parse::<u64>().ok()? <= unix_now() || !(end_user || keys.contains(key_id)) {
@@ -89,8 +97,8 @@ mod tests {
     #[test]
     fn tokens_verify_for_their_session_until_their_key_is_revoked() {
         let dir = tempfile::tempdir().unwrap();
-        let tokens = StreamTokens::new(&MasterKey::load(None, dir.path()).unwrap());
         let keys = Keys::default();
+        let tokens = StreamTokens::new(&MasterKey::load(None, dir.path()).unwrap(), keys.clone());
         let key = mint(KeyClass::Platform, "k", None);
         keys.insert(&key.record);
         let session = Uuid::now_v7();
@@ -105,5 +113,18 @@ mod tests {
         assert!(tokens.verify(&expired, &keys).is_none(), "expired");
         keys.remove(&key.record.id);
         assert!(tokens.verify(&token, &keys).is_none());
+    }
+
+    #[test]
+    fn a_key_replaced_under_the_same_id_does_not_keep_its_tokens() {
+        let dir = tempfile::tempdir().unwrap();
+        let keys = Keys::default();
+        let tokens = StreamTokens::new(&MasterKey::load(None, dir.path()).unwrap(), keys.clone());
+        keys.insert(&crate::keys::bootstrap_record("the first bootstrap key"));
+        let session = Uuid::now_v7();
+        let (token, _) = tokens.mint(session, crate::keys::BOOTSTRAP_ID);
+        assert!(tokens.verify(&token, &keys).is_some());
+        keys.insert(&crate::keys::bootstrap_record("the second bootstrap key"));
+        assert!(tokens.verify(&token, &keys).is_none(), "rotated away");
     }
 }

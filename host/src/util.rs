@@ -45,6 +45,34 @@ pub(crate) fn sync_dir(dir: &std::path::Path) -> std::io::Result<()> {
 
 /// Writes a file readable only by its owner (mode 0600), durably: the file
 /// and its directory entry are synced (the master key, a minted key).
+/// A UUIDv7 whose 74 bits after the timestamp are all fresh randomness
+/// (`Uuid::now_v7` spends 42 of them on a counter shared by the process):
+/// for ids that are capabilities, such as session ids, which a bare
+/// invocation key's holders must not guess from a neighbour's.
+pub(crate) fn random_v7() -> uuid::Uuid {
+    use rand::RngCore;
+    let millis = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let mut random = [0u8; 10];
+    rand::rng().fill_bytes(&mut random);
+    uuid::Builder::from_unix_timestamp_millis(millis, &random).into_uuid()
+}
+
+/// Creates `dir` and its missing parents with mode 0700 (on Unix): the
+/// data dir holds the journal and, by default, the master key. A directory
+/// that exists keeps its mode.
+pub fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    builder.create(dir)
+}
+
 pub fn write_secret_file(path: &std::path::Path, secret: &str) -> anyhow::Result<()> {
     use std::io::Write;
     let mut options = std::fs::OpenOptions::new();

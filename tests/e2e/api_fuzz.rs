@@ -28,7 +28,10 @@ async fn schemathesis_finds_nothing_the_document_does_not_allow() {
         );
     };
     let dir = support::data_dir();
-    let server = Server::start(dir.path()).await;
+    // The fuzzer's unauthenticated probes (thousands a minute, from one
+    // address) would trip the throttle of failed authentication, tested
+    // in tests/e2e/keys.rs, and every later request would get 429.
+    let server = Server::start_with(dir.path(), &["--auth-failures-per-minute", "0"]).await;
     // Data to reach: two apps, sessions idle and awaiting an approval.
     server.deploy("hello", &support::guest("hello")).await;
     server.deploy("ops", &support::guest("ops")).await;

@@ -1,6 +1,7 @@
 //! The approvals feed (`GET /approvals/events`): a snapshot first, then every
 //! approval requested, decided or withdrawn in commit order, resumed exactly
-//! after a Last-Event-ID; its filter and its refusals.
+//! after a Last-Event-ID; its filter and its refusals; a snapshot bounded by
+//! `--approvals-snapshot-max`, the rest paged from `GET /approvals`.
 
 use std::time::Duration;
 
@@ -174,4 +175,58 @@ async fn the_feed_streams_every_change_and_resumes_exactly_after_its_last_id() {
         assert_eq!(status, 400, "{bad}: {body}");
         assert_eq!(body["error"]["code"], "unknown_event_id", "{body}");
     }
+}
+
+#[tokio::test]
+async fn the_snapshot_carries_at_most_its_bound_and_says_there_are_more() {
+    let dir = support::data_dir();
+    let server = Server::start_with(dir.path(), &["--approvals-snapshot-max", "2"]).await;
+    deploy_ops(&server).await;
+    let mut pending = Vec::new();
+    for name in ["a", "b", "c"] {
+        pending.push(awaiting(&server, name).await);
+    }
+    let mut feed = server.approval_feed("", None).await;
+    let snapshot = feed.frame(WAIT).await.unwrap();
+    assert_eq!(snapshot.event.as_deref(), Some("APPROVALS_SNAPSHOT"));
+    let data = snapshot.json();
+    let items = data["items"].as_array().unwrap();
+    let sessions: Vec<_> = (items.iter())
+        .map(|item| item["session"]["session_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        sessions,
+        [&pending[0], &pending[1]],
+        "the oldest two: {data}"
+    );
+    assert_eq!(data["more"], true, "{data}");
+    // The rest is paged from GET /approvals after the last item.
+    let last = items[1]["event"]["id"].as_str().unwrap();
+    let (status, page) = server.get(&format!("/approvals?cursor={last}")).await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(
+        page["items"][0]["session"]["session_id"],
+        pending[2].as_str(),
+        "{page}"
+    );
+    // Live changes still come after the snapshot.
+    let d = awaiting(&server, "d").await;
+    let next = feed.frame(WAIT).await.unwrap();
+    assert_eq!(summary(&next).1, d);
+
+    // Under the bound, `more` is false.
+    for session in &pending[..3] {
+        let (status, body) = server
+            .post(&format!("/sessions/{session}/end"), json!({}))
+            .await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let mut fresh = server.approval_feed("", None).await;
+    let snapshot = fresh.frame(WAIT).await.unwrap().json();
+    assert_eq!(
+        snapshot["items"].as_array().map(Vec::len),
+        Some(1),
+        "{snapshot}"
+    );
+    assert_eq!(snapshot["more"], false, "{snapshot}");
 }

@@ -1,5 +1,6 @@
 //! Who may do what: the endpoint-to-key matrix over every row of the API's
-//! one endpoint table, key lifecycle, rotation and revocation.
+//! one endpoint table, key lifecycle, rotation and revocation (a revoked
+//! key's stream ends during a long replay, not only at the tail).
 
 use std::time::Duration;
 
@@ -321,6 +322,42 @@ async fn keys_are_minted_listed_without_secrets_and_revoked_at_once() {
     // The last platform key cannot be revoked.
     assert_eq!(server.delete("/api-keys/bootstrap").await, 409);
     assert_eq!(server.delete("/api-keys/0000000000000000").await, 404);
+}
+
+#[tokio::test]
+async fn a_revoked_keys_stream_ends_during_its_replay() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    server.deploy("rogue", &support::guest("rogue")).await;
+    // A journal longer than one replay read (512 events) and than the
+    // connection's buffers: 30 messages of 16 deltas of 64 KiB.
+    let session = server.session("rogue", "/torrent", json!(30)).await;
+    let journal = server
+        .events(&session, None)
+        .await
+        .until(&["TURN_ENDED", "TURN_ERROR"])
+        .await;
+    assert_eq!(journal.last().unwrap()["type"], "TURN_ENDED");
+    assert!(journal.len() > 520, "{} events", journal.len());
+
+    let (id, key) = server.mint_key("platform", "watcher", None).await;
+    let response = (server.client)
+        .get(server.url(&format!("/sessions/{session}/events")))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let mut stream = support::EventStream::new(response);
+    // The replay has begun (and waits on this reader) when the key goes.
+    assert!(stream.next(Duration::from_secs(60)).await.is_some());
+    assert_eq!(server.delete(&format!("/api-keys/{id}")).await, 204);
+    let rest = stream.rest_until_end(Duration::from_secs(60)).await;
+    assert!(
+        1 + rest.len() < journal.len(),
+        "the stream replayed all {} events after its key was revoked",
+        journal.len()
+    );
 }
 
 #[tokio::test]

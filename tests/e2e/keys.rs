@@ -1,63 +1,101 @@
-//! The first start mints a platform key, shows it once and saves it (0600),
-//! on redb and, in the PostgreSQL pass, on an empty PostgreSQL database.
+//! Keys and ids: the first start mints a platform key, saves it (0600) and
+//! prints it nowhere, in a data dir made 0700 (on redb and, in the
+//! PostgreSQL pass, on an empty PostgreSQL database); a short bootstrap key
+//! is refused; stream tokens die with a bootstrap key rotated under the same
+//! id; failed authentication is throttled per address; session ids carry
+//! all their random bits.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 
-use crate::support;
+use serde_json::json;
 
-#[tokio::test]
-async fn first_start_mints_a_platform_key_saved_with_mode_0600() {
-    let dir = support::data_dir();
+use crate::support::{self, KEY, Server};
+
+/// `agenthost serve` on `data_dir` with `bootstrap` as its bootstrap key
+/// (none: unset); returns the child and the lines it printed up to its
+/// listening line, and its URL, or the child that exited before.
+async fn serve(data_dir: &Path, bootstrap: Option<&str>) -> (Child, Vec<String>, Option<String>) {
     let mut command = Command::new(env!("CARGO_BIN_EXE_agenthost"));
     command
         .arg("serve")
         .arg("--data-dir")
-        .arg(dir.path())
+        .arg(data_dir)
         .args(["--addr", "127.0.0.1:0"]);
-    // On the PostgreSQL pass, the first start on an empty database.
-    let store = support::postgres_store(dir.path());
-    if let Some(url) = &store {
+    // On the PostgreSQL pass, the database of this data dir.
+    if let Some(url) = support::postgres_store(data_dir) {
         command
-            .args(["--store", url])
+            .args(["--store", &url])
             .env("AGENTHOST_MASTER_KEY", support::TEST_MASTER_KEY);
     }
-    // The log at info, to a file: the key must be printed, never logged.
-    let log = tempfile::NamedTempFile::new().unwrap();
+    match bootstrap {
+        Some(key) => command.env("AGENTHOST_BOOTSTRAP_KEY", key),
+        None => command.env_remove("AGENTHOST_BOOTSTRAP_KEY"),
+    };
+    // The log at info: a key must never be logged (the first-start test
+    // scans it).
     let mut child = command
-        .env_remove("AGENTHOST_BOOTSTRAP_KEY")
         .env("RUST_LOG", "info")
         .stdout(Stdio::piped())
-        .stderr(log.reopen().unwrap())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let stdout = child.stdout.take().unwrap();
     let (printed, url) = tokio::task::spawn_blocking(move || {
-        let mut printed = None;
-        for line in BufReader::new(stdout).lines() {
+        let mut printed = Vec::new();
+        let mut lines = BufReader::new(stdout).lines();
+        for line in lines.by_ref() {
             let line = line.unwrap();
-            if line.trim().starts_with("ahp_") {
-                printed = Some(line.trim().to_string());
-            }
             if let Some(url) = line.strip_prefix("agenthost listening on ") {
-                return (printed, url.to_string());
+                let url = url.trim().to_string();
+                std::thread::spawn(move || for _ in lines {});
+                return (printed, Some(url));
             }
+            printed.push(line);
         }
-        panic!("no listening line");
+        (printed, None)
     })
     .await
     .unwrap();
-    let key = printed.expect("the minted key is printed");
-    let path = dir.path().join("bootstrap-key");
-    assert_eq!(std::fs::read_to_string(&path).unwrap().trim(), key);
+    (child, printed, url)
+}
+
+fn stop(mut child: Child) {
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[tokio::test]
+async fn first_start_mints_a_platform_key_saved_0600_printed_nowhere_in_a_0700_data_dir() {
+    let parent = support::data_dir();
+    // A data dir the server makes itself (the temp dir is made 0700 by the test).
+    let dir = parent.path().join("data");
+    let (mut child, printed, url) = serve(&dir, None).await;
+    let url = url.expect("the server listens");
+    let path = dir.join("bootstrap-key");
+    let key = std::fs::read_to_string(&path).unwrap().trim().to_string();
+    assert!(key.starts_with("ahp_"), "{key}");
+    let stdout = printed.join("\n");
+    assert!(!stdout.contains(&key), "the key was printed: {stdout}");
+    assert!(
+        stdout.contains(&path.display().to_string()),
+        "says where the key is: {stdout}"
+    );
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700, "the data dir is private");
     }
     let client = support::client();
-    let engine = if store.is_some() { "postgres" } else { "redb" };
+    let engine = if support::on_postgres() {
+        "postgres"
+    } else {
+        "redb"
+    };
     support::assert_engine(&client, &url, &key, engine).await;
     let ok = client
         .get(format!("{url}/apps"))
@@ -74,7 +112,149 @@ async fn first_start_mints_a_platform_key_saved_with_mode_0600() {
         .unwrap();
     assert_eq!(bad.status(), 401);
     let _ = child.kill();
+    let mut log = Vec::new();
+    child.stderr.take().unwrap().read_to_end(&mut log).unwrap();
     let _ = child.wait();
     support::leaks::used("platform key", &key);
-    support::leaks::check(log.path());
+    assert_eq!(support::leaks::find(&log), None, "the key in the server's log");
+}
+
+#[tokio::test]
+async fn a_short_bootstrap_key_is_refused_with_a_clear_error() {
+    let dir = support::data_dir();
+    let (mut child, _, url) = serve(dir.path(), Some("short-key")).await;
+    assert!(url.is_none(), "the server started with a 9-character key");
+    let status = child.wait().unwrap();
+    assert!(!status.success());
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(
+        stderr.contains("AGENTHOST_BOOTSTRAP_KEY is 9 characters long: use at least 16"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn stream_tokens_die_with_a_bootstrap_key_rotated_under_the_same_id() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    server.deploy("hello", &support::guest("hello")).await;
+    let session = server.session("hello", "/chat", json!("hi")).await;
+    let (status, minted) = server
+        .post(&format!("/sessions/{session}/stream-token"), json!({}))
+        .await;
+    assert_eq!(status, 201, "{minted}");
+    let token = minted["stream_token"].as_str().unwrap().to_string();
+    let stream = format!("/sessions/{session}/events?token={token}");
+    let response = server.client.get(server.url(&stream)).send().await.unwrap();
+    assert_eq!(response.status(), 200, "the token works");
+    drop(response);
+    drop(server);
+
+    // The operator rotates the bootstrap key: a new value, the same id.
+    let rotated = "a-rotated-bootstrap-key-0123456789";
+    let (child, _, url) = serve(dir.path(), Some(rotated)).await;
+    let url = url.expect("the server listens");
+    let client = support::client();
+    let get = |path: String, key: Option<&str>| {
+        let mut request = client.get(format!("{url}{path}"));
+        if let Some(key) = key {
+            request = request.bearer_auth(key);
+        }
+        request.send()
+    };
+    let old = get("/apps".into(), Some(KEY)).await.unwrap();
+    assert_eq!(old.status(), 401, "the old bootstrap key is gone");
+    let new = get("/apps".into(), Some(rotated)).await.unwrap();
+    assert_eq!(new.status(), 200);
+    let refused = get(stream, None).await.unwrap();
+    assert_eq!(
+        refused.status(),
+        401,
+        "a token of the old bootstrap key still opens a stream"
+    );
+    stop(child);
+}
+
+#[tokio::test]
+async fn failed_authentication_is_throttled_per_address() {
+    let dir = support::data_dir();
+    let server = Server::start_with(dir.path(), &["--auth-failures-per-minute", "3"]).await;
+    for _ in 0..3 {
+        let (status, body) = server.get_as("not-a-key", "/apps").await;
+        assert_eq!(status, 401, "{body}");
+    }
+    let response = (server.client.get(server.url("/apps")))
+        .bearer_auth("still-not-a-key")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 429);
+    let retry_after = (response.headers().get("retry-after"))
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .expect("a Retry-After of whole seconds");
+    assert!((1..=60).contains(&retry_after), "{retry_after}");
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "too_many_auth_failures", "{body}");
+    // The address is held off whatever it sends until its minute is over:
+    // the check comes before the key's.
+    let (status, body) = server.get_as(KEY, "/apps").await;
+    assert_eq!(status, 429, "{body}");
+    // Public endpoints are not checked.
+    let (status, _) = server.get("/healthz").await;
+    assert_eq!(status, 200);
+}
+
+#[tokio::test]
+async fn session_ids_carry_all_their_random_bits() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    server.deploy("hello", &support::guest("hello")).await;
+    // Sessions made in one burst share milliseconds; uuid's own v7 ids
+    // would then differ only by a counter in their first 42 random bits.
+    let mut same_millisecond = 0;
+    for _ in 0..10 {
+        let creates = (0..32).map(|_| {
+            server.post(
+                "/sessions",
+                json!({"app": "hello", "route": "/chat", "input": "hi"}),
+            )
+        });
+        let mut ids: Vec<u128> = futures::future::join_all(creates)
+            .await
+            .into_iter()
+            .map(|(status, body)| {
+                assert_eq!(status, 201, "{body}");
+                let id = body["session_id"].as_str().unwrap();
+                uuid::Uuid::parse_str(id).unwrap().as_u128()
+            })
+            .collect();
+        ids.sort_unstable();
+        for pair in ids.windows(2) {
+            let millis = |id: u128| id >> 80;
+            if millis(pair[0]) != millis(pair[1]) {
+                continue;
+            }
+            same_millisecond += 1;
+            // rand_a (12 bits) and the top 30 of rand_b: the 42 counter bits.
+            let counter = |id: u128| ((id >> 64) & 0xfff) << 30 | ((id >> 32) & 0x3fff_ffff);
+            let gap = counter(pair[1]) - counter(pair[0]);
+            assert!(
+                gap > 1 << 20,
+                "two session ids of one millisecond are {gap} apart in their first random bits: {:032x} {:032x}",
+                pair[0],
+                pair[1]
+            );
+        }
+        if same_millisecond >= 5 {
+            break;
+        }
+    }
+    assert!(same_millisecond > 0, "no two sessions shared a millisecond");
 }

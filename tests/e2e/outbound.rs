@@ -1,6 +1,7 @@
 //! Outbound HTTP: the manifest's allowlist within the operator's ceiling,
 //! private addresses refused unless the operator allows them, and every
-//! request on the record (never its query, headers or body).
+//! request on the record (never its query, headers or body; a secret in its
+//! origin, method or refusal reason redacted).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -307,4 +308,49 @@ async fn a_turn_that_ended_its_session_sends_nothing_more() {
     assert!(reason.contains("suspended, failed or ended"), "{reason}");
     assert!(of_type(&events, "HTTP_REQUEST").is_empty());
     assert_eq!(up.hits.load(Ordering::SeqCst), 0);
+}
+
+/// A secret that is part of a host name never reaches the journal or the
+/// log through a refused request's record: its origin, method and reason
+/// are redacted like its path.
+#[tokio::test]
+async fn a_secret_in_a_refused_host_name_is_redacted_in_the_record_and_the_log() {
+    let up = upstream().await;
+    let dir = support::data_dir();
+    let log = dir.path().join("server.log");
+    let server = Server::start_logging_to(dir.path(), &log, &[("RUST_LOG", "info")]).await;
+    let (status, body) = server.put_secret("HOSTKEY", "zq7hostsecret").await;
+    assert!(status == 201 || status == 200, "{body}");
+    let manifest = format!(
+        "[app]\nslug = \"fetch\"\n[agent]\nentry = \"agent.wasm\"\nsecrets = [\"HOSTKEY\"]\n[outbound]\nallow = {}\n",
+        json!([up.origin])
+    );
+    let component = support::guest("fetch");
+    let (status, row) = server
+        .upload(bundle(&[("agent.wasm", &component)]), &manifest)
+        .await;
+    assert_eq!(status, 202, "{row}");
+    let row = server.wait_built(&row).await;
+    assert_eq!(row["status"], "active", "{row}");
+
+    let events = fetch(&server, "http://zq7hostsecret.example.invalid/x").await;
+    let denied = &of_type(&events, "HTTP_REQUEST_DENIED")[0]["payload"];
+    assert_eq!(
+        denied["origin"], "http://[REDACTED:HOSTKEY].example.invalid",
+        "{denied}"
+    );
+    let records: Vec<_> = (events.iter())
+        .filter(|e| e["type"].as_str().is_some_and(|t| t.starts_with("HTTP_")))
+        .collect();
+    let records = serde_json::to_string(&records).unwrap();
+    assert!(!records.contains("zq7hostsecret"), "{records}");
+    // The refusal's log line too (the client's own input is not logged).
+    let logged = std::fs::read_to_string(&log).unwrap();
+    let refused: Vec<_> = (logged.lines())
+        .filter(|l| l.contains("outbound request refused"))
+        .collect();
+    assert!(!refused.is_empty(), "no refusal logged:\n{logged}");
+    for line in refused {
+        assert!(!line.contains("zq7hostsecret"), "{line}");
+    }
 }

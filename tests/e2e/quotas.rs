@@ -1,6 +1,8 @@
 //! Rate limits and quotas (docs/limits.md#rate-limits-and-quotas): a burst
 //! over a key's rate gets 429 `rate_limited` with Retry-After and recovers
-//! after it, while other keys, streams and metrics go on; the per-app caps
+//! after it, opening a stream counted like any request, while other keys
+//! and metrics go on; event streams open at once are capped per key (with
+//! its stream tokens) and per end user; the per-app caps
 //! on running turns and open sessions refuse with 429 `quota_exceeded`,
 //! exactly at the cap under concurrent requests, and accept again once a
 //! turn or a session ends; every refusal is counted in `GET /metrics`.
@@ -87,16 +89,19 @@ async fn a_burst_over_the_key_rate_gets_429_with_retry_after_and_recovers() {
     assert!(body["error"]["message"].is_string(), "{body}");
     assert_eq!(body.as_object().map(|o| o.len()), Some(1), "{body}");
 
-    // Meanwhile: another key, the event stream and /metrics are not refused.
-    let (status, _) = server.get_as(&other, "/apps").await;
-    assert_eq!(status, 200);
+    // Opening an event stream counts like any request: refused too (it is
+    // refused before the session is looked up, or this would be a 404).
     let stream = (server.client)
         .get(server.url(&format!("/sessions/{}/events", uuid::Uuid::nil())))
         .bearer_auth(KEY)
         .send()
         .await
         .expect("GET events");
-    assert_eq!(stream.status(), 404, "streams are not rate limited");
+    assert_eq!(stream.status(), 429, "a stream's open is rate limited");
+    statuses.push(429);
+    // Meanwhile: another key and /metrics are not refused.
+    let (status, _) = server.get_as(&other, "/apps").await;
+    assert_eq!(status, 200);
     let text = metrics(&server, KEY).await;
     let refusals = statuses.iter().filter(|s| **s == 429).count() as f64;
     assert!(
@@ -202,4 +207,201 @@ async fn the_open_sessions_cap_is_exact_under_concurrent_creates_and_frees_on_en
         )
         .await;
     assert_quota(status, &refused, "--max-open-sessions-per-app 3");
+}
+
+/// Opens the event stream of `session` with `key` (or a stream token) and
+/// returns the answer's status and, on 200, the open response.
+async fn open_stream(
+    server: &Server,
+    session: &str,
+    key: Option<&str>,
+    token: Option<&str>,
+) -> (u16, Option<reqwest::Response>, Value) {
+    let mut url = server.url(&format!("/sessions/{session}/events"));
+    if let Some(token) = token {
+        url = format!("{url}?token={token}");
+    }
+    let mut request = server.client.get(url);
+    if let Some(key) = key {
+        request = request.bearer_auth(key);
+    }
+    let response = request.send().await.expect("GET events");
+    let status = response.status().as_u16();
+    if status == 200 {
+        return (status, Some(response), Value::Null);
+    }
+    let body = response.json().await.unwrap_or(Value::Null);
+    (status, None, body)
+}
+
+fn assert_too_many(status: u16, body: &Value, flag: &str) {
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(body["error"]["code"], "too_many_streams", "{body}");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains(flag), "names the cap: {body}");
+}
+
+#[tokio::test]
+async fn streams_open_at_once_are_capped_per_key_and_per_end_user() {
+    let (_dir, server) = server_with(&[
+        "--max-streams-per-key",
+        "2",
+        "--max-streams-per-end-user",
+        "1",
+    ])
+    .await;
+    // A session that never ends: its streams stay open.
+    let session = server
+        .session("slow", "/slow", json!({"sleep_ms": 0}))
+        .await;
+    let (status, first, _) = open_stream(&server, &session, Some(KEY), None).await;
+    assert_eq!(status, 200);
+    let (status, second, _) = open_stream(&server, &session, Some(KEY), None).await;
+    assert_eq!(status, 200);
+    let (status, _, body) = open_stream(&server, &session, Some(KEY), None).await;
+    assert_too_many(status, &body, "--max-streams-per-key 2");
+    // The key's stream tokens count with it.
+    let (status, minted) = server
+        .post(&format!("/sessions/{session}/stream-token"), json!({}))
+        .await;
+    assert_eq!(status, 201, "{minted}");
+    let token = minted["stream_token"].as_str().unwrap();
+    let (status, _, body) = open_stream(&server, &session, None, Some(token)).await;
+    assert_too_many(status, &body, "--max-streams-per-key 2");
+    // Another key has its own count.
+    let (_, other) = server.mint_key("platform", "other", None).await;
+    let (status, third, _) = open_stream(&server, &session, Some(&other), None).await;
+    assert_eq!(status, 200);
+
+    // An end user has a cap of their own.
+    let user = server.end_user_token("slow", "ada").await;
+    let (status, created) = server
+        .post_as(
+            &user,
+            "/sessions",
+            json!({"app": "slow", "route": "/slow", "input": {"sleep_ms": 0}}),
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let own = created["session_id"].as_str().unwrap().to_string();
+    let (status, held, _) = open_stream(&server, &own, Some(&user), None).await;
+    assert_eq!(status, 200);
+    let (status, _, body) = open_stream(&server, &own, Some(&user), None).await;
+    assert_too_many(status, &body, "--max-streams-per-end-user 1");
+
+    // A stream the client closes gives its place back (once the server
+    // sees the connection go).
+    drop(first);
+    let mut reopened = None;
+    for _ in 0..200 {
+        let (status, response, body) = open_stream(&server, &session, Some(KEY), None).await;
+        if status == 200 {
+            reopened = response;
+            break;
+        }
+        assert_too_many(status, &body, "--max-streams-per-key 2");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(
+        reopened.is_some(),
+        "a closed stream's place was never freed"
+    );
+    let text = metrics(&server, KEY).await;
+    assert!(
+        sample(&text, "agenthost_streams_refused_total") >= 3.0,
+        "{text}"
+    );
+    drop((second, third, held, reopened));
+}
+
+#[tokio::test]
+async fn turns_past_the_queue_bound_get_503_until_the_queue_moves() {
+    let (_dir, server) =
+        server_with(&["--max-concurrent-turns", "1", "--max-queued-turns", "1"]).await;
+    let long = json!({"sleep_ms": 60_000});
+    // The first turn holds the one slot (it is running: its message started)...
+    let first = server.session("slow", "/slow", long.clone()).await;
+    let mut stream = server.events(&first, None).await;
+    stream.until(&["MESSAGE_START"]).await;
+    // ...the second waits for it...
+    let second = server.session("slow", "/slow", long.clone()).await;
+    // ...and a third would wait too: refused before anything is committed.
+    let body = json!({"app": "slow", "route": "/slow", "input": long});
+    let response = (server.client.post(server.url("/sessions")))
+        .bearer_auth(KEY)
+        .json(&body)
+        .send()
+        .await
+        .expect("POST /sessions");
+    assert_eq!(response.status(), 503);
+    assert!(response.headers().contains_key("retry-after"));
+    let refused: Value = response.json().await.expect("a JSON error");
+    assert_eq!(refused["error"]["code"], "overloaded", "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("--max-queued-turns 1"), "{refused}");
+    let (_, sessions) = server.get("/sessions?app=slow").await;
+    assert_eq!(
+        sessions["items"].as_array().map(Vec::len),
+        Some(2),
+        "{sessions}"
+    );
+
+    // The first ends: the second takes the slot, and the queue has room.
+    let (status, view) = (server.post(&format!("/sessions/{first}/cancel"), json!({}))).await;
+    assert_eq!(status, 200, "{view}");
+    server
+        .events(&second, None)
+        .await
+        .until(&["MESSAGE_START"])
+        .await;
+    let (status, created) = server.post("/sessions", body).await;
+    assert_eq!(status, 201, "{created}");
+    let text = metrics(&server, KEY).await;
+    assert_eq!(
+        sample(
+            &text,
+            "agenthost_quota_refusals_total{cap=\"queued_turns\"}"
+        ),
+        1.0,
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn invocation_keys_and_end_users_have_a_lower_rate_of_their_own() {
+    let (_dir, server) = server_with(&[
+        "--invocation-rate-limit",
+        "1",
+        "--invocation-rate-limit-burst",
+        "2",
+    ])
+    .await;
+    let (_, invocation) = server.mint_key("invocation", "web", Some("slow")).await;
+    let session = server
+        .session("slow", "/slow", json!({"sleep_ms": 0}))
+        .await;
+    let path = format!("/sessions/{session}");
+    let mut statuses = Vec::new();
+    let mut refusal = Value::Null;
+    for _ in 0..4 {
+        let (status, body) = server.get_as(&invocation, &path).await;
+        statuses.push(status);
+        if status == 429 {
+            refusal = body;
+        }
+    }
+    assert_eq!(statuses[..2], [200, 200], "{statuses:?}");
+    assert!(statuses.contains(&429), "{statuses:?}");
+    assert_eq!(refusal["error"]["code"], "rate_limited", "{refusal}");
+    let message = refusal["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("--invocation-rate-limit"), "{refusal}");
+    // An end user has a bucket of their own, under the same rate.
+    let user = server.end_user_token("slow", "ada").await;
+    let (status, body) = server.get_as(&user, "/sessions").await;
+    assert_eq!(status, 200, "{body}");
+    // Platform keys keep --rate-limit (default 5 000 a second).
+    for _ in 0..10 {
+        let (status, body) = server.get(&path).await;
+        assert_eq!(status, 200, "{body}");
+    }
 }

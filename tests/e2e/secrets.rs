@@ -1,5 +1,6 @@
 //! Secrets: sealed at rest, listed without values, injected at each turn,
-//! rotated without a redeploy, redacted from what the agent emits.
+//! rotated without a redeploy, redacted from what the agent emits; racing
+//! writes leave turns the value that was stored last.
 
 use serde_json::{Value, json};
 
@@ -155,4 +156,68 @@ async fn a_secret_the_deployment_does_not_declare_stays_invisible() {
         said(&events),
         "len=16 reversed=7-eulav-deralced raw=[REDACTED:GREETING]"
     );
+}
+
+/// What the `env` app's agent sees of secret `name` in a fresh session.
+async fn seen(server: &Server, name: &str) -> String {
+    let session = server.session("env", "/env", json!(name)).await;
+    let events = server
+        .events(&session, None)
+        .await
+        .until(&["TURN_ENDED", "TURN_ERROR"])
+        .await;
+    said(&events)
+}
+
+/// Racing `PUT`s of one name commit in some order; the value turns get
+/// (the in-memory vault) must be the one that was committed last, the one
+/// a restart loads from the store.
+#[tokio::test]
+async fn racing_writes_of_a_secret_leave_turns_the_stored_value() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    let names: Vec<String> = (0..8).map(|i| format!("RACE_{i}")).collect();
+    let manifest = format!(
+        "[app]\nslug = \"env\"\n[agent]\nentry = \"agent.wasm\"\nsecrets = {}\n",
+        json!(names)
+    );
+    for name in &names {
+        let (status, body) = put(&server, name, "initial-value").await;
+        assert_eq!(status, 201, "{body}");
+    }
+    let rogue = support::guest("rogue");
+    let (status, row) = server
+        .upload(bundle(&[("agent.wasm", &rogue)]), &manifest)
+        .await;
+    assert_eq!(status, 202, "{row}");
+    assert_eq!(server.wait_built(&row).await["status"], "active");
+
+    // Eight writes of each name at once: they share commits, and their
+    // handlers return together.
+    let server_ref = &server;
+    let writes = (names.iter()).flat_map(|name| {
+        (0..8)
+            .map(move |i| async move { put(server_ref, name, &format!("{name}-value-{i}")).await })
+    });
+    for (status, body) in futures::future::join_all(writes).await {
+        assert_eq!(status, 200, "{body}");
+    }
+    let mut before = Vec::new();
+    for name in &names {
+        before.push(seen(&server, name).await);
+    }
+    drop(server);
+    let server = Server::start(dir.path()).await;
+    for (name, before) in names.iter().zip(before) {
+        let stored = seen(&server, name).await;
+        assert!(
+            stored.contains(&format!("{name}-value-").chars().rev().collect::<String>())
+                || stored.contains("reversed="),
+            "{stored}"
+        );
+        assert_eq!(
+            before, stored,
+            "turns saw another value of {name} than the one stored"
+        );
+    }
 }

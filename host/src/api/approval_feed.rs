@@ -2,8 +2,9 @@
 //! approver's screen never polls (docs/approvals.md).
 //!
 //! Without a usable `Last-Event-ID` the stream opens with one
-//! `APPROVALS_SNAPSHOT` frame (every pending approval, read together with
-//! the feed's head, which is its id); then, in the feed's order (its seq,
+//! `APPROVALS_SNAPSHOT` frame (the oldest pending approvals, at most
+//! `--approvals-snapshot-max` of them, with `more` when there are others,
+//! read together with the feed's head, which is its id); then, in the feed's order (its seq,
 //! the commit order on every engine and every host), one frame per
 //! `APPROVAL_REQUESTED`, `APPROVAL_DECIDED` and `APPROVAL_WITHDRAWN`, with
 //! the seq as its id. A reconnect with the last id it saw resumes exactly
@@ -114,6 +115,9 @@ pub(super) async fn stream(
                         }
                     }
                 };
+                if super::events::revoked(&mut revocations, &state.keys, &key_id) {
+                    return;
+                }
                 for item in &page.items {
                     match entry_frame(item.seq, &item.json) {
                         Ok(frame) => yield Ok(frame),
@@ -163,9 +167,16 @@ async fn read(state: &AppState, after: u64, app: Option<Uuid>) -> Result<FeedPag
 
 /// The snapshot frame and the feed position it stands at.
 async fn snapshot(state: &AppState, app: Option<Uuid>) -> Result<(u64, Event), ApiError> {
-    let (head, items) = state.store.read(move |s| s.approval_snapshot(app)).await?;
+    let max = state.limits.approvals_snapshot;
+    let (head, mut items) = (state.store)
+        .read(move |s| s.approval_snapshot_page(app, max.saturating_add(1)))
+        .await?;
+    // One more than the bound was read: it says whether there are others.
+    let more = items.len() > max;
+    items.truncate(max);
     let items = items.iter().map(item_view).collect::<Result<Vec<_>, _>>()?;
-    let data = serde_json::to_string(&ApprovalSnapshot { items }).map_err(ApiError::internal)?;
+    let data =
+        serde_json::to_string(&ApprovalSnapshot { items, more }).map_err(ApiError::internal)?;
     let frame = Event::default()
         .id(head.to_string())
         .event(SNAPSHOT)

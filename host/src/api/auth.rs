@@ -8,7 +8,9 @@
 //! (an invocation key only reaches its app's sessions, as 404 otherwise) is
 //! checked by the handlers, which know the session.
 
-use axum::extract::{Request, State};
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -23,6 +25,15 @@ pub(super) async fn require_key(
     mut request: Request,
     next: Next,
 ) -> Response {
+    let peer = (request.extensions().get::<ConnectInfo<SocketAddr>>()).map(|info| info.0.ip());
+    if let Some(wait) = peer.and_then(|ip| state.auth_throttle.blocked(ip)) {
+        return throttled(state.auth_throttle.per_minute(), wait);
+    }
+    let failed = || {
+        if let Some(ip) = peer {
+            state.auth_throttle.failed(ip);
+        }
+    };
     let bearer = request
         .headers()
         .get(header::AUTHORIZATION)
@@ -40,7 +51,12 @@ pub(super) async fn require_key(
             None if EndUsers::claims_token(key) => {
                 match state.end_users.authenticate(key, &state.store).await {
                     Ok(principal) => Some(principal),
-                    Err(Refusal::Token(err)) => return end_user_refused(&err),
+                    Err(Refusal::Token(err)) => {
+                        if !matches!(err, EndUserAuthError::JwksUnavailable(_)) {
+                            failed();
+                        }
+                        return end_user_refused(&err);
+                    }
                     Err(Refusal::Store(err)) => return ApiError::from(err).into_response(),
                 }
             }
@@ -52,6 +68,7 @@ pub(super) async fn require_key(
         None => None,
     };
     let Some(principal) = principal else {
+        failed();
         return unauthorized();
     };
     if access == Access::Platform && !principal.is_platform() {
@@ -111,6 +128,21 @@ fn end_user_refused(err: &EndUserAuthError) -> Response {
         header::WWW_AUTHENTICATE,
         HeaderValue::from_static("Bearer error=\"invalid_token\""),
     );
+    response
+}
+
+/// The answer to an address over its failed authentications.
+fn throttled(per_minute: u32, wait: std::time::Duration) -> Response {
+    let seconds = (wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1);
+    let mut response = ApiError::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        "too_many_auth_failures",
+        format!(
+            "this address failed authentication more than {per_minute} times this minute (--auth-failures-per-minute): retry after {seconds} s"
+        ),
+    )
+    .into_response();
+    (response.headers_mut()).insert(header::RETRY_AFTER, HeaderValue::from(seconds));
     response
 }
 

@@ -232,6 +232,11 @@ pub(super) fn frames(
                             }
                         },
                     };
+                    // A key revoked while its stream replays a long
+                    // journal ends it here, not only once it reaches the tail.
+                    if revoked(&mut revocations, &state.keys, &key_id) {
+                        return;
+                    }
                     let full = chunk.len() == REPLAY_CHUNK;
                     for event in &chunk {
                         next = event.seq + 1;
@@ -257,7 +262,7 @@ pub(super) fn frames(
                     // Revoking the key (or the key behind a stream token) ends its streams.
                     revoked = revocations.recv() => match revoked {
                         Ok(id) if id == key_id => return,
-                        Err(_) if !state.keys.contains(&key_id) => return,
+                        Err(_) if !still_valid(&state.keys, &key_id) => return,
                         _ => continue,
                     },
                 };
@@ -283,4 +288,31 @@ pub(super) fn frames(
             }
         }
     }
+}
+
+/// Whether the key `key_id` (or the key behind a stream token) was revoked
+/// since the stream last looked, without waiting.
+pub(super) fn revoked(
+    revocations: &mut tokio::sync::broadcast::Receiver<String>,
+    keys: &crate::keys::Keys,
+    key_id: &str,
+) -> bool {
+    use tokio::sync::broadcast::error::TryRecvError;
+    loop {
+        match revocations.try_recv() {
+            Ok(id) if id == key_id => return true,
+            Ok(_) => {}
+            Err(TryRecvError::Empty) => return false,
+            // Missed some: whether the key is still held says it all.
+            Err(TryRecvError::Lagged(_) | TryRecvError::Closed) => {
+                return !still_valid(keys, key_id);
+            }
+        }
+    }
+}
+
+/// Whether a stream's `key_id` still authenticates: an API key still in
+/// the registry, or an end user (who names no key and is never revoked).
+pub(super) fn still_valid(keys: &crate::keys::Keys, key_id: &str) -> bool {
+    key_id.starts_with(crate::keys::END_USER_KEY_PREFIX) || keys.contains(key_id)
 }

@@ -11,6 +11,8 @@ mod approval_feed;
 mod approvals;
 mod apps;
 mod auth;
+pub(crate) mod auth_throttle;
+pub(crate) mod body_timeout;
 mod console;
 mod controls;
 mod deployments;
@@ -20,15 +22,18 @@ pub(crate) mod events;
 mod extract;
 #[cfg(test)]
 mod golden_tests;
-mod health;
+pub(crate) mod health;
 mod idempotency;
 mod keys;
+pub(crate) mod limits;
 mod openapi;
+pub(crate) mod overload;
 mod paging;
 pub(crate) mod rate_limit;
 mod secrets;
 mod serve;
 mod sessions;
+pub(crate) mod stream_caps;
 mod table;
 pub(crate) mod views;
 
@@ -45,6 +50,7 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 use uuid::Uuid;
 
 pub(crate) use error::ApiError;
+pub(crate) use limits::ApiLimits;
 pub use table::endpoints;
 #[cfg(test)]
 pub(crate) use table::openapi_document;
@@ -82,6 +88,14 @@ pub(crate) struct Services {
     pub cors_origins: Vec<String>,
     /// The per-key rate limit's buckets.
     pub rate_limit: rate_limit::KeyLimiter,
+    /// The event streams open per key and per end user, and their caps.
+    pub streams: stream_caps::StreamSlots,
+    /// How long a body may take, how large the approvals snapshot is.
+    pub limits: ApiLimits,
+    /// Failed authentications per source address.
+    pub auth_throttle: auth_throttle::AuthThrottle,
+    /// `/readyz`'s cached probe of the store.
+    pub ready: health::ReadyProbe,
 }
 
 pub(crate) type AppState = Arc<Services>;
@@ -112,10 +126,26 @@ pub struct Endpoint {
 }
 
 /// The router: every endpoint of `table`, each behind its access check
-/// and, where it applies, the per-key rate limit.
+/// and, where they apply, the per-key rate limit and the cap on open streams.
 pub(crate) fn router(state: AppState) -> Router {
     let mut router = Router::new();
     for (endpoint, _, handler) in table() {
+        let handler = if stream_caps::applies(&endpoint) {
+            handler.route_layer(middleware::from_fn_with_state(
+                state.clone(),
+                stream_caps::cap,
+            ))
+        } else {
+            handler
+        };
+        let handler = if overload::applies(&endpoint) {
+            handler.route_layer(middleware::from_fn_with_state(
+                state.clone(),
+                overload::refuse,
+            ))
+        } else {
+            handler
+        };
         let handler = if rate_limit::applies(&endpoint) {
             handler.route_layer(middleware::from_fn_with_state(
                 state.clone(),
@@ -124,7 +154,8 @@ pub(crate) fn router(state: AppState) -> Router {
         } else {
             handler
         };
-        // The layer added last runs first: auth, then the rate limit.
+        // The layer added last runs first: auth, the rate limit, the queue
+        // bound, the stream cap.
         let handler = match endpoint.access {
             Access::Public => handler,
             access => handler.route_layer(middleware::from_fn_with_state(
@@ -142,6 +173,10 @@ pub(crate) fn router(state: AppState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(JSON_BODY_LIMIT))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            body_timeout::limit,
+        ))
         .layer(middleware::from_fn(log_request))
         .layer(cors)
         .with_state(state)

@@ -369,7 +369,7 @@ fn error_statuses(endpoint: &Endpoint, doc: &Doc) -> Vec<u16> {
         statuses.push(403);
     }
     if !matches!(doc.body, Body::None) {
-        statuses.extend([400, 413, 422]);
+        statuses.extend([400, 408, 413, 422]);
     }
     if matches!(doc.body, Body::Json(_) | Body::OptionalJson(_)) {
         statuses.push(415);
@@ -389,11 +389,12 @@ fn error_description(status: u16) -> &'static str {
         403 => "This endpoint needs a platform key",
         404 => "Not found",
         409 => "Conflicts with the current state",
+        408 => "The request body did not arrive in time",
         413 => "The body is over its limit",
         415 => "Not `Content-Type: application/json`",
         422 => "Well-formed but refused",
         429 => {
-            "Too many requests: over the key's rate limit (`rate_limited`, with Retry-After), or an app's cap (`quota_exceeded`)"
+            "Too many requests: over the key's rate limit (`rate_limited`, with Retry-After), an app's cap (`quota_exceeded`), the cap on open event streams (`too_many_streams`), or too many failed authentications from the address (`too_many_auth_failures`)"
         }
         500 => "Server-side failure (details are logged)",
         503 => "Storage unavailable, or shutting down",

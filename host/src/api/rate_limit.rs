@@ -1,8 +1,8 @@
 //! The per-key rate limit: requests per second with a burst, per API key
 //! and per host (a GCRA token bucket, `governor`). Over it a request gets
-//! 429 `rate_limited` with `Retry-After`. Streams and `GET /metrics` are
-//! not limited (`applies`), so a reconnecting client or a scraper is never
-//! refused by it.
+//! 429 `rate_limited` with `Retry-After`. Opening an event stream counts as
+//! one request (its frames do not); `GET /metrics` is not limited
+//! (`applies`), so a scraper is never refused by it.
 
 use std::num::NonZeroU32;
 use std::time::Duration;
@@ -17,8 +17,12 @@ use governor::{DefaultKeyedRateLimiter, Quota};
 use super::{Access, ApiError, AppState, Endpoint};
 use crate::keys::Principal;
 
-/// Requests per second per key unless the operator says otherwise (`--rate-limit`).
+/// Requests per second per platform key unless the operator says otherwise (`--rate-limit`).
 pub(crate) const DEFAULT_RATE: u32 = 5000;
+/// Requests per second per invocation key, end user or stream token unless
+/// the operator says otherwise (`--invocation-rate-limit`): they ship in
+/// frontends, so every visitor holds them.
+pub(crate) const DEFAULT_INVOCATION_RATE: u32 = 500;
 
 /// The operator's limit (`--rate-limit`, `--rate-limit-burst`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,24 +33,41 @@ pub struct RateLimit {
     pub burst: NonZeroU32,
 }
 
-/// Each key's bucket on this host; `None` when the limit is off.
+/// The buckets of one class of principal; `None` when its limit is off.
+type Buckets = Option<(RateLimit, DefaultKeyedRateLimiter<String>)>;
+
+fn buckets(limit: Option<RateLimit>) -> Buckets {
+    limit.map(|limit| {
+        let quota = Quota::per_second(limit.per_second).allow_burst(limit.burst);
+        (limit, DefaultKeyedRateLimiter::keyed(quota))
+    })
+}
+
+/// Each key's bucket on this host: platform keys under `--rate-limit`,
+/// everyone else (invocation keys, end users, stream tokens) under
+/// `--invocation-rate-limit`.
 pub(crate) struct KeyLimiter {
-    limit: Option<(RateLimit, DefaultKeyedRateLimiter<String>)>,
+    platform: Buckets,
+    invocation: Buckets,
 }
 
 impl KeyLimiter {
-    pub(crate) fn new(limit: Option<RateLimit>) -> KeyLimiter {
+    pub(crate) fn new(platform: Option<RateLimit>, invocation: Option<RateLimit>) -> KeyLimiter {
         KeyLimiter {
-            limit: limit.map(|limit| {
-                let quota = Quota::per_second(limit.per_second).allow_burst(limit.burst);
-                (limit, DefaultKeyedRateLimiter::keyed(quota))
-            }),
+            platform: buckets(platform),
+            invocation: buckets(invocation),
         }
     }
 
-    /// Takes one request from `key`'s bucket, or says how long until one is there.
-    fn check(&self, key: &str) -> Result<(), (RateLimit, Duration)> {
-        let Some((limit, limiter)) = &self.limit else {
+    /// Takes one request from the principal's bucket, or says how long until one is there.
+    fn check(&self, principal: &Principal) -> Result<(), (RateLimit, Duration)> {
+        let class = if principal.is_platform() {
+            &self.platform
+        } else {
+            &self.invocation
+        };
+        let key = principal.key_id.as_str();
+        let Some((limit, limiter)) = class else {
             return Ok(());
         };
         // Only registered keys get here (after auth): the map stays small.
@@ -56,14 +77,24 @@ impl KeyLimiter {
     }
 }
 
-/// Whether the rate limit applies to an endpoint: every authenticated one
-/// but the event streams (a reconnect resumes with Last-Event-ID and must
-/// not be refused) and `GET /metrics` (a scraper's gaps would hide the very
-/// refusals it counts).
+/// Whether the rate limit applies to an endpoint: every authenticated one,
+/// the event streams' opens included (each open replays from the journal),
+/// but `GET /metrics` (a scraper's gaps would hide the very refusals it
+/// counts).
 pub(crate) fn applies(endpoint: &Endpoint) -> bool {
-    !matches!(endpoint.access, Access::Public | Access::SessionStream)
-        && !endpoint.path.ends_with("/events")
-        && endpoint.path != "/metrics"
+    endpoint.access != Access::Public && endpoint.path != "/metrics"
+}
+
+/// Whose bucket ran dry, for the refusal's message.
+fn who(principal: &Principal) -> &'static str {
+    if principal
+        .key_id
+        .starts_with(crate::keys::END_USER_KEY_PREFIX)
+    {
+        "end user"
+    } else {
+        "API key"
+    }
 }
 
 /// The middleware, after `auth::require_key` (which names the key).
@@ -71,7 +102,7 @@ pub(crate) async fn limit(State(state): State<AppState>, request: Request, next:
     let Some(principal) = request.extensions().get::<Principal>() else {
         return next.run(request).await;
     };
-    let Err((limit, wait)) = state.rate_limit.check(&principal.key_id) else {
+    let Err((limit, wait)) = state.rate_limit.check(principal) else {
         return next.run(request).await;
     };
     crate::metrics::get().rate_limited.inc();
@@ -82,8 +113,15 @@ pub(crate) async fn limit(State(state): State<AppState>, request: Request, next:
         StatusCode::TOO_MANY_REQUESTS,
         "rate_limited",
         format!(
-            "this API key sent more than {} requests per second (burst {}): retry after {seconds} s",
-            limit.per_second, limit.burst
+            "this {} sent more than {} requests per second (burst {}, {}): retry after {seconds} s",
+            who(principal),
+            limit.per_second,
+            limit.burst,
+            if principal.is_platform() {
+                "--rate-limit"
+            } else {
+                "--invocation-rate-limit"
+            }
         ),
     )
     .into_response();

@@ -44,7 +44,7 @@ pub(super) async fn put(
         .seal(&name, &body.value, None)
         .map_err(ApiError::internal)?;
     let (record, new) = state.writer.put_secret(sealed).await?;
-    state.vault.set(&name, Some(&body.value));
+    reload(&state, &name).await?;
     let status = if new {
         StatusCode::CREATED
     } else {
@@ -64,6 +64,21 @@ pub(super) async fn delete(
 ) -> Result<StatusCode, ApiError> {
     check_name(&name)?;
     state.writer.delete_secret(name.clone()).await?;
-    state.vault.set(&name, None);
+    reload(&state, &name).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// Sets the in-memory vault's `name` from the store after a commit, in the
+/// store's order: two racing writes' handlers may return in either order,
+/// so each one sets what is stored, not what it wrote (see `Vault::reloads`).
+async fn reload(state: &AppState, name: &str) -> Result<(), ApiError> {
+    let _ordered = state.vault.reloads().lock().await;
+    let lookup = name.to_string();
+    let stored = (state.store)
+        .read(move |s| Ok(s.secrets()?.into_iter().find(|r| r.name == lookup)))
+        .await?;
+    (state.vault)
+        .apply(name, stored.as_ref())
+        .map_err(ApiError::internal)?;
+    Ok(())
 }

@@ -21,12 +21,18 @@ use std::io;
 use std::pin::pin;
 use std::time::Duration;
 
+use std::net::SocketAddr;
+
 use axum::Router;
+use axum::extract::ConnectInfo;
+use axum::http::Request;
+use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
+use tower::ServiceExt;
 
 /// The largest request head (request line and headers) accepted.
 const MAX_HEAD: usize = 64 * 1024;
@@ -55,9 +61,9 @@ pub(super) async fn serve(
     let (closed_tx, closed) = watch::channel(());
     let mut shutdown = pin!(shutdown);
     loop {
-        let tcp = tokio::select! {
+        let (tcp, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((tcp, _)) => tcp,
+                Ok(accepted) => accepted,
                 Err(err) => {
                     accept_error(err).await;
                     continue;
@@ -65,7 +71,7 @@ pub(super) async fn serve(
             },
             () = &mut shutdown => break,
         };
-        let connection = connection(&http, tcp, router.clone(), stopping.clone());
+        let connection = connection(&http, tcp, peer, router.clone(), stopping.clone());
         let closed = closed.clone();
         tokio::spawn(async move {
             connection.await;
@@ -84,13 +90,20 @@ pub(super) async fn serve(
 fn connection(
     http: &http1::Builder,
     tcp: TcpStream,
+    peer: SocketAddr,
     router: Router,
     mut stopping: watch::Receiver<bool>,
 ) -> impl Future<Output = ()> + Send + 'static {
     if let Err(err) = tcp.set_nodelay(true) {
         tracing::debug!(error = %err, "cannot set TCP_NODELAY");
     }
-    let conn = http.serve_connection(TokioIo::new(tcp), TowerToHyperService::new(router));
+    // Every request knows the address it came from (the throttle of failed
+    // authentication counts by it).
+    let service = router.map_request(move |mut request: Request<Incoming>| {
+        request.extensions_mut().insert(ConnectInfo(peer));
+        request
+    });
+    let conn = http.serve_connection(TokioIo::new(tcp), TowerToHyperService::new(service));
     async move {
         let mut conn = pin!(conn);
         let result = tokio::select! {

@@ -135,8 +135,11 @@ pub(crate) struct ApprovalPage {
 /// the frame's id, so the entries after it are exactly what changed since.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub(crate) struct ApprovalSnapshot {
-    /// Oldest request first.
+    /// Oldest request first, at most the server's `--approvals-snapshot-max`.
     pub items: Vec<ApprovalItemView>,
+    /// Whether more approvals are pending than `items` holds: page the
+    /// rest with `GET /approvals?cursor=<the last item's event id>`.
+    pub more: bool,
 }
 
 /// A pending approval (`GET /approvals`): the session and its

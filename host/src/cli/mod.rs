@@ -164,6 +164,13 @@ pub struct ServeArgs {
     /// Requests a key may send at once after a quiet spell (default: twice --rate-limit).
     #[arg(long, env = "AGENTHOST_RATE_LIMIT_BURST", value_name = "N")]
     pub rate_limit_burst: Option<u32>,
+    /// As --rate-limit, for invocation keys, end users and stream tokens
+    /// (what ships in frontends), each with its own bucket. 0 turns it off.
+    #[arg(long, default_value_t = crate::api::rate_limit::DEFAULT_INVOCATION_RATE, env = "AGENTHOST_INVOCATION_RATE_LIMIT", value_name = "PER_SECOND")]
+    pub invocation_rate_limit: u32,
+    /// Their burst (default: twice --invocation-rate-limit).
+    #[arg(long, env = "AGENTHOST_INVOCATION_RATE_LIMIT_BURST", value_name = "N")]
+    pub invocation_rate_limit_burst: Option<u32>,
     /// Sessions not ended that one app may have, across every host; a new
     /// session over it gets 429 `quota_exceeded`. Off by default.
     #[arg(long, env = "AGENTHOST_MAX_OPEN_SESSIONS_PER_APP", value_name = "N")]
@@ -173,6 +180,51 @@ pub struct ServeArgs {
     /// decision) gets 429 `quota_exceeded`. Off by default.
     #[arg(long, env = "AGENTHOST_MAX_RUNNING_TURNS_PER_APP", value_name = "N")]
     pub max_running_turns_per_app: Option<u64>,
+    /// Event streams one API key (with the stream tokens it minted) may
+    /// hold open on this host; one more gets 429 `too_many_streams`. 0: no cap.
+    #[arg(long, default_value_t = crate::api::stream_caps::DEFAULT_PER_KEY, env = "AGENTHOST_MAX_STREAMS_PER_KEY", value_name = "N")]
+    pub max_streams_per_key: usize,
+    /// Event streams one end user may hold open on this host. 0: no cap.
+    #[arg(long, default_value_t = crate::api::stream_caps::DEFAULT_PER_END_USER, env = "AGENTHOST_MAX_STREAMS_PER_END_USER", value_name = "N")]
+    pub max_streams_per_end_user: usize,
+    /// Seconds a request body may take to arrive after its head (a bundle
+    /// upload gets 20 times this); later, 408 `request_timeout`.
+    #[arg(long, default_value_t = crate::api::body_timeout::DEFAULT_SECS, env = "AGENTHOST_BODY_READ_TIMEOUT_SECS", value_name = "SECS")]
+    pub body_read_timeout_secs: u64,
+    /// Pending approvals the approvals feed's first frame carries at most
+    /// (oldest first; `more` says there are others: page `GET /approvals`).
+    #[arg(long, default_value_t = crate::api::limits::DEFAULT_APPROVALS_SNAPSHOT, env = "AGENTHOST_APPROVALS_SNAPSHOT_MAX", value_name = "N")]
+    pub approvals_snapshot_max: usize,
+    /// Turns that may wait for a slot on this host (each holds its input);
+    /// past them, a request that would start one gets 503 `overloaded`. 0: no bound.
+    #[arg(long, default_value_t = crate::api::overload::DEFAULT_MAX_QUEUED, env = "AGENTHOST_MAX_QUEUED_TURNS", value_name = "N")]
+    pub max_queued_turns: usize,
+    /// Failed authentications one source address (an IPv6 /64) may make a
+    /// minute; past them, everything it sends with a credential gets 429
+    /// `too_many_auth_failures` until the minute ends. 0 turns it off.
+    #[arg(long, default_value_t = crate::api::auth_throttle::DEFAULT_PER_MINUTE, env = "AGENTHOST_AUTH_FAILURES_PER_MINUTE", value_name = "N")]
+    pub auth_failures_per_minute: u32,
+}
+
+/// A rate and its burst (default: twice the rate); `None` when the rate is 0.
+fn rate(
+    per_second: u32,
+    burst: Option<u32>,
+    burst_flag: &str,
+) -> anyhow::Result<Option<crate::api::rate_limit::RateLimit>> {
+    use std::num::NonZeroU32;
+    let Some(per_second) = NonZeroU32::new(per_second) else {
+        return Ok(None);
+    };
+    let burst = match burst {
+        None => per_second.saturating_mul(NonZeroU32::MIN.saturating_add(1)),
+        Some(burst) => NonZeroU32::new(burst)
+            .ok_or_else(|| anyhow::anyhow!("{burst_flag}: must be 1 or more"))?,
+    };
+    Ok(Some(crate::api::rate_limit::RateLimit {
+        per_second,
+        burst,
+    }))
 }
 
 impl ServeArgs {
@@ -198,21 +250,44 @@ impl ServeArgs {
         anyhow::bail!("--store: expected `redb` or a postgres:// URL, got `{store}`")
     }
 
-    /// The per-key rate limit these flags describe (`None`: off).
+    /// The per-key rate limit of platform keys these flags describe (`None`: off).
     pub fn rate_limit(&self) -> anyhow::Result<Option<crate::api::rate_limit::RateLimit>> {
-        use std::num::NonZeroU32;
-        let Some(per_second) = NonZeroU32::new(self.rate_limit) else {
-            return Ok(None);
-        };
-        let burst = match self.rate_limit_burst {
-            None => per_second.saturating_mul(NonZeroU32::MIN.saturating_add(1)),
-            Some(burst) => NonZeroU32::new(burst)
-                .ok_or_else(|| anyhow::anyhow!("--rate-limit-burst: must be 1 or more"))?,
-        };
-        Ok(Some(crate::api::rate_limit::RateLimit {
-            per_second,
-            burst,
-        }))
+        rate(self.rate_limit, self.rate_limit_burst, "--rate-limit-burst")
+    }
+
+    /// The per-key rate limit of everyone else (`None`: off).
+    pub fn invocation_rate_limit(
+        &self,
+    ) -> anyhow::Result<Option<crate::api::rate_limit::RateLimit>> {
+        rate(
+            self.invocation_rate_limit,
+            self.invocation_rate_limit_burst,
+            "--invocation-rate-limit-burst",
+        )
+    }
+
+    /// The API limits these flags describe.
+    pub fn api_limits(&self) -> anyhow::Result<crate::api::ApiLimits> {
+        anyhow::ensure!(
+            self.body_read_timeout_secs > 0,
+            "--body-read-timeout-secs: must be 1 or more"
+        );
+        anyhow::ensure!(
+            self.approvals_snapshot_max > 0,
+            "--approvals-snapshot-max: must be 1 or more"
+        );
+        Ok(crate::api::ApiLimits {
+            streams: crate::api::stream_caps::StreamCaps {
+                per_key: self.max_streams_per_key,
+                per_end_user: self.max_streams_per_end_user,
+            },
+            body_timeout: crate::api::body_timeout::BodyTimeout(Duration::from_secs(
+                self.body_read_timeout_secs,
+            )),
+            approvals_snapshot: self.approvals_snapshot_max,
+            max_queued_turns: self.max_queued_turns,
+            auth_failures_per_minute: self.auth_failures_per_minute,
+        })
     }
 
     /// The per-app caps these flags describe.

@@ -115,6 +115,22 @@ impl Drop for Active {
     }
 }
 
+/// Counts a turn waiting for its slot until it has it (or is cancelled).
+struct Waiting(Arc<AtomicUsize>);
+
+impl Waiting {
+    fn new(count: &Arc<AtomicUsize>) -> Waiting {
+        count.fetch_add(1, Ordering::Relaxed);
+        Waiting(count.clone())
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 pub struct Runtime {
     engine: Engine,
     pub(crate) linker: Linker<InstanceData>,
@@ -126,6 +142,8 @@ pub struct Runtime {
     vault: Arc<Vault>,
     /// Turns scheduled and not yet finished.
     active: Arc<AtomicUsize>,
+    /// Turns waiting for a slot (`turns_waiting`).
+    waiting: Arc<AtomicUsize>,
     /// The turns this host runs, for cancels.
     controls: Arc<Controls>,
     /// The operator's default for `TurnLimits::approval_timeout`.
@@ -202,6 +220,7 @@ impl Runtime {
             slots: Arc::new(Semaphore::new(max_concurrent_turns.max(1))),
             vault,
             active: Arc::default(),
+            waiting: Arc::default(),
             controls: Arc::default(),
             approval_timeout: turns.approval_timeout,
             accepting: AtomicBool::new(true),
@@ -253,14 +272,17 @@ impl Runtime {
         // its lease is renewed while it waits for a slot and while it runs).
         let hold = self.store.hold_turn(ticket.session_id);
         let registered = self.controls.register(ticket.session_id, ticket.turn);
+        // Counted from now, so the request that started it sees it.
+        let waiting = Waiting::new(&self.waiting);
         // The supervisor: a runner that dies without its final commit (a
         // panic in host code) must not leave the session running forever.
         tokio::spawn(async move {
             let _active = active;
             let _hold = hold;
             let (session, turn) = (ticket.session_id, ticket.turn);
-            let runner =
-                tokio::spawn((runtime.clone()).run_when_free(ticket, registered, committed));
+            let runner = tokio::spawn(
+                (runtime.clone()).run_when_free(ticket, registered, committed, waiting),
+            );
             if let Err(err) = runner.await
                 && err.is_panic()
             {
@@ -280,6 +302,7 @@ impl Runtime {
         ticket: TurnTicket,
         registered: Registered,
         committed: Option<Committed>,
+        waiting: Waiting,
     ) {
         let gate = registered.gate.clone();
         let slot = tokio::select! {
@@ -290,6 +313,7 @@ impl Runtime {
                 return;
             }
         };
+        drop(waiting);
         let Ok(_slot) = slot else {
             return;
         };
@@ -364,6 +388,12 @@ impl Runtime {
     /// Another host asked to cancel a turn: cancels it if it runs here.
     pub fn cancel_here(&self, session: Uuid, turn: u32, by: &str) {
         self.controls.cancel(session, turn, by);
+    }
+
+    /// Turns on this host waiting for a slot now (the API refuses new
+    /// turns past `--max-queued-turns` of them).
+    pub(crate) fn turns_waiting(&self) -> usize {
+        self.waiting.load(Ordering::Relaxed)
     }
 
     /// Stops starting turns (shutdown); running ones go on.

@@ -34,6 +34,8 @@ pub enum SecretError {
 pub struct Vault {
     cipher: XChaCha20Poly1305,
     values: RwLock<HashMap<String, Arc<str>>>,
+    /// See `reloads`.
+    reloading: tokio::sync::Mutex<()>,
 }
 
 /// `[A-Za-z_][A-Za-z0-9_]{0,127}`, not starting with `SERVICE_` or `AGENTHOST_`
@@ -56,6 +58,7 @@ impl Vault {
         Vault {
             cipher: XChaCha20Poly1305::new(&key.into()),
             values: RwLock::default(),
+            reloading: tokio::sync::Mutex::default(),
         }
     }
 
@@ -116,6 +119,25 @@ impl Vault {
         }
         *self.values.write().unwrap_or_else(PoisonError::into_inner) = values;
         Ok(())
+    }
+
+    /// Sets secret `name` from its stored record (`None`: deleted) and
+    /// returns its value.
+    pub fn apply(
+        &self,
+        name: &str,
+        stored: Option<&SecretRecord>,
+    ) -> Result<Option<Arc<str>>, SecretError> {
+        let value = stored.map(|record| self.open(record)).transpose()?;
+        self.set(name, value.as_deref());
+        Ok(value.map(Arc::from))
+    }
+
+    /// Serializes the API's reloads of a secret after its commits: each
+    /// reads the stored record and sets it while holding this, so the last
+    /// set is of the last read, the latest committed value.
+    pub fn reloads(&self) -> &tokio::sync::Mutex<()> {
+        &self.reloading
     }
 
     /// After a committed change: the new value, or `None` when deleted.

@@ -139,6 +139,14 @@ pub trait Engine: Send + Sync + 'static {
     fn approval_snapshot(
         &self,
         app_id: Option<Uuid>,
+    ) -> Result<(u64, Vec<ApprovalItem>), StoreError> {
+        self.approval_snapshot_page(app_id, usize::MAX)
+    }
+    /// As `approval_snapshot`, but the `limit` oldest pending approvals only.
+    fn approval_snapshot_page(
+        &self,
+        app_id: Option<Uuid>,
+        limit: usize,
     ) -> Result<(u64, Vec<ApprovalItem>), StoreError>;
     /// Up to `limit` entries of the approvals feed with seq > `after`
     /// (optionally of one app), in seq order, with the feed's marks.

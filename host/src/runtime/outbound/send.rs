@@ -28,8 +28,12 @@ use crate::runtime::limits::OUTBOX_BYTES;
 /// What the journal says about a request before it leaves.
 struct Described {
     id: String,
+    /// The method, redacted (a guest may choose any token).
     method: String,
     origin: Origin,
+    /// The origin as journaled and logged: redacted (a secret may be part
+    /// of a host name).
+    shown_origin: String,
     path: String,
 }
 
@@ -75,9 +79,10 @@ impl Outbound {
         let origin = Origin::of(request.uri()).ok_or(Error::HttpRequestUriInvalid)?;
         let described = Described {
             id: self.next_request_id(),
-            method: request.method().as_str().to_string(),
+            method: self.redactor.redact(request.method().as_str()).into_owned(),
             // The path only: a query string may carry credentials.
             path: self.redactor.redact(request.uri().path()).into_owned(),
+            shown_origin: self.redactor.redact(&origin.to_string()).into_owned(),
             origin,
         };
         if self.is_stopped() {
@@ -104,7 +109,7 @@ impl Outbound {
         let marker = NewEvent::of(&payloads::HttpRequest {
             request_id: described.id.clone(),
             method: described.method.clone(),
-            origin: described.origin.to_string(),
+            origin: described.shown_origin.clone(),
             path: described.path.clone(),
         });
         let queued = self.writer.append(&self.outbox, vec![marker]).await;
@@ -246,13 +251,15 @@ impl Outbound {
             self.fail_output();
             return;
         }
-        tracing::info!(session = %self.outbox.session(), turn = self.outbox.turn(), origin = %described.origin, reason, "outbound request refused");
+        // The reason may name the host, which may hold a secret.
+        let reason = self.redactor.redact(reason);
+        tracing::info!(session = %self.outbox.session(), turn = self.outbox.turn(), origin = %described.shown_origin, reason = %reason, "outbound request refused");
         self.push_finished(NewEvent::of(&payloads::HttpRequestDenied {
             request_id: described.id.clone(),
             method: described.method.clone(),
-            origin: described.origin.to_string(),
+            origin: described.shown_origin.clone(),
             path: described.path.clone(),
-            reason: reason.to_string(),
+            reason: reason.into_owned(),
         }));
     }
 }

@@ -67,7 +67,8 @@ impl Op for CreateSession {
             quotas::check_user(batch, app.id, &user.id, cap)?;
         }
         let now = now_rfc3339();
-        let id = Uuid::now_v7();
+        // A capability for a bare invocation key: all its random bits fresh.
+        let id = crate::util::random_v7();
         let record = SessionRecord {
             id,
             app_id: app.id,

@@ -173,9 +173,10 @@ impl Engine for PgEngine {
         pending(&mut *self.conn()?, app_id, after, limit)
     }
 
-    fn approval_snapshot(
+    fn approval_snapshot_page(
         &self,
         app_id: Option<Uuid>,
+        limit: usize,
     ) -> Result<(u64, Vec<ApprovalItem>), StoreError> {
         // One snapshot for both reads: the head and the list agree.
         let mut conn = self.conn()?;
@@ -191,7 +192,7 @@ impl Engine for PgEngine {
             Some(row) => row.try_get(0).map_err(corrupt)?,
             None => 0,
         };
-        let items = pending(&mut txn, app_id, None, usize::MAX)?;
+        let items = pending(&mut txn, app_id, None, limit)?;
         txn.commit().map_err(|e| pg(&e))?;
         Ok((head.max(0) as u64, items))
     }

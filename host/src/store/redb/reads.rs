@@ -193,12 +193,13 @@ impl Engine for RedbEngine {
         pending(&txn, app_id, after, limit)
     }
 
-    fn approval_snapshot(
+    fn approval_snapshot_page(
         &self,
         app_id: Option<Uuid>,
+        limit: usize,
     ) -> Result<(u64, Vec<ApprovalItem>), StoreError> {
         let txn = self.db.begin_read().map_err(storage)?;
-        Ok((feed::head(&txn)?, pending(&txn, app_id, None, usize::MAX)?))
+        Ok((feed::head(&txn)?, pending(&txn, app_id, None, limit)?))
     }
 
     fn approval_feed(
@@ -250,12 +251,7 @@ fn pending(
     let index = txn.open_table(tables::PENDING_APPROVALS).map_err(storage)?;
     let sessions = txn.open_table(tables::SESSIONS).map_err(storage)?;
     let events = txn.open_table(tables::EVENTS).map_err(storage)?;
-    // The index is by session: every pending approval is read and
-    // sorted by request (they are few: one per waiting session).
-    let mut out = Vec::new();
-    for row in index.iter().map_err(storage)? {
-        let (session, seq) = row.map_err(storage)?;
-        let (session, seq) = (session.value(), seq.value());
+    let read = |session: u128, seq: u64| -> Result<ApprovalItem, StoreError> {
         let record: SessionRecord = match sessions.get(session).map_err(storage)? {
             Some(v) => decode(v.value())?,
             None => {
@@ -264,23 +260,36 @@ fn pending(
                 )));
             }
         };
-        if app_id.is_some_and(|app| app != record.app_id) {
-            continue;
-        }
         let event = events
             .get((session, seq))
             .map_err(storage)?
             .and_then(|v| decode_record(seq, v.value()))
             .ok_or_else(|| corrupt(format!("approval event {session}/{seq} is missing")))?;
-        if after.is_some_and(|after| event.id <= after) {
-            continue;
-        }
-        out.push(ApprovalItem {
+        Ok(ApprovalItem {
             session: record,
             event,
-        });
+        })
+    };
+    // The index is by session: every pending approval is looked at and
+    // sorted by request, keeping only its id (an item may be large: its
+    // arguments, the turn's input); the page's items are read again.
+    let mut order = Vec::new();
+    for row in index.iter().map_err(storage)? {
+        let (session, seq) = row.map_err(storage)?;
+        let (session, seq) = (session.value(), seq.value());
+        let item = read(session, seq)?;
+        if app_id.is_some_and(|app| app != item.session.app_id) {
+            continue;
+        }
+        if after.is_some_and(|after| item.event.id <= after) {
+            continue;
+        }
+        order.push((item.event.id, session, seq));
     }
-    out.sort_unstable_by_key(|item| item.event.id);
-    out.truncate(limit);
-    Ok(out)
+    order.sort_unstable();
+    order.truncate(limit);
+    order
+        .into_iter()
+        .map(|(_, session, seq)| read(session, seq))
+        .collect()
 }

@@ -1,0 +1,208 @@
+//! The cap on event streams open at once per API key and per end user
+//! (`--max-streams-per-key`, `--max-streams-per-end-user`): one more open
+//! gets 429 `too_many_streams` and nothing is read. A stream holds its
+//! place until its response body is dropped (the client went away, the
+//! stream ended, or the server stopped).
+//!
+//! Counted by the principal's `key_id`: a key's streams and those of the
+//! stream tokens it minted share one count, as an end user's do (their
+//! `key_id` is `user:<app>:<hash>`). The map holds only keys with a stream
+//! open, so it is bounded by the streams themselves.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+
+use super::{ApiError, AppState, Endpoint};
+use crate::keys::{END_USER_KEY_PREFIX, Principal};
+
+/// Streams one API key may hold open at once unless the operator says otherwise.
+pub(crate) const DEFAULT_PER_KEY: usize = 1000;
+/// Streams one end user may hold open at once unless the operator says otherwise.
+pub(crate) const DEFAULT_PER_END_USER: usize = 16;
+
+/// The operator's caps (`0`: no cap).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamCaps {
+    pub per_key: usize,
+    pub per_end_user: usize,
+}
+
+impl Default for StreamCaps {
+    fn default() -> Self {
+        StreamCaps {
+            per_key: DEFAULT_PER_KEY,
+            per_end_user: DEFAULT_PER_END_USER,
+        }
+    }
+}
+
+/// The streams open now, per `key_id`.
+pub(crate) struct StreamSlots {
+    caps: StreamCaps,
+    open: Arc<Mutex<HashMap<String, usize>>>,
+}
+
+/// One open stream's place; gives it back when dropped.
+struct Slot {
+    key: String,
+    open: Arc<Mutex<HashMap<String, usize>>>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(count) = open.get_mut(&self.key) {
+            *count -= 1;
+            if *count == 0 {
+                open.remove(&self.key);
+            }
+        }
+    }
+}
+
+impl StreamSlots {
+    pub(crate) fn new(caps: StreamCaps) -> StreamSlots {
+        StreamSlots {
+            caps,
+            open: Arc::default(),
+        }
+    }
+
+    /// A place for one more stream of `principal`, or the cap it is at
+    /// (and the flag that sets it).
+    fn take(&self, principal: &Principal) -> Result<Option<Slot>, (usize, &'static str, &str)> {
+        let end_user = principal.key_id.starts_with(END_USER_KEY_PREFIX);
+        let (cap, flag, who) = if end_user {
+            (
+                self.caps.per_end_user,
+                "--max-streams-per-end-user",
+                "end user",
+            )
+        } else {
+            (self.caps.per_key, "--max-streams-per-key", "API key")
+        };
+        if cap == 0 {
+            return Ok(None);
+        }
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = open.entry(principal.key_id.clone()).or_default();
+        if *count >= cap {
+            return Err((cap, flag, who));
+        }
+        *count += 1;
+        Ok(Some(Slot {
+            key: principal.key_id.clone(),
+            open: self.open.clone(),
+        }))
+    }
+
+    /// Streams open now under `key_id` (for tests).
+    #[cfg(test)]
+    fn count(&self, key_id: &str) -> usize {
+        let open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        open.get(key_id).copied().unwrap_or(0)
+    }
+}
+
+/// Whether an endpoint answers with an event stream: the `…/events`
+/// streams and AG-UI runs.
+pub(crate) fn applies(endpoint: &Endpoint) -> bool {
+    endpoint.path.ends_with("/events") || endpoint.path.starts_with("/ag-ui/")
+}
+
+/// The middleware, after authentication and the rate limit.
+pub(crate) async fn cap(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let Some(principal) = request.extensions().get::<Principal>() else {
+        return next.run(request).await;
+    };
+    let slot = match state.streams.take(principal) {
+        Ok(slot) => slot,
+        Err((cap, flag, who)) => {
+            crate::metrics::get().streams_refused.inc();
+            return ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_streams",
+                format!(
+                    "this {who} has {cap} event streams open, its cap ({flag} {cap}): close one first"
+                ),
+            )
+            .into_response();
+        }
+    };
+    let response = next.run(request).await;
+    let Some(slot) = slot else {
+        return response;
+    };
+    if response.status() != StatusCode::OK {
+        return response;
+    }
+    // The place is held as long as the body: until the stream is dropped.
+    response.map(|body| {
+        Body::from_stream(body.into_data_stream().map(move |frame| {
+            let _held = &slot;
+            frame
+        }))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keys::Scope;
+
+    fn principal(key_id: &str) -> Principal {
+        Principal {
+            key_id: key_id.into(),
+            name: "k".into(),
+            scope: Scope::Platform,
+            user: None,
+        }
+    }
+
+    #[test]
+    fn a_key_holds_at_most_its_cap_and_a_dropped_stream_frees_its_place() {
+        let slots = StreamSlots::new(StreamCaps {
+            per_key: 2,
+            per_end_user: 1,
+        });
+        let key = principal("k1");
+        let first = slots.take(&key).unwrap();
+        let second = slots.take(&key).unwrap();
+        assert!(slots.take(&key).is_err(), "the third is over the cap");
+        assert!(
+            slots.take(&principal("k2")).is_ok(),
+            "another key's own count"
+        );
+        let user = principal("user:app:hash");
+        let held = slots.take(&user).unwrap();
+        assert!(slots.take(&user).is_err(), "an end user's cap is their own");
+        drop(first);
+        assert_eq!(slots.count("k1"), 1);
+        assert!(slots.take(&key).is_ok());
+        drop((second, held));
+        assert_eq!(slots.count("user:app:hash"), 0);
+        assert!(
+            slots.open.lock().unwrap().is_empty(),
+            "no entry is left behind"
+        );
+    }
+
+    #[test]
+    fn a_zero_cap_counts_nothing() {
+        let slots = StreamSlots::new(StreamCaps {
+            per_key: 0,
+            per_end_user: 0,
+        });
+        for _ in 0..10 {
+            assert!(slots.take(&principal("k")).unwrap().is_none());
+        }
+        assert_eq!(slots.count("k"), 0);
+    }
+}
