@@ -1,6 +1,8 @@
 //! Edges of the contract a review found (issue 15): every JSON body must be
 //! an object (serde would read an array into a struct field by field), and
-//! the `Bearer` scheme is case-insensitive (RFC 9110).
+//! the `Bearer` scheme is case-insensitive (RFC 9110); text with a NUL
+//! character is refused alike on both engines (PostgreSQL cannot store it,
+//! and one such row would fail a commit shared with other sessions' events).
 
 use serde_json::{Value, json};
 
@@ -112,4 +114,62 @@ async fn an_upload_declared_over_the_limit_is_refused_before_its_body_is_read() 
     let answer = String::from_utf8_lossy(&answer);
     assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
     assert!(answer.contains("payload_too_large"), "{answer}");
+}
+
+#[tokio::test]
+async fn text_with_a_nul_character_is_refused_on_every_engine() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    server.deploy("hello", &support::guest("hello")).await;
+    let session = server.session("hello", "/chat", json!("hi")).await;
+    server
+        .events(&session, None)
+        .await
+        .until(&["TURN_ENDED"])
+        .await;
+    // In a JSON body: an input, an AG-UI thread id, a key's name.
+    let bodies = [
+        (
+            "/sessions",
+            json!({"app": "hello", "route": "/chat", "input": "a\u{0}b"}),
+        ),
+        (
+            &format!("/sessions/{session}/input") as &str,
+            json!({"input": "\u{0}"}),
+        ),
+        (
+            "/api-keys",
+            json!({"scope": "platform", "name": "ops\u{0}"}),
+        ),
+        (
+            "/ag-ui/hello/chat",
+            json!({"threadId": "t\u{0}-0123456789abcdef0123456789", "runId": "r",
+                   "messages": [{"id": "m", "role": "user", "content": "hi"}]}),
+        ),
+    ];
+    for (path, body) in bodies {
+        let (status, answer) = server.post(path, body).await;
+        assert_eq!(
+            (status, &answer["error"]["code"]),
+            (422, &json!("invalid_body")),
+            "{path}: {answer}"
+        );
+    }
+    // In a query and a path.
+    for (path, code) in [
+        ("/sessions?app=hel%00lo", "invalid_query"),
+        ("/approvals?app=%00", "invalid_query"),
+        ("/apps/hel%00lo", "invalid_path"),
+    ] {
+        let (status, answer) = server.get(path).await;
+        assert_eq!(
+            (status, &answer["error"]["code"]),
+            (400, &json!(code)),
+            "{path}: {answer}"
+        );
+    }
+    // Nothing of it reached the journal: the session took no second input.
+    let (status, answer) = server.get(&format!("/sessions/{session}")).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["status"], "idle", "{answer}");
 }

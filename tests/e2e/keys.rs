@@ -116,7 +116,11 @@ async fn first_start_mints_a_platform_key_saved_0600_printed_nowhere_in_a_0700_d
     child.stderr.take().unwrap().read_to_end(&mut log).unwrap();
     let _ = child.wait();
     support::leaks::used("platform key", &key);
-    assert_eq!(support::leaks::find(&log), None, "the key in the server's log");
+    assert_eq!(
+        support::leaks::find(&log),
+        None,
+        "the key in the server's log"
+    );
 }
 
 #[tokio::test]

@@ -3,6 +3,7 @@
 use axum::extract::FromRequest;
 use axum::extract::FromRequestParts;
 use axum::http::header;
+use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use uuid::Uuid;
 
@@ -29,6 +30,9 @@ where
                 "invalid_body",
                 "the body must be a JSON object",
             ));
+        }
+        if has_nul(raw.get()) {
+            return Err(ApiError::unprocessable("invalid_body", NUL_REFUSED));
         }
         serde_json::from_str(raw.get()).map(Json).map_err(|e| {
             ApiError::unprocessable(
@@ -70,15 +74,69 @@ where
     }
 }
 
-/// `axum::extract::Query` with JSON rejections.
-#[derive(FromRequestParts)]
-#[from_request(via(axum::extract::Query), rejection(ApiError))]
+/// Why a NUL character is refused wherever a client sends text.
+const NUL_REFUSED: &str = "text must not contain the NUL character (U+0000)";
+
+/// Whether a JSON text holds a string with a NUL character: `\u0000`
+/// unescaped once (a raw NUL is not valid JSON). Text with NUL is refused
+/// on every engine alike: PostgreSQL's `text` and `jsonb` cannot hold it,
+/// and one such row would fail the whole commit it shares with others.
+fn has_nul(json: &str) -> bool {
+    let mut bytes = json.as_bytes().iter();
+    while let Some(&byte) = bytes.next() {
+        if byte != b'\\' {
+            continue;
+        }
+        // An escape: `\uXXXX` or one escaped character.
+        if bytes.next() == Some(&b'u') && bytes.as_slice().starts_with(b"0000") {
+            return true;
+        }
+    }
+    false
+}
+
+/// `axum::extract::Query` with JSON rejections; a NUL (`%00`) anywhere in
+/// the query is `400 invalid_query`.
 pub(crate) struct Query<T>(pub T);
 
-/// `axum::extract::Path` with JSON rejections.
-#[derive(FromRequestParts)]
-#[from_request(via(axum::extract::Path), rejection(ApiError))]
+impl<S, T> FromRequestParts<S> for Query<T>
+where
+    S: Send + Sync,
+    T: serde::de::DeserializeOwned,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let query = parts.uri.query().unwrap_or_default();
+        if query.contains("%00") {
+            return Err(ApiError::bad_request("invalid_query", NUL_REFUSED));
+        }
+        let axum::extract::Query(value) =
+            axum::extract::Query::from_request_parts(parts, state).await?;
+        Ok(Query(value))
+    }
+}
+
+/// `axum::extract::Path` with JSON rejections; a NUL (`%00`) in the path is
+/// `400 invalid_path`.
 pub(crate) struct Path<T>(pub T);
+
+impl<S, T> FromRequestParts<S> for Path<T>
+where
+    S: Send + Sync,
+    T: serde::de::DeserializeOwned + Send,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        if parts.uri.path().contains("%00") {
+            return Err(ApiError::bad_request("invalid_path", NUL_REFUSED));
+        }
+        let axum::extract::Path(value) =
+            axum::extract::Path::from_request_parts(parts, state).await?;
+        Ok(Path(value))
+    }
+}
 
 /// `axum::extract::Multipart` with JSON rejections.
 pub(super) struct Multipart(pub axum::extract::Multipart);
@@ -98,4 +156,20 @@ impl<S: Send + Sync> FromRequest<S> for Multipart {
 pub(super) fn session_id(raw: &str) -> Result<Uuid, ApiError> {
     Uuid::parse_str(raw)
         .map_err(|_| ApiError::not_found("session_not_found", format!("session `{raw}` not found")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::has_nul;
+
+    #[test]
+    fn a_nul_is_found_in_any_string_and_only_there() {
+        assert!(has_nul(r#"{"input":"a\u0000b"}"#));
+        assert!(has_nul(r#"{"a\u0000":1}"#));
+        assert!(has_nul(r#"{"x":"\\\u0000"}"#)); // a backslash, then NUL
+        assert!(!has_nul(r#"{"x":"\\u0000"}"#)); // a backslash, then the text u0000
+        assert!(has_nul(r#"{"x":"\u00001"}"#)); // NUL, then the digit 1
+        assert!(!has_nul(r#"{"x":"\u0001 \n \" 0000"}"#));
+        assert!(!has_nul(r#"{"x":"u0000"}"#));
+    }
 }
