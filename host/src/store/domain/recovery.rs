@@ -12,8 +12,7 @@ use super::{TurnOutcome, TurnReason, TurnTicket};
 use crate::journal::payloads::{self, Role};
 use crate::journal::{NewEvent, StoredEvent, TurnErrorKind};
 use crate::store::StoreError;
-use crate::store::batch::Batch;
-use crate::store::commands::Op;
+use crate::store::batch::{Batch, Op};
 use crate::store::error::corrupt;
 
 /// What `Recover` did.
@@ -25,18 +24,23 @@ pub struct Recovery {
     pub closed: Vec<Uuid>,
 }
 
-/// Settles the turns no live host owns, for host `boot`: a turn that left
-/// no trace in the journal (it never started, or died before its first
-/// effect) is handed back to be run again here; any other is closed with
+/// Settles the turns no live host owns, for the writer's host: a turn that
+/// left no trace in the journal (it never started, or died before its first
+/// effect) is started again here; any other is closed with
 /// TURN_ERROR. A resumed turn that did start is never run again behind the
 /// user's back.
-pub(in crate::store) struct Recover(pub Uuid);
+pub(in crate::store) struct Recover;
 
 impl Op for Recover {
     type Output = Recovery;
 
+    /// The turns handed back start again here (`store::start`).
+    fn tickets(recovery: &Recovery) -> Vec<TurnTicket> {
+        recovery.restarted.clone()
+    }
+
     fn apply(&mut self, batch: &mut Batch<'_>) -> Result<Recovery, StoreError> {
-        let boot = self.0;
+        let boot = batch.state.boot;
         let mut recovery = Recovery::default();
         for record in batch.tx.orphaned_turns(boot)? {
             let (id, turn) = (record.id, record.turn);
