@@ -8,6 +8,7 @@
 //! the turns its output declares (`store::start`). No file here knows which
 //! engine it runs on.
 
+mod closing;
 mod deletion;
 mod deployments;
 mod feed;

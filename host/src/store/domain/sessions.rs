@@ -7,9 +7,9 @@ use std::sync::Arc;
 use serde_json::Value;
 use uuid::Uuid;
 
+use super::closing::closing_events;
 use super::feed;
 use super::quotas::{self, Starting};
-use super::recovery::closing_events;
 use super::{Decision, TurnOutcome, TurnReason, TurnTicket};
 use crate::journal::payloads::{self, Delta, EndUserInfo, Role, StartReason};
 use crate::journal::{NewEvent, TurnErrorKind};
