@@ -98,7 +98,10 @@ pub trait TurnSink: Send + Sync + 'static {
 pub(super) struct Turns(Mutex<Slot>);
 
 enum Slot {
-    /// No sink yet: committed tickets wait here (a host's writer).
+    /// No sink yet: committed tickets wait here (a host's writer). Only the
+    /// start-up's own commands commit before the sink is given (the API
+    /// listens after it): the turns recovered and the approvals a deadline
+    /// denied meanwhile, no more than the store already holds.
     Waiting(Vec<(TurnTicket, Option<Committed>)>),
     /// No sink yet, and none expected (a writer that runs no turns, as in
     /// tests and benches): tickets are left to the commands' callers.
