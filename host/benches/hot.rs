@@ -18,6 +18,10 @@
 //! `cargo bench -p agenthost --bench hot -- --test` runs each once as a
 //! check. Files go to a temporary directory under cargo's target dir.
 
+// A test or bench crate has no public face: `pub` here means "shared
+// between its modules" (`unreachable_pub` is for libraries, root Cargo.toml).
+#![allow(unreachable_pub)]
+
 use criterion::{criterion_group, criterion_main};
 
 #[path = "hot/encoding.rs"]

@@ -15,7 +15,6 @@ use agenthost::{
 };
 use agenthost::{Delta, MessageDelta, NewEvent};
 use serde_json::json;
-use uuid::Uuid;
 
 const SESSIONS: usize = 100;
 const BATCH: usize = 2000;
@@ -74,7 +73,7 @@ async fn write(dir: &str, megabytes: u64, quick_repair: bool) -> anyhow::Result<
     let mut sessions = Vec::new();
     for _ in 0..SESSIONS {
         let (session, _) = writer
-            .create_session("bench".into(), "/chat".into(), json!("go"), Uuid::now_v7())
+            .create_session("bench".into(), "/chat".into(), json!("go"))
             .await?;
         sessions.push(Arc::new(Outbox::new(session.id, 1)));
     }

@@ -25,7 +25,6 @@ pub(crate) struct Host {
     pub builder: Builder,
     pub keys: Keys,
     pub vault: Arc<Vault>,
-    pub boot: Uuid,
 }
 
 /// Events read per query when a stream's session catches up.
@@ -134,7 +133,8 @@ async fn resync(host: &Host) -> Result<(), StoreError> {
 async fn sweep(host: Host, tick: Duration) {
     loop {
         tokio::time::sleep(tick).await;
-        match host.writer.recover(host.boot).await {
+        // The writer starts the turns it hands back (`store::start`).
+        match host.writer.recover().await {
             Ok(recovery) => {
                 if !recovery.closed.is_empty() || !recovery.restarted.is_empty() {
                     tracing::warn!(
@@ -142,9 +142,6 @@ async fn sweep(host: Host, tick: Duration) {
                         restarted = recovery.restarted.len(),
                         "took over turns whose host stopped"
                     );
-                }
-                for ticket in recovery.restarted {
-                    host.runtime.schedule(ticket);
                 }
             }
             Err(err) => tracing::warn!(error = %err, "cannot look for expired leases"),

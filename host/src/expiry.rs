@@ -1,7 +1,7 @@
 //! Approval deadlines: a pending approval past its `expires_at` (journaled
 //! in its TOOL_APPROVAL_REQUIRED, so it holds across restarts) is decided as
 //! denied by approver `timeout`, through the same exactly-once decision as a
-//! human's, and the resumed turn is scheduled. With several hosts each
+//! human's, and the writer starts the resumed turn. With several hosts each
 //! host does so; one decision wins, the others are 409.
 //!
 //! The deadlines are kept in memory and followed through the approvals
@@ -11,13 +11,11 @@
 //! fresh snapshot every `RESYNC` makes up for anything missed.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::runtime::Runtime;
 use crate::store::{
     ApprovalFeedEntry, Db, Decision, FeedKind, StoreError, WriterHandle, now_rfc3339,
 };
@@ -31,8 +29,8 @@ const PAGE: usize = 500;
 /// The approver (and key id) of a decision the deadline made.
 pub(crate) const TIMEOUT_APPROVER: &str = "timeout";
 
-/// Starts the sweep; `boot` is this host's id (the resumed turns' owner).
-pub(crate) fn start(store: Db, writer: WriterHandle, runtime: Arc<Runtime>, boot: uuid::Uuid) {
+/// Starts the sweep; the resumed turns are the writer's host's.
+pub(crate) fn start(store: Db, writer: WriterHandle) {
     tokio::spawn(async move {
         let mut feed = store.hub().feed_watch();
         let mut deadlines = Deadlines::default();
@@ -55,7 +53,7 @@ pub(crate) fn start(store: Db, writer: WriterHandle, runtime: Arc<Runtime>, boot
                 synced = None;
             }
             // From what is known, even if this read failed.
-            deadlines.decide_due(&writer, &runtime, boot).await;
+            deadlines.decide_due(&writer).await;
             tokio::time::sleep(EVERY).await;
         }
     });
@@ -121,7 +119,7 @@ impl Deadlines {
     }
 
     /// Denies every pending approval whose deadline has passed.
-    async fn decide_due(&mut self, writer: &WriterHandle, runtime: &Arc<Runtime>, boot: Uuid) {
+    async fn decide_due(&mut self, writer: &WriterHandle) {
         let now = now_rfc3339();
         let due: Vec<Uuid> = (self.by_session.iter())
             .filter(|(_, at)| at.as_str() <= now.as_str())
@@ -134,11 +132,10 @@ impl Deadlines {
                 key_id: TIMEOUT_APPROVER.into(),
                 end_user: None,
             };
-            match writer.decide(session, decision, boot).await {
-                Ok(ticket) => {
+            match writer.decide(session, decision).await {
+                Ok(_) => {
                     tracing::info!(%session, "an approval expired: denied by timeout");
                     self.by_session.remove(&session);
-                    runtime.schedule(ticket);
                 }
                 // Decided meanwhile (by a human or another host).
                 Err(StoreError::Conflict(_) | StoreError::NotFound { .. }) => {

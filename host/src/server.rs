@@ -114,7 +114,8 @@ impl Server {
         let secrets = vault.clone();
         let redact: CurrentRedactor = Arc::new(move || Redactor::new(secrets.all()));
         let writer = Writer::spawn_for_host(store.clone(), boot_id, redact, options.quotas)?;
-        let recovery = writer.recover(boot_id).await?;
+        // Turns it restarts wait for the runtime (`start_turns` below).
+        let recovery = writer.recover().await?;
         if !recovery.closed.is_empty() {
             tracing::warn!(
                 count = recovery.closed.len(),
@@ -143,7 +144,7 @@ impl Server {
             options.data_dir.clone(),
         )?;
         builder.resume_interrupted().await?;
-        crate::expiry::start(store.clone(), writer.clone(), runtime.clone(), boot_id);
+        crate::expiry::start(store.clone(), writer.clone());
         crate::retention::start_purges(writer.clone());
         if let Some(retain) = options.retain_ended_sessions {
             crate::retention::start(store.clone(), writer.clone(), retain);
@@ -156,7 +157,6 @@ impl Server {
                 builder: builder.clone(),
                 keys: keys.clone(),
                 vault: vault.clone(),
-                boot: boot_id,
             };
             crate::cluster::start(engine, *lease, host)?;
         }
@@ -166,9 +166,9 @@ impl Server {
                 "restarting accepted turns that never ran"
             );
         }
-        for ticket in recovery.restarted {
-            runtime.schedule(ticket);
-        }
+        // From here on the writer starts every turn it commits, beginning
+        // with those that waited (`store::start`).
+        writer.start_turns(runtime.turn_sink());
         let (stop, shutdown) = watch::channel(false);
         let listener = tokio::net::TcpListener::bind(options.addr)
             .await
@@ -183,7 +183,6 @@ impl Server {
             vault,
             tokens,
             end_users,
-            boot_id,
             shutdown,
             cors_origins: options.cors_origins,
             rate_limit: api::rate_limit::KeyLimiter::new(

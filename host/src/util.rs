@@ -43,6 +43,25 @@ pub(crate) fn sync_dir(dir: &std::path::Path) -> std::io::Result<()> {
     std::fs::File::open(dir)?.sync_all()
 }
 
+/// SHA-256 of `bytes`, in lowercase hex.
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+/// Writes a file atomically (temp file, fsync, rename); the caller syncs
+/// the directory. The temp file's name is unique: two writers of one
+/// deployment (a build, and a turn recompiling it after another host
+/// adopted that build) must not write into each other's file.
+pub(crate) fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let tmp = path.with_extension(format!("tmp-{}", uuid::Uuid::now_v7().simple()));
+    let mut file = std::fs::File::create(&tmp)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
+
 /// Writes a file readable only by its owner (mode 0600), durably: the file
 /// and its directory entry are synced (the master key, a minted key).
 /// A UUIDv7 whose 74 bits after the timestamp are all fresh randomness

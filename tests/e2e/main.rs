@@ -2,6 +2,10 @@
 //! a real redb file in a temp dir, real components built from `examples/`
 //! and `tests/fixtures/`.
 
+// A test or bench crate has no public face: `pub` here means "shared
+// between its modules" (`unreachable_pub` is for libraries, root Cargo.toml).
+#![allow(unreachable_pub)]
+
 mod agui;
 mod api_fuzz;
 mod approval_feed;

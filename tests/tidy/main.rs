@@ -4,6 +4,10 @@
 //! `cargo test -p agenthost --test tidy`. What it checks is listed in
 //! ARCHITECTURE.md (`## Layering`, read from there) and tests/README.md.
 
+// A test or bench crate has no public face: `pub` here means "shared
+// between its modules" (`unreachable_pub` is for libraries, root Cargo.toml).
+#![allow(unreachable_pub)]
+
 mod docs;
 mod rules;
 mod source;

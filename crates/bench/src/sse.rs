@@ -15,17 +15,17 @@ const SILENCE: Duration = Duration::from_secs(120);
 
 /// The envelope fields the bench uses; the payload is kept unparsed.
 #[derive(Deserialize)]
-pub struct Event {
-    pub id: String,
-    pub seq: u64,
+pub(crate) struct Event {
+    pub(crate) id: String,
+    pub(crate) seq: u64,
     #[serde(rename = "type")]
-    pub kind: String,
-    pub payload: Box<RawValue>,
+    pub(crate) kind: String,
+    pub(crate) payload: Box<RawValue>,
 }
 
 impl Event {
     /// `kind: message` of a `TURN_ERROR`, for error messages.
-    pub fn failure(&self) -> String {
+    pub(crate) fn failure(&self) -> String {
         match serde_json::from_str::<TurnError>(self.payload.get()) {
             Ok(error) => format!("{}: {}", error.kind, error.message),
             Err(_) => format!("(an unreadable {} payload)", self.kind),
@@ -34,13 +34,13 @@ impl Event {
 }
 
 /// One open event stream.
-pub struct EventStream {
+pub(crate) struct EventStream {
     frames: agenthost_sse::EventStream,
     session: String,
 }
 
 impl EventStream {
-    pub fn new(response: reqwest::Response, session: &str) -> EventStream {
+    pub(crate) fn new(response: reqwest::Response, session: &str) -> EventStream {
         EventStream {
             frames: agenthost_sse::EventStream::new(response),
             session: session.to_string(),
@@ -48,7 +48,7 @@ impl EventStream {
     }
 
     /// The next event, or `None` when the server closed the stream.
-    pub async fn next(&mut self) -> anyhow::Result<Option<Event>> {
+    pub(crate) async fn next(&mut self) -> anyhow::Result<Option<Event>> {
         let frame = match self.frames.next_frame(SILENCE).await {
             Ok(Some(frame)) => frame,
             Ok(None) => return Ok(None),
@@ -73,7 +73,7 @@ impl EventStream {
     }
 
     /// The next event; the stream's end is an error naming what was awaited.
-    pub async fn expect(&mut self, awaited: &str) -> anyhow::Result<Event> {
+    pub(crate) async fn expect(&mut self, awaited: &str) -> anyhow::Result<Event> {
         match self.next().await? {
             Some(event) => Ok(event),
             None => bail!(

@@ -84,7 +84,7 @@ impl Session {
             .await
             .expect("finish the build");
         let (session, ticket) = writer
-            .create_session("bench".into(), "/chat".into(), json!("hi"), Uuid::now_v7())
+            .create_session("bench".into(), "/chat".into(), json!("hi"))
             .await
             .expect("create a session");
         Session {

@@ -63,13 +63,7 @@ pub(super) async fn decide(
         key_id: principal.key_id.clone(),
         end_user,
     };
-    let starter = state.runtime.starter();
-    let done = (state.writer)
-        .decide_once(session, decision, state.boot_id, key, Some(&starter))
-        .await?;
-    if let Some(ticket) = done.work {
-        starter.start(ticket, None);
-    }
+    let done = (state.writer).decide_once(session, decision, key).await?;
     let answer = done.answer;
     Ok((
         StatusCode::ACCEPTED,

@@ -47,7 +47,6 @@ use axum::middleware::{self, Next};
 use axum::response::Response;
 use tokio::sync::watch;
 use tower_http::cors::{AllowOrigin, CorsLayer};
-use uuid::Uuid;
 
 pub(crate) use error::ApiError;
 pub(crate) use limits::ApiLimits;
@@ -80,8 +79,6 @@ pub(crate) struct Services {
     pub tokens: StreamTokens,
     /// End-user tokens (`end_users`).
     pub end_users: EndUsers,
-    /// This process's id, recorded on the turns it schedules.
-    pub boot_id: Uuid,
     /// Becomes `true` when the server shuts down: open streams end.
     pub shutdown: watch::Receiver<bool>,
     /// Origins allowed to call the API from a browser.

@@ -56,23 +56,10 @@ pub(super) async fn create(
         let policy = end_users::refuse_bare_key_if_required(&state, &principal, app.id).await?;
         owner = end_users::owner(&principal, policy.as_ref());
     }
-    // The turn starts while the session's commit runs, where the store
-    // allows; else here, once it is committed.
-    let starter = state.runtime.starter();
+    // The writer starts the turn it commits (`store::start`).
     let done = (state.writer)
-        .create_session_once(
-            body.app,
-            body.route,
-            body.input,
-            state.boot_id,
-            owner,
-            key,
-            Some(&starter),
-        )
+        .create_session_once(body.app, body.route, body.input, owner, key)
         .await?;
-    if let Some((_, ticket)) = done.work {
-        starter.start(ticket, None);
-    }
     // A retry gets the first session as it was created, and a fresh token
     // (credentials are never stored).
     let record = done.answer;
@@ -233,13 +220,7 @@ pub(super) async fn input(
     };
     let path = format!("/sessions/{id}/input");
     let key = idempotency(key, &principal, Fingerprint::json("POST", &path, &body)?)?;
-    let starter = state.runtime.starter();
-    let done = (state.writer)
-        .post_input_once(id, body.input, state.boot_id, key, Some(&starter))
-        .await?;
-    if let Some(ticket) = done.work {
-        starter.start(ticket, None);
-    }
+    let done = (state.writer).post_input_once(id, body.input, key).await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(TurnAccepted {

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest, Sha256};
+use crate::util::{sha256_hex, write_atomic};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
@@ -15,26 +15,9 @@ use crate::store::{Artifact, DeploymentRecord, StoreError};
 const COMPONENT_FILE: &str = "component.wasm";
 const ARTIFACT_FILE: &str = "component.cwasm";
 
-pub(super) fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
-}
-
 /// Where a deployment's files live.
 pub(crate) fn deployment_dir(data_dir: &Path, id: uuid::Uuid) -> PathBuf {
     data_dir.join("deployments").join(id.to_string())
-}
-
-/// Writes a file atomically (temp file, fsync, rename); the caller syncs
-/// the directory. The temp file's name is unique: two writers of one
-/// deployment (a build, and a turn recompiling it after another host
-/// adopted that build) must not write into each other's file.
-pub(super) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let tmp = path.with_extension(format!("tmp-{}", uuid::Uuid::now_v7().simple()));
-    let mut file = std::fs::File::create(&tmp)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    std::fs::rename(&tmp, path)
 }
 
 /// Stores a component and its precompiled artifact; returns their hashes.

@@ -69,7 +69,7 @@ pub(super) struct TurnCtx {
     pub(super) redactor: Redactor,
     events: u64,
     /// The commit of the batch that scheduled the turn, when the turn
-    /// started before it (`store::Starter`): reads wait for it.
+    /// started before it (`store::start`): reads wait for it.
     committed: Option<Committed>,
     /// Where the turn's events wait for the writer (shared with `outbound`).
     outbox: Arc<Outbox>,

@@ -57,7 +57,7 @@ use state::InstanceData;
 use crate::journal::TurnErrorKind;
 use crate::secrets::Vault;
 use crate::store::{
-    Committed, Db, SessionRecord, SessionStatus, Starter, StoreError, TurnTicket, WriterHandle,
+    Committed, Db, SessionRecord, SessionStatus, StoreError, TurnSink, TurnTicket, WriterHandle,
 };
 
 /// Turns running at once by default; the rest wait for a slot.
@@ -95,6 +95,25 @@ struct Deployed {
     limits: TurnLimits,
     /// The effective outbound allowlist.
     outbound: Arc<[OriginPattern]>,
+}
+
+/// The runtime as the writer's `TurnSink`.
+struct Starts {
+    runtime: std::sync::Weak<Runtime>,
+    handle: tokio::runtime::Handle,
+}
+
+impl TurnSink for Starts {
+    fn start(&self, ticket: TurnTicket, committed: Option<Committed>) {
+        let Some(runtime) = self.runtime.upgrade() else {
+            // The server is gone: the turn stays accepted in the journal
+            // and runs at the next start (store::domain::recovery).
+            return;
+        };
+        // The writer's thread calls this outside the async runtime.
+        let _entered = self.handle.enter();
+        runtime.schedule(ticket, committed);
+    }
 }
 
 /// Counts a scheduled turn until it ends (or its task is dropped).
@@ -239,27 +258,20 @@ impl Runtime {
         &self.outbound
     }
 
-    /// Schedules a turn: it runs as soon as a slot is free.
-    pub fn schedule(self: &Arc<Self>, ticket: TurnTicket) {
-        self.schedule_after(ticket, None);
-    }
-
-    /// Starts the turn of one command that schedules a turn: as soon as the
-    /// writer applied it where the engine allows, else when the caller
-    /// calls it (see `store::Starter`).
-    pub fn starter(self: &Arc<Self>) -> Arc<Starter> {
-        let runtime = self.clone();
-        let handle = tokio::runtime::Handle::current();
-        Starter::new(move |ticket, committed| {
-            // The writer's thread calls this outside the async runtime.
-            let _entered = handle.enter();
-            runtime.schedule_after(ticket, committed);
+    /// The sink the writer starts committed turns with (`store::start`):
+    /// the one way a turn starts. It holds the runtime weakly (the runtime
+    /// holds the writer).
+    pub fn turn_sink(self: &Arc<Self>) -> Arc<dyn TurnSink> {
+        Arc::new(Starts {
+            runtime: Arc::downgrade(self),
+            handle: tokio::runtime::Handle::current(),
         })
     }
 
-    /// `schedule` for a turn whose scheduling command may not be committed
-    /// yet: the turn reads nothing before `committed` resolves.
-    fn schedule_after(self: &Arc<Self>, ticket: TurnTicket, committed: Option<Committed>) {
+    /// Schedules a turn: it runs as soon as a slot is free. When its
+    /// command may not be committed yet, it reads nothing before
+    /// `committed` resolves.
+    fn schedule(self: &Arc<Self>, ticket: TurnTicket, committed: Option<Committed>) {
         if !self.accepting.load(Ordering::Relaxed) {
             // Shutting down: the turn stays accepted in the journal and runs
             // at the next start (see store::sessions::recover).

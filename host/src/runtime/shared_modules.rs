@@ -13,9 +13,9 @@ use wasmtime::component::{Component, Linker};
 use wasmtime::{Engine, Module};
 
 use super::RuntimeError;
-use super::artifacts::{sha256_hex, write_atomic};
 use super::engine::fingerprint;
 use super::split::{self, SharedModule};
+use crate::util::{sha256_hex, write_atomic};
 
 /// Compiled shared modules of one engine.
 pub(crate) struct SharedModules {

@@ -1,26 +1,63 @@
-//! One write transaction's worth of writer commands, as the domain sees it:
-//! the engine's transaction, the batch's view of every session it touched,
-//! the events it wrote (published after the commit), and what the writer
-//! must remember about turns whose writes failed.
+//! What a writer command is and sees: the `Op` trait every domain command
+//! implements, and one write transaction's worth of commands as the domain
+//! sees it: the engine's transaction, the batch's view of every session it
+//! touched, the events it wrote (published after the commit), the turns it
+//! starts, and what the writer must remember about turns whose writes
+//! failed. A leaf below the domain: nothing here knows a command.
 
 use std::collections::{HashMap, HashSet};
 
 use uuid::Uuid;
 
-use super::domain::Quotas;
 use super::engine::{EventRow, FeedRow, SessionRow, WriteTx};
 use super::error::corrupt;
 use super::records::{ApprovalFeedEntry, SessionStatus};
+use super::start::TurnTicket;
 use super::{CurrentRedactor, StoreError, now_rfc3339};
 use crate::journal::{NewEvent, StoredEvent, encode_record};
 
+/// One writer command: its inputs and its rule, applied inside a batch.
+///
+/// `apply` may run more than once for one command (an engine retries a
+/// transaction that lost a race), each time from the state the transaction
+/// sees: it must not consume its inputs.
+pub(super) trait Op: Send + 'static {
+    type Output: Send + 'static;
+    fn apply(&mut self, batch: &mut Batch<'_>) -> Result<Self::Output, StoreError>;
+    /// The turns `output` started (each journaled its TURN_STARTED): the
+    /// writer starts them once they are committed (`start.rs`).
+    fn tickets(_output: &Self::Output) -> Vec<TurnTicket> {
+        Vec::new()
+    }
+    /// The command's batch failed before the command was applied.
+    fn abandon(&mut self) {}
+    /// The session the command decides on, when it is known before it is
+    /// applied: the engine locks a batch's sessions together, in one order.
+    fn session(&self) -> Option<Uuid> {
+        None
+    }
+}
+
+/// The operator's caps, each per app; `None` is no cap (checked by
+/// `domain::quotas`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Quotas {
+    /// Sessions not ended (`--max-open-sessions-per-app`).
+    pub open_sessions: Option<u64>,
+    /// Sessions running a turn, a turn waiting for a slot included
+    /// (`--max-running-turns-per-app`).
+    pub running_turns: Option<u64>,
+}
+
 /// What the writer keeps between batches for the domain's sake.
-#[derive(Default)]
 pub(super) struct WriterState {
-    /// The host this writer belongs to: a turn's events are refused unless
-    /// its session is owned by this host (a host that lost the lease can no
-    /// longer append). `None` in tests that play several hosts at once.
-    pub(super) host: Option<Uuid>,
+    /// The host this writer belongs to (its boot id): the owner it records
+    /// on the turns its commands start, and recovers turns for.
+    pub(super) boot: Uuid,
+    /// Whether a turn's events are refused unless its session is owned by
+    /// `boot` (a host that lost the lease can no longer append). Off in
+    /// tests that play several hosts at once.
+    pub(super) fenced: bool,
     /// Takes secret values out of message texts the writer rebuilds from
     /// deltas when it closes a turn itself (`domain::recovery`).
     pub(super) redact: Option<CurrentRedactor>,
@@ -28,6 +65,19 @@ pub(super) struct WriterState {
     pub(super) broken: HashSet<Uuid>,
     /// The per-app caps the session commands check (`domain::quotas`).
     pub(super) quotas: Quotas,
+}
+
+impl WriterState {
+    /// The state of a writer of no particular host: a fresh boot id, no fencing.
+    pub(super) fn unfenced() -> Self {
+        WriterState {
+            boot: Uuid::now_v7(),
+            fenced: false,
+            redact: None,
+            broken: HashSet::new(),
+            quotas: Quotas::default(),
+        }
+    }
 }
 
 pub(super) struct Batch<'a> {
@@ -60,6 +110,8 @@ pub(super) struct Changes {
     pub(super) feed: Vec<FeedRow>,
     /// The feed's newest seq once the batch appended to it.
     pub(super) feed_head: Option<u64>,
+    /// The turns the batch's commands started, in commit order (`start.rs`).
+    pub(super) tickets: Vec<TurnTicket>,
     pub(super) failed: Option<StoreError>,
 }
 

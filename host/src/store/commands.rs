@@ -1,9 +1,10 @@
-//! How a command reaches the writer: the `Op` trait every domain command
-//! implements, the queue, and `WriterHandle`, which sends commands to the
-//! writer thread (`writer.rs`) and awaits their replies.
+//! How a command reaches the writer: the queue, and `WriterHandle`, which
+//! sends commands to the writer thread (`writer.rs`) and awaits their
+//! replies. A command that starts a turn is answered once the writer
+//! started it (`start.rs`): its caller has nothing left to do.
 //!
-//! A new command is one struct with an `Op` impl beside its rule in
-//! `domain/`, and (for convenience) one method here.
+//! A new command is one struct with an `Op` impl (`batch.rs`) beside its
+//! rule in `domain/`, and (for convenience) one method here.
 
 use std::sync::Arc;
 
@@ -12,17 +13,17 @@ use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
 use super::StoreError;
-use super::batch::Batch;
+use super::batch::{Batch, Op};
 use super::domain::{
     Activate, Answered, Append, BuildOutcome, CloseTurn, CreateDeployment, CreateSession, Decide,
     DecideAt, Decision, DecisionAnswer, DeleteApiKey, DeleteSecret, DeleteSession,
     DeploymentAnswer, EndSession, FinishBuild, FinishTurn, Idempotency, NewDeployment, Once,
     OpenThread, PostInput, PurgeFeed, PurgeIdempotency, PutApiKey, PutSecret, Recover, Recovery,
-    SetArtifact, ThreadTurn, TouchApiKey, TurnAnswer, TurnOutcome, TurnTicket,
+    SetArtifact, ThreadTurn, TouchApiKey, TurnAnswer, TurnOutcome,
 };
-use super::outbox::{AppendAck, Outbox};
+use super::outbox::Outbox;
 use super::records::{ApiKeyRecord, Artifact, DeploymentRecord, SecretRecord, SessionRecord};
-use super::start::{Committed, EarlyStart, Starter};
+use super::start::{AppendAck, TurnSink, TurnTicket, Turns};
 use crate::journal::payloads::EndUserInfo;
 use crate::journal::{NewEvent, TurnErrorKind};
 
@@ -30,23 +31,6 @@ use crate::journal::{NewEvent, TurnErrorKind};
 pub(super) const QUEUE: usize = 8192;
 
 pub(super) type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
-
-/// One writer command: its inputs and its rule, applied inside a batch.
-///
-/// `apply` may run more than once for one command (an engine retries a
-/// transaction that lost a race), each time from the state the transaction
-/// sees: it must not consume its inputs.
-pub(super) trait Op: Send + 'static {
-    type Output: Send + 'static;
-    fn apply(&mut self, batch: &mut Batch<'_>) -> Result<Self::Output, StoreError>;
-    /// The command's batch failed before the command was applied.
-    fn abandon(&mut self) {}
-    /// The session the command decides on, when it is known before it is
-    /// applied: the engine locks a batch's sessions together, in one order.
-    fn session(&self) -> Option<Uuid> {
-        None
-    }
-}
 
 /// A command in the writer's queue: an `Op`, its latest result and its reply.
 pub(super) trait Queued: Send {
@@ -56,17 +40,12 @@ pub(super) trait Queued: Send {
     fn reply(self: Box<Self>, failure: Option<&StoreError>);
     /// `Op::session`.
     fn session(&self) -> Option<Uuid>;
-    /// The whole batch is applied and its commit is next, on an engine that
-    /// commits what it applied: starts the command's turn, if it has one
-    /// to start early (`start.rs`), with the batch's `committed`.
-    fn applied(&mut self, committed: &mut dyn FnMut() -> Committed);
 }
 
 struct Pending<O: Op> {
     op: O,
     result: Option<Result<O::Output, StoreError>>,
     reply: Reply<O::Output>,
-    early: Option<EarlyStart<O::Output>>,
 }
 
 impl<O: Op> Queued for Pending<O> {
@@ -82,19 +61,15 @@ impl<O: Op> Queued for Pending<O> {
             // The transaction may hold part of this command: fail the whole batch.
             batch.fail(err.clone());
         }
+        if let Ok(output) = &result {
+            // Started once the batch is applied or committed (`start.rs`).
+            batch.changes.tickets.extend(O::tickets(output));
+        }
         self.result = Some(result);
     }
 
     fn session(&self) -> Option<Uuid> {
         self.op.session()
-    }
-
-    fn applied(&mut self, committed: &mut dyn FnMut() -> Committed) {
-        if let (Some(early), Some(Ok(output))) = (&self.early, &self.result)
-            && let Some(ticket) = (early.ticket)(output)
-        {
-            early.starter.start(ticket.clone(), Some(committed()));
-        }
     }
 
     fn reply(mut self: Box<Self>, failure: Option<&StoreError>) {
@@ -119,19 +94,10 @@ impl<O: Op> Queued for Pending<O> {
 pub(super) type Command = Box<dyn Queued>;
 
 fn queued<O: Op>(op: O, reply: Reply<O::Output>) -> Command {
-    queued_starting(op, reply, None)
-}
-
-fn queued_starting<O: Op>(
-    op: O,
-    reply: Reply<O::Output>,
-    early: Option<EarlyStart<O::Output>>,
-) -> Command {
     Box::new(Pending {
         op,
         result: None,
         reply,
-        early,
     })
 }
 
@@ -139,27 +105,31 @@ fn queued_starting<O: Op>(
 #[derive(Clone)]
 pub struct WriterHandle {
     pub(super) tx: mpsc::Sender<Command>,
+    /// Where the writer starts the turns it commits (`start.rs`).
+    pub(super) turns: Arc<Turns>,
+    /// The writer's host (its boot id): the owner of the turns it starts.
+    pub(super) boot: Uuid,
 }
 
 impl WriterHandle {
     async fn call<O: Op>(&self, op: O) -> Result<O::Output, StoreError> {
-        self.call_starting(op, None).await
-    }
-
-    /// `call`, with the command's turn started as soon as the writer applied
-    /// it (`start.rs`) when the engine allows, else by the starter's
-    /// caller once it is answered.
-    async fn call_starting<O: Op>(
-        &self,
-        op: O,
-        early: Option<EarlyStart<O::Output>>,
-    ) -> Result<O::Output, StoreError> {
         let (reply, rx) = oneshot::channel();
         self.tx
-            .send(queued_starting(op, reply, early))
+            .send(queued(op, reply))
             .await
             .map_err(|_| StoreError::WriterGone)?;
         rx.await.map_err(|_| StoreError::WriterGone)?
+    }
+
+    /// From now on the writer starts the turns it commits with `sink`
+    /// (the runtime), beginning with those that waited for it (`start.rs`).
+    pub(crate) fn start_turns(&self, sink: Arc<dyn TurnSink>) {
+        self.turns.set(sink);
+    }
+
+    /// The host the writer records as the owner of the turns it starts.
+    pub fn boot(&self) -> Uuid {
+        self.boot
     }
 
     /// For threads outside the async runtime (the builder).
@@ -202,62 +172,45 @@ impl WriterHandle {
         self.blocking_call(SetArtifact(id, artifact))
     }
 
-    /// Creates a session pinned to the app's current deployment and schedules turn 1.
+    /// Creates a session pinned to the app's current deployment and starts turn 1.
     pub async fn create_session(
         &self,
         app: String,
         route: String,
         input: Value,
-        boot: Uuid,
     ) -> Result<(SessionRecord, TurnTicket), StoreError> {
         self.call(CreateSession {
             app,
             route,
             input,
-            boot,
             end_user: None,
         })
         .await
     }
 
-    /// Journals a follow-up input and schedules its turn, or refuses (409).
-    pub async fn post_input(
-        &self,
-        session: Uuid,
-        input: Value,
-        boot: Uuid,
-    ) -> Result<TurnTicket, StoreError> {
-        self.call(PostInput {
-            session,
-            input,
-            boot,
-        })
-        .await
+    /// Journals a follow-up input and starts its turn, or refuses (409).
+    pub async fn post_input(&self, session: Uuid, input: Value) -> Result<TurnTicket, StoreError> {
+        self.call(PostInput { session, input }).await
     }
 
     /// An AG-UI run's input on a thread: the next input of the thread's
     /// session, or a new session on the thread's first run.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn open_thread(
         &self,
         app: String,
         route: String,
         thread: String,
         input: Value,
-        boot: Uuid,
         end_user: Option<EndUserInfo>,
-        starter: Option<&Arc<Starter>>,
     ) -> Result<ThreadTurn, StoreError> {
-        let op = OpenThread {
+        self.call(OpenThread {
             app,
             route,
             thread,
             input,
-            boot,
             end_user,
-        };
-        self.call_starting(op, early(starter, |t| Some(&t.ticket)))
-            .await
+        })
+        .await
     }
 
     /// Decides the pending approval whose TOOL_APPROVAL_REQUIRED is at
@@ -267,17 +220,13 @@ impl WriterHandle {
         session: Uuid,
         approval_seq: u64,
         decision: Decision,
-        boot: Uuid,
-        starter: Option<&Arc<Starter>>,
     ) -> Result<ThreadTurn, StoreError> {
-        let op = DecideAt {
+        self.call(DecideAt {
             session,
             approval_seq,
             decision,
-            boot,
-        };
-        self.call_starting(op, early(starter, |t| Some(&t.ticket)))
-            .await
+        })
+        .await
     }
 
     /// Queues events of a running turn without waiting for their commit
@@ -339,21 +288,15 @@ impl WriterHandle {
         .await
     }
 
-    /// Journals a decision on the session's pending approval and schedules the
+    /// Journals a decision on the session's pending approval and starts the
     /// resumed turn, or refuses (409 when nothing is pending). Check and
     /// decide are one command: of two racing decisions exactly one wins.
     pub async fn decide(
         &self,
         session: Uuid,
         decision: Decision,
-        boot: Uuid,
     ) -> Result<TurnTicket, StoreError> {
-        self.call(Decide {
-            session,
-            decision,
-            boot,
-        })
-        .await
+        self.call(Decide { session, decision }).await
     }
 
     /// Closes a running turn its runner cannot close (see `CloseTurn`);
@@ -404,28 +347,21 @@ impl WriterHandle {
 
     /// `create_session` done once per idempotency key (`key`; every time
     /// without one): a retry answers the first session (`work: None`).
-    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn create_session_once(
         &self,
         app: String,
         route: String,
         input: Value,
-        boot: Uuid,
         end_user: Option<EndUserInfo>,
         key: Option<Idempotency>,
-        starter: Option<&Arc<Starter>>,
     ) -> Result<Answered<(SessionRecord, TurnTicket), SessionRecord>, StoreError> {
         let op = CreateSession {
             app,
             route,
             input,
-            boot,
             end_user,
         };
-        let early = early(starter, |a: &Answered<_, _>| {
-            a.work.as_ref().map(|(_, t)| t)
-        });
-        self.call_starting(Once { op, key }, early).await
+        self.call(Once { op, key }).await
     }
 
     /// `post_input` done once per idempotency key.
@@ -433,17 +369,10 @@ impl WriterHandle {
         &self,
         session: Uuid,
         input: Value,
-        boot: Uuid,
         key: Option<Idempotency>,
-        starter: Option<&Arc<Starter>>,
     ) -> Result<Answered<TurnTicket, TurnAnswer>, StoreError> {
-        let op = PostInput {
-            session,
-            input,
-            boot,
-        };
-        let early = early(starter, |a: &Answered<_, _>| a.work.as_ref());
-        self.call_starting(Once { op, key }, early).await
+        let op = PostInput { session, input };
+        self.call(Once { op, key }).await
     }
 
     /// `decide` done once per idempotency key.
@@ -451,17 +380,10 @@ impl WriterHandle {
         &self,
         session: Uuid,
         decision: Decision,
-        boot: Uuid,
         key: Option<Idempotency>,
-        starter: Option<&Arc<Starter>>,
     ) -> Result<Answered<TurnTicket, DecisionAnswer>, StoreError> {
-        let op = Decide {
-            session,
-            decision,
-            boot,
-        };
-        let early = early(starter, |a: &Answered<_, _>| a.work.as_ref());
-        self.call_starting(Once { op, key }, early).await
+        let op = Decide { session, decision };
+        self.call(Once { op, key }).await
     }
 
     /// `create_deployment` done once per idempotency key; the answer holds
@@ -485,9 +407,10 @@ impl WriterHandle {
         self.call(PurgeFeed { before_ms, limit }).await
     }
 
-    /// Settles every turn no live host owns (see `Recovery`).
-    pub async fn recover(&self, boot: Uuid) -> Result<Recovery, StoreError> {
-        self.call(Recover(boot)).await
+    /// Settles every turn no live host owns, for this host, and starts the
+    /// turns it restarts (see `Recovery`).
+    pub async fn recover(&self) -> Result<Recovery, StoreError> {
+        self.call(Recover).await
     }
 
     pub async fn put_api_key(&self, record: ApiKeyRecord) -> Result<(), StoreError> {
@@ -520,17 +443,6 @@ impl WriterHandle {
     pub async fn touch_api_key(&self, id: String, at: String) -> Result<(), StoreError> {
         self.call(TouchApiKey(id, at)).await
     }
-}
-
-/// The early start of a command whose output holds its turn's `ticket`.
-fn early<T>(
-    starter: Option<&Arc<Starter>>,
-    ticket: fn(&T) -> Option<&TurnTicket>,
-) -> Option<EarlyStart<T>> {
-    starter.map(|starter| EarlyStart {
-        starter: starter.clone(),
-        ticket,
-    })
 }
 
 /// Queues `events` in `outbox` and, when no command is on its way for it,

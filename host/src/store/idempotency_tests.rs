@@ -69,7 +69,6 @@ async fn turns_started(store: &Db, session: Uuid) -> usize {
 
 async fn retries_answer_the_first_answer(backend: Backend) {
     let (store, writer) = start(&backend).await;
-    let boot = Uuid::now_v7();
     let d = writer
         .create_deployment_once(new_deployment(None), key("k1", "deploy-1", "fd"))
         .await
@@ -94,10 +93,8 @@ async fn retries_answer_the_first_answer(backend: Backend) {
             "app".into(),
             "/chat".into(),
             json!("hi"),
-            boot,
             None,
             key("k1", "s-1", "f1"),
-            None,
         )
     };
     let first = create().await.unwrap();
@@ -114,15 +111,13 @@ async fn retries_answer_the_first_answer(backend: Backend) {
             "app".into(),
             "/chat".into(),
             json!("bye"),
-            boot,
             None,
             key("k1", "s-1", "f2"),
-            None,
         )
         .await;
     assert!(matches!(other_body, Err(StoreError::KeyReused(_))));
     let other_command = writer
-        .post_input_once(record.id, json!("hi"), boot, key("k1", "s-1", "f1"), None)
+        .post_input_once(record.id, json!("hi"), key("k1", "s-1", "f1"))
         .await;
     assert!(matches!(other_command, Err(StoreError::KeyReused(_))));
     assert_eq!(sessions(&store).await, 1);
@@ -132,10 +127,8 @@ async fn retries_answer_the_first_answer(backend: Backend) {
             "app".into(),
             "/chat".into(),
             json!("hi"),
-            boot,
             None,
             key("k2", "s-1", "f1"),
-            None,
         )
         .await
         .unwrap();
@@ -148,8 +141,7 @@ async fn retries_answer_the_first_answer(backend: Backend) {
         .finish_turn(record.id, ticket.turn, vec![], TurnOutcome::Ended)
         .await
         .unwrap();
-    let input =
-        || writer.post_input_once(record.id, json!("more"), boot, key("k1", "i-1", "fi"), None);
+    let input = || writer.post_input_once(record.id, json!("more"), key("k1", "i-1", "fi"));
     let sent = input().await.unwrap();
     assert!(sent.work.is_some());
     let resent = input().await.unwrap();
@@ -171,15 +163,7 @@ async fn retries_answer_the_first_answer(backend: Backend) {
         key_id: "k2".into(),
         end_user: None,
     };
-    let decide = || {
-        writer.decide_once(
-            theirs.id,
-            decision.clone(),
-            boot,
-            key("k2", "d-1", "fx"),
-            None,
-        )
-    };
+    let decide = || writer.decide_once(theirs.id, decision.clone(), key("k2", "d-1", "fx"));
     let decided = decide().await.unwrap();
     let redecided = decide().await.unwrap();
     assert!(decided.work.is_some() && redecided.work.is_none());
@@ -196,10 +180,8 @@ async fn retries_answer_the_first_answer(backend: Backend) {
             "app".into(),
             "/chat".into(),
             json!("hi"),
-            boot,
             None,
             key("k1", "s-1", "f1"),
-            None,
         )
         .await
         .unwrap();
@@ -234,10 +216,8 @@ async fn retries_answer_the_first_answer(backend: Backend) {
             "app".into(),
             "/chat".into(),
             json!("bye"),
-            boot,
             None,
             key("k1", "s-1", "f2"),
-            None,
         )
         .await
         .unwrap();

@@ -1,10 +1,12 @@
 //! Durable state: the journal, sessions, apps, deployments, keys, secrets.
 //!
 //! Three layers, top down: `domain` (the rules, written once: each command
-//! an `Op`), the writer (`writer`, `batch`, `commands`, `outbox`: one
-//! thread applies batches of commands in one transaction, commits, then
-//! acknowledges and publishes to the `hub`), and the engines behind the
-//! boundary in `engine` (`redb`, the embedded default). Reads go straight
+//! an `Op`), the writer (`writer`, `commands`, `outbox`: one thread applies
+//! batches of commands in one transaction, commits, starts the turns they
+//! journaled (`start`), then acknowledges and publishes to the `hub`), and
+//! the engines behind the boundary in `engine` (`redb`, the embedded
+//! default). Below the domain, leaves it builds on: `batch` (`Op`, `Batch`),
+//! `start` (`TurnTicket`, `TurnSink`), `records`. Reads go straight
 //! to the engine in short transactions of their own, never held across an
 //! await.
 
@@ -26,13 +28,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+pub(crate) use batch::Quotas;
 pub use commands::WriterHandle;
 #[cfg(test)]
 use domain::IDEMPOTENCY_TTL;
 pub use domain::{BuildOutcome, NewDeployment};
 pub(crate) use domain::{
-    Decision, Idempotency, MAX_KEY_LEN, Quotas, ThreadTurn, TurnOutcome, TurnReason, TurnTicket,
-    thread_key, unix_ms,
+    Decision, Idempotency, MAX_KEY_LEN, ThreadTurn, TurnOutcome, thread_key, unix_ms,
 };
 pub use engine::SessionFilter;
 pub(crate) use engine::{ApprovalItem, Engine, FeedPage};
@@ -48,7 +50,7 @@ pub(crate) use records::{
     PendingApproval, SecretRecord, SessionRecord, SessionStatus, ToolCallRecord, ToolInfo,
 };
 pub use redb::RedbOptions;
-pub(crate) use start::{Committed, Starter};
+pub(crate) use start::{Committed, TurnReason, TurnSink, TurnTicket};
 pub use writer::Writer;
 
 /// The `Redactor` of every secret stored now, for the texts the writer

@@ -23,9 +23,10 @@ use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
-use super::outbox::{AppendAck, Outbox};
+use super::outbox::Outbox;
 use super::postgres::{LeaseOptions, PgEngine};
 use super::redb::{RedbEngine, RedbOptions, SESSION_CACHE};
+use super::start::AppendAck;
 use super::*;
 use crate::journal::{EventType, NewEvent, StoredEvent};
 
@@ -383,7 +384,6 @@ struct Harness {
     backend: Backend,
     store: Option<Db>,
     writer: Option<WriterHandle>,
-    boot: Uuid,
     observe: bool,
     sessions: Vec<ModelSession>,
     /// Every event id seen, over all sessions.
@@ -418,7 +418,6 @@ impl Harness {
             backend,
             store: Some(store),
             writer: Some(writer),
-            boot: Uuid::now_v7(),
             observe,
             sessions: Vec::new(),
             ids: HashSet::new(),
@@ -433,7 +432,7 @@ impl Harness {
             let text = i.is_multiple_of(2);
             let (record, ticket) = harness
                 .writer()?
-                .create_session("app".into(), "/chat".into(), input(text), harness.boot)
+                .create_session("app".into(), "/chat".into(), input(text))
                 .await
                 .map_err(|e| fail("create session", e))?;
             prop_assert_eq!(ticket.turn, 1);
@@ -657,11 +656,8 @@ impl Harness {
                 text,
             } => {
                 let s = session.index(n);
-                let (id, turn, boot) = (self.sessions[s].id, self.sessions[s].turn, self.boot);
-                let busy = self
-                    .writer()?
-                    .post_input(id, json!("too early"), boot)
-                    .await;
+                let (id, turn) = (self.sessions[s].id, self.sessions[s].turn);
+                let busy = self.writer()?.post_input(id, json!("too early")).await;
                 prop_assert!(
                     matches!(busy, Err(StoreError::Conflict(_))),
                     "input during a turn was not refused: {:?}",
@@ -692,7 +688,7 @@ impl Harness {
                 );
                 let ticket = self
                     .writer()?
-                    .post_input(id, input(*text), boot)
+                    .post_input(id, input(*text))
                     .await
                     .map_err(|e| fail("post_input", e))?;
                 prop_assert_eq!(ticket.turn, turn + 1);

@@ -17,23 +17,12 @@
 
 use std::sync::{Mutex, MutexGuard};
 
-use futures::FutureExt;
-use futures::future::Shared;
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
 use super::StoreError;
-use super::start::Committed;
+use super::start::{AppendAck, Committed, append_ack};
 use crate::journal::NewEvent;
-
-/// Resolves once the events it was handed out for are committed (or failed).
-pub(super) type AppendAck = Shared<oneshot::Receiver<Result<(), StoreError>>>;
-
-/// A new `AppendAck`, and where the writer sends the commit's result to it.
-pub(super) fn append_ack() -> (oneshot::Sender<Result<(), StoreError>>, AppendAck) {
-    let (reply, ack) = oneshot::channel();
-    (reply, ack.shared())
-}
 
 /// The events of one turn not yet taken by the writer.
 pub struct Outbox {

@@ -1,10 +1,10 @@
-//! Turns started before their commit (`start.rs`), on redb and on
-//! PostgreSQL: on redb the writer starts a new session's turn once, before
-//! the session is committed, with a `Committed` that resolves after it; the
-//! caller's later start does nothing; a rejected command or an idempotent
-//! retry starts nothing; a turn whose commit failed can write nothing. On
-//! PostgreSQL (which may apply a batch twice) nothing starts early and the
-//! caller starts the turn.
+//! The writer starts the turns it commits (`start.rs`), on redb and on
+//! PostgreSQL: on redb once, before the session is committed, with a
+//! `Committed` that resolves after it; on PostgreSQL (which may apply a
+//! batch twice) once, after the commit and before the answer. A rejected
+//! command or an idempotent retry starts nothing; a turn whose commit
+//! failed can write nothing; turns committed before the sink is given
+//! (the recovery at start) wait for it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -17,21 +17,39 @@ use super::outbox::Outbox;
 use super::tests::{FailingBackend, new_deployment, success};
 use super::*;
 
-/// What a starter saw: the turn's session, whether it came with a
+/// What a sink saw: the turn's session, whether it came with a
 /// `Committed`, and whether the session was committed when it started.
 type Seen = Arc<Mutex<Vec<(Uuid, Option<Committed>, bool)>>>;
 
-fn recording(store: &Db, seen: &Seen) -> Arc<Starter> {
-    let (store, seen) = (store.clone(), seen.clone());
-    Starter::new(move |ticket, committed| {
-        // An early start runs on the writer's thread, outside the async
-        // runtime; the caller's start runs on a worker.
+/// A sink that records each start (called on the writer's thread, or by
+/// `start_turns` for the turns that waited).
+struct Recording {
+    store: Db,
+    seen: Seen,
+}
+
+impl TurnSink for Recording {
+    fn start(&self, ticket: TurnTicket, committed: Option<Committed>) {
         let id = ticket.session_id;
-        let visible = tokio::task::block_in_place(|| store.session(id))
-            .unwrap()
-            .is_some();
-        seen.lock().unwrap().push((id, committed, visible));
+        let visible = self.store.session(id).unwrap().is_some();
+        self.seen.lock().unwrap().push((id, committed, visible));
+    }
+}
+
+fn recording(store: &Db, seen: &Seen) -> Arc<dyn TurnSink> {
+    Arc::new(Recording {
+        store: store.clone(),
+        seen: seen.clone(),
     })
+}
+
+/// A sink that sends what it gets.
+struct Sending(Mutex<std::sync::mpsc::Sender<(TurnTicket, Option<Committed>)>>);
+
+impl TurnSink for Sending {
+    fn start(&self, ticket: TurnTicket, committed: Option<Committed>) {
+        self.0.lock().unwrap().send((ticket, committed)).unwrap();
+    }
 }
 
 fn taken(seen: &Seen) -> Vec<(Uuid, Option<Committed>, bool)> {
@@ -40,34 +58,27 @@ fn taken(seen: &Seen) -> Vec<(Uuid, Option<Committed>, bool)> {
 
 async fn turns_start_once(backend: Backend, early: bool) {
     let (store, writer) = start(&backend).await;
+    let seen: Seen = Arc::default();
+    writer.start_turns(recording(&store, &seen));
     let d = writer
         .create_deployment(new_deployment(None))
         .await
         .unwrap();
     writer.finish_build(d.id, success()).await.unwrap();
-    let boot = Uuid::now_v7();
-    let seen: Seen = Arc::default();
 
     // The same request twice (one idempotency key).
-    let create = |starter: Arc<Starter>| {
-        let writer = writer.clone();
-        async move {
-            let (app, route) = ("app".into(), "/chat".into());
-            let key = key("k1", "s-1", "f1");
-            (writer.create_session_once(app, route, json!("hi"), boot, None, key, Some(&starter)))
-                .await
-                .unwrap()
-        }
+    let create = || {
+        let (app, route) = ("app".into(), "/chat".into());
+        writer.create_session_once(app, route, json!("hi"), None, key("k1", "s-1", "f1"))
     };
-    let starter = recording(&store, &seen);
-    let done = create(starter.clone()).await;
+    let done = create().await.unwrap();
     let id = done.answer.id;
     let started = taken(&seen);
+    // Started by the writer, once, before the answer.
+    assert_eq!(started.len(), 1, "a turn starts once");
+    let (session, committed, visible) = &started[0];
+    assert_eq!(*session, id);
     if early {
-        // Started by the writer, before the session was committed.
-        assert_eq!(started.len(), 1);
-        let (session, committed, visible) = &started[0];
-        assert_eq!(*session, id);
         assert!(!visible, "an early start runs before the commit");
         let committed = committed
             .clone()
@@ -75,29 +86,17 @@ async fn turns_start_once(backend: Backend, early: bool) {
         committed.wait().await.unwrap();
         assert!(store.session(id).unwrap().is_some());
     } else {
-        assert!(started.is_empty(), "nothing starts early on this engine");
-    }
-    // The caller starts the turn once it is answered: only if the writer did not.
-    let (_, ticket) = done.work.unwrap();
-    starter.start(ticket, None);
-    let started = taken(&seen);
-    if early {
-        assert!(started.is_empty(), "a turn starts once");
-    } else {
-        assert_eq!(started.len(), 1);
-        let (session, committed, visible) = &started[0];
-        assert_eq!(*session, id);
-        assert!(committed.is_none() && *visible);
+        assert!(
+            committed.is_none() && *visible,
+            "on this engine a turn starts once committed"
+        );
     }
 
     // A retry of the same request starts nothing: it did no work.
-    let again = recording(&store, &seen);
-    let retry = create(again.clone()).await;
+    let retry = create().await.unwrap();
     assert!(retry.work.is_none());
     // A refused input (the turn still runs) starts nothing either.
-    let refused = writer
-        .post_input_once(id, json!("more"), boot, None, Some(&again))
-        .await;
+    let refused = writer.post_input_once(id, json!("more"), None).await;
     assert!(matches!(refused, Err(StoreError::Conflict(_))));
     assert!(taken(&seen).is_empty());
 
@@ -106,12 +105,11 @@ async fn turns_start_once(backend: Backend, early: bool) {
         .finish_turn(id, 1, vec![], TurnOutcome::Ended)
         .await
         .unwrap();
-    let input = recording(&store, &seen);
     let done = writer
-        .post_input_once(id, json!("more"), boot, None, Some(&input))
+        .post_input_once(id, json!("more"), None)
         .await
         .unwrap();
-    input.start(done.work.unwrap(), None);
+    assert_eq!(done.work.unwrap().turn, 2);
     let started = taken(&seen);
     assert_eq!(started.len(), 1);
     assert_eq!(started[0].1.is_some(), early);
@@ -128,6 +126,47 @@ async fn on_postgres_a_turn_starts_once_after_its_commit() {
     let name = format!("start_{}", Uuid::now_v7().simple());
     let url = tokio::task::block_in_place(|| super::pg_cluster::database(&name));
     turns_start_once(Backend::Postgres(url), false).await;
+}
+
+/// A host's writer keeps the turns it commits before the runtime exists
+/// (the recovery at start) and starts them, once, when given the sink.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn turns_committed_before_the_sink_wait_for_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Db::open(&dir.path().join("db.redb")).unwrap();
+    let redact: CurrentRedactor = Arc::new(|| crate::redact::Redactor::new(vec![]));
+    let first = Writer::spawn_for_host(
+        store.clone(),
+        Uuid::now_v7(),
+        redact.clone(),
+        Quotas::default(),
+    )
+    .unwrap();
+    let d = first.create_deployment(new_deployment(None)).await.unwrap();
+    first.finish_build(d.id, success()).await.unwrap();
+    let (session, _) = first
+        .create_session("app".into(), "/chat".into(), json!("hi"))
+        .await
+        .unwrap();
+    // The process dies before its runtime started the turn.
+    drop(first);
+    let boot = Uuid::now_v7();
+    let writer = Writer::spawn_for_host(store.clone(), boot, redact, Quotas::default()).unwrap();
+    let recovery = writer.recover().await.unwrap();
+    assert_eq!(recovery.restarted.len(), 1);
+    assert_eq!(
+        store.session(session.id).unwrap().unwrap().boot_id,
+        Some(boot)
+    );
+    let seen: Seen = Arc::default();
+    writer.start_turns(recording(&store, &seen));
+    let started = taken(&seen);
+    assert_eq!(started.len(), 1, "the waiting turn starts once");
+    assert_eq!(started[0].0, session.id);
+    assert!(started[0].2, "it was committed");
+    // A recovery that finds nothing starts nothing more.
+    assert!(writer.recover().await.unwrap().restarted.is_empty());
+    assert!(taken(&seen).is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -155,21 +194,16 @@ async fn a_turn_started_before_a_failed_commit_writes_nothing() {
 
     // The disk fails between the turn's start and the session's commit.
     let (tx, rx) = std::sync::mpsc::channel();
-    let starter = Starter::new(move |ticket, committed| {
-        fail.store(true, Ordering::Relaxed);
-        tx.send((ticket, committed)).unwrap();
-    });
-    let boot = Uuid::now_v7();
+    struct Failing(Arc<AtomicBool>, Sending);
+    impl TurnSink for Failing {
+        fn start(&self, ticket: TurnTicket, committed: Option<Committed>) {
+            self.0.store(true, Ordering::Relaxed);
+            self.1.start(ticket, committed);
+        }
+    }
+    writer.start_turns(Arc::new(Failing(fail, Sending(Mutex::new(tx)))));
     let created = writer
-        .create_session_once(
-            "app".into(),
-            "/chat".into(),
-            json!("hi"),
-            boot,
-            None,
-            None,
-            Some(&starter),
-        )
+        .create_session_once("app".into(), "/chat".into(), json!("hi"), None, None)
         .await;
     assert!(matches!(created, Err(StoreError::Storage(_))));
     let (ticket, committed) = rx.recv().unwrap();

@@ -142,9 +142,8 @@ async fn a_slow_older_build_never_replaces_a_newer_current_one() {
 async fn the_writer_decides_turn_states_and_seq() {
     let (_dir, store, writer) = open();
     deployed(&writer).await;
-    let boot = Uuid::now_v7();
     let (session, ticket) = writer
-        .create_session("app".into(), "/chat".into(), json!("hi"), boot)
+        .create_session("app".into(), "/chat".into(), json!("hi"))
         .await
         .unwrap();
     assert_eq!(session.status, SessionStatus::Running);
@@ -155,7 +154,7 @@ async fn the_writer_decides_turn_states_and_seq() {
         [0, 1, 2, 3, 4]
     );
     assert!(matches!(
-        writer.post_input(session.id, json!("x"), boot).await,
+        writer.post_input(session.id, json!("x")).await,
         Err(StoreError::Conflict(_))
     ));
     // A stale turn number cannot write.
@@ -170,14 +169,12 @@ async fn the_writer_decides_turn_states_and_seq() {
         .finish_turn(ticket.session_id, ticket.turn, vec![], TurnOutcome::Errored)
         .await
         .unwrap();
-    let next = writer
-        .post_input(session.id, json!("again"), boot)
-        .await
-        .unwrap();
+    let next = writer.post_input(session.id, json!("again")).await.unwrap();
     assert_eq!(next.turn, 2);
     // A later process runs again the accepted turn that left no trace...
-    let second_boot = Uuid::now_v7();
-    let recovery = writer.recover(second_boot).await.unwrap();
+    drop(writer);
+    let writer = Writer::spawn(store.clone()).unwrap();
+    let recovery = writer.recover().await.unwrap();
     assert!(recovery.closed.is_empty());
     assert_eq!(recovery.restarted.len(), 1);
     let restarted = &recovery.restarted[0];
@@ -185,7 +182,7 @@ async fn the_writer_decides_turn_states_and_seq() {
     assert_eq!(restarted.input, json!("again"));
     assert_eq!(
         store.session(session.id).unwrap().unwrap().boot_id,
-        Some(second_boot)
+        Some(writer.boot())
     );
     // ... and closes one that did something.
     let delta = crate::journal::NewEvent::untyped(
@@ -193,7 +190,9 @@ async fn the_writer_decides_turn_states_and_seq() {
         json!({"message_id": "m", "role": "assistant"}),
     );
     append_committed(&writer, &Arc::new(Outbox::new(session.id, 2)), vec![delta]).await;
-    let recovery = writer.recover(Uuid::now_v7()).await.unwrap();
+    drop(writer);
+    let writer = Writer::spawn(store.clone()).unwrap();
+    let recovery = writer.recover().await.unwrap();
     assert_eq!(recovery.closed, vec![session.id]);
     let record = store.session(session.id).unwrap().unwrap();
     assert_eq!(record.status, SessionStatus::Errored);
@@ -261,9 +260,8 @@ async fn a_failing_disk_stops_writes_and_nothing_half_written_is_streamed() {
     let store = Db::new(redb::RedbEngine::open_with_backend(backend).unwrap());
     let writer = Writer::spawn(store.clone()).unwrap();
     deployed(&writer).await;
-    let boot = Uuid::now_v7();
     let (session, ticket) = writer
-        .create_session("app".into(), "/chat".into(), json!("hi"), boot)
+        .create_session("app".into(), "/chat".into(), json!("hi"))
         .await
         .unwrap();
     let committed = store.events(session.id, 0, 100).unwrap();
@@ -280,7 +278,7 @@ async fn a_failing_disk_stops_writes_and_nothing_half_written_is_streamed() {
     // Writes stay stopped, even once the disk would accept them again.
     fail.store(false, std::sync::atomic::Ordering::Relaxed);
     let again = writer
-        .create_session("app".into(), "/chat".into(), json!("x"), boot)
+        .create_session("app".into(), "/chat".into(), json!("x"))
         .await;
     assert!(matches!(again, Err(StoreError::Storage(_))));
     assert!(subscription.rx.try_recv().is_err(), "nothing was published");
@@ -312,9 +310,8 @@ async fn a_failing_disk_stops_writes_and_nothing_half_written_is_streamed() {
 async fn a_resumed_turn_that_started_is_never_run_again() {
     let (_dir, store, writer) = open();
     deployed(&writer).await;
-    let boot = Uuid::now_v7();
     let (session, ticket) = writer
-        .create_session("app".into(), "/chat".into(), json!("delete x"), boot)
+        .create_session("app".into(), "/chat".into(), json!("delete x"))
         .await
         .unwrap();
     let call = ToolCallRecord {
@@ -329,7 +326,7 @@ async fn a_resumed_turn_that_started_is_never_run_again() {
         key_id: "k".into(),
         end_user: None,
     };
-    let resumed = writer.decide(session.id, decision, boot).await.unwrap();
+    let resumed = writer.decide(session.id, decision).await.unwrap();
     // The resumed turn did something, then the process died.
     let start = crate::journal::NewEvent::untyped(
         crate::journal::EventType::MessageStart,
@@ -337,7 +334,9 @@ async fn a_resumed_turn_that_started_is_never_run_again() {
     );
     let outbox = Arc::new(Outbox::new(session.id, resumed.turn));
     append_committed(&writer, &outbox, vec![start]).await;
-    let recovery = writer.recover(Uuid::now_v7()).await.unwrap();
+    drop(writer);
+    let writer = Writer::spawn(store.clone()).unwrap();
+    let recovery = writer.recover().await.unwrap();
     assert!(
         recovery.restarted.is_empty(),
         "never re-run behind the user's back"
@@ -366,7 +365,7 @@ async fn a_rebuilt_message_end_has_secrets_split_across_deltas_redacted() {
         Writer::spawn_for_host(store.clone(), host, redact.clone(), Quotas::default()).unwrap();
     deployed(&writer).await;
     let (session, ticket) = writer
-        .create_session("app".into(), "/chat".into(), json!({}), host)
+        .create_session("app".into(), "/chat".into(), json!({}))
         .await
         .unwrap();
     let outbox = Arc::new(Outbox::new(session.id, ticket.turn));
@@ -386,7 +385,7 @@ async fn a_rebuilt_message_end_has_secrets_split_across_deltas_redacted() {
     drop(writer);
     let next = Uuid::now_v7();
     let writer = Writer::spawn_for_host(store.clone(), next, redact, Quotas::default()).unwrap();
-    let recovery = writer.recover(next).await.unwrap();
+    let recovery = writer.recover().await.unwrap();
     assert_eq!(recovery.closed, vec![session.id]);
     let events = store.events(session.id, 0, 100).unwrap();
     let end = events
@@ -406,13 +405,12 @@ async fn a_rebuilt_message_end_has_secrets_split_across_deltas_redacted() {
 async fn a_deleted_session_leaves_no_trace_and_the_writer_never_brings_it_back() {
     let (_dir, store, writer) = open();
     deployed(&writer).await;
-    let boot = Uuid::now_v7();
     let (gone, ticket) = writer
-        .create_session("app".into(), "/chat".into(), json!("hi"), boot)
+        .create_session("app".into(), "/chat".into(), json!("hi"))
         .await
         .unwrap();
     let (kept, kept_ticket) = writer
-        .create_session("app".into(), "/chat".into(), json!("hi"), boot)
+        .create_session("app".into(), "/chat".into(), json!("hi"))
         .await
         .unwrap();
     // Running: refused (cancel first).
@@ -444,7 +442,7 @@ async fn a_deleted_session_leaves_no_trace_and_the_writer_never_brings_it_back()
     }
     // The writer's cache of sessions does not bring it back.
     assert!(matches!(
-        writer.post_input(gone.id, json!("again"), boot).await,
+        writer.post_input(gone.id, json!("again")).await,
         Err(StoreError::NotFound { .. })
     ));
     assert!(matches!(
@@ -478,18 +476,17 @@ async fn a_deleted_session_leaves_no_trace_and_the_writer_never_brings_it_back()
 async fn the_approvals_feed_follows_every_approval_in_commit_order() {
     let (_dir, store, writer) = open();
     deployed(&writer).await;
-    let boot = Uuid::now_v7();
     let call = |id: &str| ToolCallRecord {
         tool_call_id: id.into(),
         name: "refund".into(),
         arguments: json!({"amount": 5}),
     };
     let (a, ta) = writer
-        .create_session("app".into(), "/chat".into(), json!("a"), boot)
+        .create_session("app".into(), "/chat".into(), json!("a"))
         .await
         .unwrap();
     let (b, tb) = writer
-        .create_session("app".into(), "/chat".into(), json!("b"), boot)
+        .create_session("app".into(), "/chat".into(), json!("b"))
         .await
         .unwrap();
     let (head, pending) = store.approval_snapshot(None).unwrap();
@@ -502,7 +499,7 @@ async fn the_approvals_feed_follows_every_approval_in_commit_order() {
         key_id: "key_1".into(),
         end_user: None,
     };
-    writer.decide(a.id, decision, boot).await.unwrap();
+    writer.decide(a.id, decision).await.unwrap();
     let (head, pending) = store.approval_snapshot(None).unwrap();
     assert_eq!(head, 3);
     assert_eq!(pending.len(), 1);

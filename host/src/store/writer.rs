@@ -10,19 +10,21 @@
 //! so they cannot race. The commands are in `domain/`, the way they travel
 //! in `commands.rs`.
 //!
-//! On an engine that applies a batch once (redb), the batch's new turns
-//! start once it is applied, during its commit (`start.rs`); whatever they
-//! read or write comes after it.
+//! The writer starts the turns its batches journal (each command's output
+//! declares its tickets): on an engine that applies a batch once (redb),
+//! once it is applied, during its commit; otherwise once it committed, before
+//! the commands are answered (`start.rs`, where the invariant lives).
 
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
-use super::batch::{Batch, Changes, WriterState};
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use super::batch::{Batch, Changes, Quotas, WriterState};
 use super::commands::{Command, QUEUE, WriterHandle};
-use super::domain::Quotas;
 use super::engine::WriteEngine;
-use super::outbox::{AppendAck, append_ack};
-use super::start::Committed;
+use super::start::{AppendAck, Committed, Turns, append_ack};
 use super::{CurrentRedactor, Db, StoreError};
 
 /// At most this many commands go into one transaction.
@@ -33,16 +35,20 @@ pub struct Writer {
     store: Db,
     engine: Box<dyn WriteEngine>,
     state: WriterState,
+    turns: Arc<Turns>,
 }
 
 impl Writer {
-    /// Starts a writer thread that checks no turn's owner (tests).
+    /// Starts a writer thread that checks no turn's owner and starts no
+    /// turns until it is given a sink (tests, benches).
     pub fn spawn(store: Db) -> Result<WriterHandle, StoreError> {
-        Writer::start(store, WriterState::default())
+        Writer::start(store, WriterState::unfenced(), Turns::ignoring())
     }
 
-    /// Starts the writer thread of host `host` (its boot id): a turn's
-    /// events are refused unless the turn is this host's. `redact` takes
+    /// Starts the writer thread of host `host` (its boot id): the turns it
+    /// commits are this host's, they start once the runtime gave its sink
+    /// (`WriterHandle::start_turns`), and a turn's events are refused
+    /// unless the turn is this host's. `redact` takes
     /// the server's secret values out of the texts the writer rebuilds when
     /// it closes a turn itself (after a crash, or a turn's failed write).
     /// `quotas` are the per-app caps its session commands check.
@@ -53,26 +59,29 @@ impl Writer {
         quotas: Quotas,
     ) -> Result<WriterHandle, StoreError> {
         let state = WriterState {
-            host: Some(host),
+            boot: host,
+            fenced: true,
             redact: Some(redact),
+            broken: HashSet::new(),
             quotas,
-            ..WriterState::default()
         };
-        Writer::start(store, state)
+        Writer::start(store, state, Turns::waiting())
     }
 
-    fn start(store: Db, state: WriterState) -> Result<WriterHandle, StoreError> {
+    fn start(store: Db, state: WriterState, turns: Arc<Turns>) -> Result<WriterHandle, StoreError> {
         let (tx, rx) = mpsc::channel(QUEUE);
+        let boot = state.boot;
         let writer = Writer {
             engine: store.engine.write_engine()?,
             store,
             state,
+            turns: turns.clone(),
         };
         std::thread::Builder::new()
             .name("journal-writer".into())
             .spawn(move || writer.run(rx))
             .map_err(|e| StoreError::Storage(format!("cannot start the writer thread: {e}")))?;
-        Ok(WriterHandle { tx })
+        Ok(WriterHandle { tx, turns, boot })
     }
 
     fn run(mut self, mut rx: mpsc::Receiver<Command>) {
@@ -103,12 +112,18 @@ impl Writer {
         }
         let metrics = crate::metrics::get();
         metrics.commit_batch.observe(commands.len() as f64);
-        let Writer { engine, state, .. } = self;
+        let Writer {
+            engine,
+            state,
+            turns,
+            ..
+        } = self;
         let mut changes = Changes::default();
         let mut sessions: Vec<Uuid> = commands.iter().filter_map(|c| c.session()).collect();
         let early = engine.applies_once();
         // What the batch's early-started turns wait for before they read.
         let mut committed: Option<(oneshot::Sender<Result<(), StoreError>>, AppendAck)> = None;
+        let mut tickets = Vec::new();
         let result = engine.transact(&mut |tx| {
             tx.lock_sessions(&mut sessions)?;
             let mut batch = Batch::new(tx, state);
@@ -119,13 +134,11 @@ impl Writer {
             if let Some(err) = &changes.failed {
                 return Err(err.clone());
             }
-            if early {
-                for command in commands.iter_mut() {
-                    command.applied(&mut || {
-                        let (_, ack) = committed.get_or_insert_with(append_ack);
-                        Committed(ack.clone())
-                    });
-                }
+            tickets = std::mem::take(&mut changes.tickets);
+            if early && !tickets.is_empty() {
+                // Applied once, and its commit is next: the turns start now.
+                let (_, ack) = committed.get_or_insert_with(append_ack);
+                turns.start(std::mem::take(&mut tickets), Some(&Committed(ack.clone())));
             }
             Ok(())
         });
@@ -148,6 +161,9 @@ impl Writer {
                 if let Some(head) = feed_head {
                     self.store.hub.feed_advanced(head);
                 }
+                // Committed (on an engine that may apply twice, only now):
+                // the turns start before their commands are answered.
+                turns.start(tickets, None);
             }
             Err(err) => {
                 tracing::error!(error = %err, "journal batch failed; nothing of it was committed");

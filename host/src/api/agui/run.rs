@@ -22,7 +22,7 @@ use crate::api::extract::{Json, Path};
 use crate::api::{ApiError, AppState, end_users, events};
 use crate::journal::StoredEvent;
 use crate::keys::Principal;
-use crate::store::{Decision, Starter, StoreError, ThreadTurn, thread_key};
+use crate::store::{Decision, StoreError, ThreadTurn, thread_key};
 
 /// Keep-alive comment interval.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -54,7 +54,6 @@ pub(crate) async fn run(
     let policy = end_users::refuse_bare_key_if_required(&state, &principal, app.id).await?;
     // Each end user's threads are their own (`store::thread_key`).
     let thread_key = thread_key(&input.thread_id, principal.user_id());
-    let starter = state.runtime.starter();
     let started = match input.resume.as_deref() {
         Some(entries) if !entries.is_empty() => {
             if !principal.is_platform() {
@@ -83,12 +82,7 @@ pub(crate) async fn run(
                 _ => None,
             };
             match seq {
-                Some(seq) => {
-                    state
-                        .writer
-                        .decide_at(session, seq, decision, state.boot_id, Some(&starter))
-                        .await
-                }
+                Some(seq) => state.writer.decide_at(session, seq, decision).await,
                 _ => {
                     return Ok(refusal(
                         "unknown_interrupt",
@@ -109,9 +103,7 @@ pub(crate) async fn run(
                     route,
                     input.thread_id.clone(),
                     Value::String(text),
-                    state.boot_id,
                     end_users::owner(&principal, policy.as_ref()),
-                    Some(&starter),
                 )
                 .await
         }
@@ -124,7 +116,7 @@ pub(crate) async fn run(
         Err(err) => return Err(err.into()),
     };
     let run = (input.thread_id, input.run_id);
-    Ok(stream(state, &principal, turn, &starter, run).await)
+    Ok(stream(state, &principal, turn, run).await)
 }
 
 /// Streams the turn from its TURN_STARTED to the end of its run.
@@ -132,20 +124,12 @@ async fn stream(
     state: AppState,
     principal: &Principal,
     turn: ThreadTurn,
-    starter: &Starter,
     (thread_id, run_id): (String, String),
 ) -> Response {
-    let ThreadTurn {
-        session,
-        ticket,
-        started_seq,
-    } = turn;
-    let session = session.id;
-    // Subscribed before reading (the turn may have started while its
-    // commit ran, `store::Starter`, but publishes only after it): nothing
-    // is missed.
+    let (session, started_seq) = (turn.session.id, turn.started_seq);
+    // The writer started the turn (`store::start`); subscribed before
+    // reading, nothing it publishes from here on is missed.
     let subscription = state.store.hub().subscribe(session);
-    starter.start(ticket, None);
     let first = match events::read_chunk(&state, session, started_seq).await {
         Ok(first) => first,
         Err(err) => return err.into_response(),

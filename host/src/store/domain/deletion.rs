@@ -8,8 +8,7 @@ use uuid::Uuid;
 
 use super::feed;
 use crate::store::StoreError;
-use crate::store::batch::Batch;
-use crate::store::commands::Op;
+use crate::store::batch::{Batch, Op};
 use crate::store::records::SessionStatus;
 
 /// Deletes a session that has no running turn (409 while one runs: cancel

@@ -4,8 +4,7 @@
 use uuid::Uuid;
 
 use super::{BuildOutcome, NewDeployment};
-use crate::store::batch::Batch;
-use crate::store::commands::Op;
+use crate::store::batch::{Batch, Op};
 use crate::store::engine::WriteTx;
 use crate::store::error::corrupt;
 use crate::store::records::{AppRecord, Artifact, DeploymentRecord, DeploymentStatus};

@@ -9,8 +9,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::store::StoreError;
-use crate::store::batch::Batch;
-use crate::store::commands::Op;
+use crate::store::batch::{Batch, Op};
 use crate::store::error::corrupt;
 use crate::store::records::{
     ApprovalFeedEntry, FeedKind, SessionRecord, SessionStatus, WithdrawReason,

@@ -22,8 +22,7 @@ use uuid::Uuid;
 use super::deployments::CreateDeployment;
 use super::sessions::{CreateSession, Decide, PostInput};
 use super::{TurnReason, TurnTicket};
-use crate::store::batch::Batch;
-use crate::store::commands::Op;
+use crate::store::batch::{Batch, Op};
 use crate::store::error::corrupt;
 use crate::store::records::{AppRecord, DeploymentRecord, IdempotencyRecord, SessionRecord};
 use crate::store::{StoreError, now_rfc3339};
@@ -73,6 +72,11 @@ pub(in crate::store) struct Once<O> {
 
 impl<O: Remembered> Op for Once<O> {
     type Output = Answered<O::Output, O::Answer>;
+
+    /// A replay starts nothing: the first request's turn started then.
+    fn tickets(answered: &Self::Output) -> Vec<TurnTicket> {
+        answered.work.as_ref().map(O::tickets).unwrap_or_default()
+    }
 
     fn session(&self) -> Option<Uuid> {
         self.op.session()

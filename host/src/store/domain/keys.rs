@@ -2,8 +2,7 @@
 //! key), and the rate-limited last-used write.
 
 use crate::store::StoreError;
-use crate::store::batch::Batch;
-use crate::store::commands::Op;
+use crate::store::batch::{Batch, Op};
 use crate::store::records::{ApiKeyRecord, KeyClass};
 
 /// Stores a key (minted, or the bootstrap key replacing the previous one).

@@ -2,11 +2,13 @@
 //! deployments, keys, secrets and idempotency keys, written once over the
 //! storage boundary (`store::engine`).
 //!
-//! Each command is a struct with an `Op` impl (`store::commands`) beside
-//! its rule; the writer applies it inside a batch (`store::batch`), which
-//! gives it the engine's transaction and the batch's view of sessions. No
-//! file here knows which engine it runs on.
+//! Each command is a struct with an `Op` impl (`store::batch`) beside its
+//! rule; the writer applies it inside a batch (`store::batch`), which gives
+//! it the engine's transaction and the batch's view of sessions, and starts
+//! the turns its output declares (`store::start`). No file here knows which
+//! engine it runs on.
 
+mod closing;
 mod deletion;
 mod deployments;
 mod feed;
@@ -18,10 +20,8 @@ mod secrets;
 mod sessions;
 mod threads;
 
-use serde_json::Value;
-use uuid::Uuid;
-
 use super::records::{AgentDescription, Artifact, LimitsRecord, PendingApproval};
+use super::start::{TurnReason, TurnTicket};
 
 pub(super) use deletion::DeleteSession;
 pub(super) use deployments::{Activate, CreateDeployment, FinishBuild, SetArtifact};
@@ -33,7 +33,6 @@ pub(crate) use idempotency::{
 };
 pub(super) use idempotency::{Once, PurgeIdempotency};
 pub(super) use keys::{DeleteApiKey, PutApiKey, TouchApiKey};
-pub(crate) use quotas::Quotas;
 pub(crate) use recovery::Recovery;
 pub(super) use recovery::{CloseTurn, Recover};
 pub(super) use secrets::{DeleteSecret, PutSecret};
@@ -75,18 +74,6 @@ pub enum BuildOutcome {
     Failed(String),
 }
 
-/// Why a turn runs.
-#[derive(Debug, Clone, PartialEq)]
-pub enum TurnReason {
-    Input,
-    /// A decision on the gated call that suspended the previous turn.
-    ApprovalDecision {
-        approved: bool,
-        approver: String,
-        pending: Box<PendingApproval>,
-    },
-}
-
 /// A human's decision, as the API hands it to the writer.
 #[derive(Debug, Clone)]
 pub struct Decision {
@@ -97,18 +84,6 @@ pub struct Decision {
     /// The end user deciding, if one is: they may decide only a call of
     /// their own session whose tool the manifest leaves to its end user.
     pub end_user: Option<String>,
-}
-
-/// Everything needed to run a scheduled turn.
-#[derive(Debug, Clone)]
-pub struct TurnTicket {
-    pub session_id: Uuid,
-    pub turn: u32,
-    pub deployment_id: Uuid,
-    pub app_slug: String,
-    pub route: String,
-    pub input: Value,
-    pub reason: TurnReason,
 }
 
 /// How a turn ended; decides the session's next status.

@@ -11,16 +11,6 @@ use crate::store::batch::Batch;
 use crate::store::engine::AppLoad;
 use crate::store::records::SessionStatus;
 
-/// The operator's caps, each per app; `None` is no cap.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Quotas {
-    /// Sessions not ended (`--max-open-sessions-per-app`).
-    pub open_sessions: Option<u64>,
-    /// Sessions running a turn, a turn waiting for a slot included
-    /// (`--max-running-turns-per-app`).
-    pub running_turns: Option<u64>,
-}
-
 /// What a command is about to start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Starting {

@@ -7,13 +7,13 @@
 use serde_json::Value;
 use uuid::Uuid;
 
+use super::closing::closing_events;
 use super::sessions::finish_turn;
 use super::{TurnOutcome, TurnReason, TurnTicket};
-use crate::journal::payloads::{self, Role};
-use crate::journal::{NewEvent, StoredEvent, TurnErrorKind};
+
+use crate::journal::{StoredEvent, TurnErrorKind};
 use crate::store::StoreError;
-use crate::store::batch::Batch;
-use crate::store::commands::Op;
+use crate::store::batch::{Batch, Op};
 use crate::store::error::corrupt;
 
 /// What `Recover` did.
@@ -25,18 +25,23 @@ pub struct Recovery {
     pub closed: Vec<Uuid>,
 }
 
-/// Settles the turns no live host owns, for host `boot`: a turn that left
-/// no trace in the journal (it never started, or died before its first
-/// effect) is handed back to be run again here; any other is closed with
+/// Settles the turns no live host owns, for the writer's host: a turn that
+/// left no trace in the journal (it never started, or died before its first
+/// effect) is started again here; any other is closed with
 /// TURN_ERROR. A resumed turn that did start is never run again behind the
 /// user's back.
-pub(in crate::store) struct Recover(pub Uuid);
+pub(in crate::store) struct Recover;
 
 impl Op for Recover {
     type Output = Recovery;
 
+    /// The turns handed back start again here (`store::start`).
+    fn tickets(recovery: &Recovery) -> Vec<TurnTicket> {
+        recovery.restarted.clone()
+    }
+
     fn apply(&mut self, batch: &mut Batch<'_>) -> Result<Recovery, StoreError> {
-        let boot = self.0;
+        let boot = batch.state.boot;
         let mut recovery = Recovery::default();
         for record in batch.tx.orphaned_turns(boot)? {
             let (id, turn) = (record.id, record.turn);
@@ -105,78 +110,6 @@ impl Op for CloseTurn {
         let events = closing_events(batch, id, turn, self.kind, &self.message)?;
         finish_turn(batch, id, turn, &events, TurnOutcome::Errored)
     }
-}
-
-/// The events that close `turn` of `session` with TURN_ERROR `kind`. A
-/// message's text is rebuilt from its committed deltas and passed through
-/// the writer's redactor: a secret split across two deltas was redacted in
-/// neither.
-pub(in crate::store) fn closing_events(
-    batch: &mut Batch<'_>,
-    session: Uuid,
-    turn: u32,
-    kind: TurnErrorKind,
-    message: &str,
-) -> Result<Vec<NewEvent>, StoreError> {
-    let journal = batch.tx.last_turn_events(session)?;
-    let redact = batch.state.redact.as_ref();
-    let mut events: Vec<NewEvent> = open_messages(&journal)
-        .into_iter()
-        .map(|(message_id, role, text)| {
-            let text = redact.map_or(text.clone(), |current| current().redact(&text).into_owned());
-            NewEvent::of(&payloads::MessageEnd {
-                message_id,
-                role,
-                text,
-                incomplete: Some(true),
-            })
-        })
-        .collect();
-    events.push(NewEvent::of(&payloads::TurnError {
-        turn,
-        kind,
-        message: message.to_string(),
-    }));
-    Ok(events)
-}
-
-/// Messages of the last turn (`journal`, from its TURN_STARTED on) that
-/// were started and never ended, with their committed text, in the order
-/// they were started.
-fn open_messages(journal: &[StoredEvent]) -> Vec<(String, Role, String)> {
-    #[derive(serde::Deserialize)]
-    #[serde(tag = "type", content = "payload")]
-    enum Message {
-        #[serde(rename = "MESSAGE_START")]
-        Start(payloads::MessageStart),
-        #[serde(rename = "MESSAGE_DELTA")]
-        Delta(payloads::MessageDelta),
-        #[serde(rename = "MESSAGE_END")]
-        End(payloads::MessageEnd),
-    }
-    let mut open: Vec<(String, Role, String)> = Vec::new();
-    for event in journal {
-        if !matches!(
-            event.event_type(),
-            "MESSAGE_START" | "MESSAGE_DELTA" | "MESSAGE_END"
-        ) {
-            continue;
-        }
-        let Ok(message) = serde_json::from_str::<Message>(&event.json) else {
-            continue;
-        };
-        match message {
-            Message::Start(start) => open.push((start.message_id, start.role, String::new())),
-            Message::Delta(delta) => {
-                if let Some(message) = open.iter_mut().find(|(m, _, _)| *m == delta.message_id) {
-                    let payloads::Delta::Text { text } = delta.delta;
-                    message.2.push_str(&text);
-                }
-            }
-            Message::End(end) => open.retain(|(m, _, _)| *m != end.message_id),
-        }
-    }
-    open
 }
 
 /// The input of the last turn (`journal`, from its TURN_STARTED on) if that

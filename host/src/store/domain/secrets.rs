@@ -1,8 +1,7 @@
 //! The secret rules: put (create, or rotate keeping `created_at`) and delete.
 
 use crate::store::StoreError;
-use crate::store::batch::Batch;
-use crate::store::commands::Op;
+use crate::store::batch::{Batch, Op};
 use crate::store::records::SecretRecord;
 
 /// Stores a sealed secret; answers it as stored and whether it is new.

@@ -7,14 +7,13 @@ use std::sync::Arc;
 use serde_json::Value;
 use uuid::Uuid;
 
+use super::closing::closing_events;
 use super::feed;
 use super::quotas::{self, Starting};
-use super::recovery::closing_events;
 use super::{Decision, TurnOutcome, TurnReason, TurnTicket};
 use crate::journal::payloads::{self, Delta, EndUserInfo, Role, StartReason};
 use crate::journal::{NewEvent, TurnErrorKind};
-use crate::store::batch::Batch;
-use crate::store::commands::Op;
+use crate::store::batch::{Batch, Op};
 use crate::store::engine::SessionRow;
 use crate::store::error::corrupt;
 use crate::store::outbox::Outbox;
@@ -26,13 +25,16 @@ pub(in crate::store) struct CreateSession {
     pub app: String,
     pub route: String,
     pub input: Value,
-    pub boot: Uuid,
     /// The end user creating it, who then owns it.
     pub end_user: Option<EndUserInfo>,
 }
 
 impl Op for CreateSession {
     type Output = (SessionRecord, TurnTicket);
+
+    fn tickets((_, ticket): &Self::Output) -> Vec<TurnTicket> {
+        vec![ticket.clone()]
+    }
 
     fn apply(&mut self, batch: &mut Batch<'_>) -> Result<Self::Output, StoreError> {
         let app =
@@ -80,7 +82,7 @@ impl Op for CreateSession {
             turn: 1,
             created_at: now.clone(),
             updated_at: now,
-            boot_id: Some(self.boot),
+            boot_id: Some(batch.state.boot),
             pending_approval: None,
             resume: None,
             end_user: self.end_user.as_ref().map(|user| user.id.clone()),
@@ -118,11 +120,14 @@ impl Op for CreateSession {
 pub(in crate::store) struct PostInput {
     pub session: Uuid,
     pub input: Value,
-    pub boot: Uuid,
 }
 
 impl Op for PostInput {
     type Output = TurnTicket;
+
+    fn tickets(ticket: &TurnTicket) -> Vec<TurnTicket> {
+        vec![ticket.clone()]
+    }
 
     fn apply(&mut self, batch: &mut Batch<'_>) -> Result<TurnTicket, StoreError> {
         let id = self.session;
@@ -150,10 +155,11 @@ impl Op for PostInput {
         let slug = session.record.app_slug.clone();
         quotas::check(batch, app, &slug, Starting::Turn)?;
         batch.write_events(id, &turn_start_events(turn, &self.input))?;
+        let boot = batch.state.boot;
         let session = batch.session(id)?;
         session.record.turn = turn;
         session.record.status = SessionStatus::Running;
-        session.record.boot_id = Some(self.boot);
+        session.record.boot_id = Some(boot);
         session.record.updated_at = now_rfc3339();
         let ticket = TurnTicket {
             session_id: id,
@@ -173,14 +179,14 @@ impl Op for PostInput {
 /// still owns it (the fencing check: an owner is a host's boot id, and a
 /// host never runs two runners of one turn at once).
 fn running_turn(batch: &mut Batch<'_>, id: Uuid, turn: u32) -> Result<(), StoreError> {
-    let host = batch.state.host;
+    let (host, fenced) = (batch.state.boot, batch.state.fenced);
     let session = batch.session(id)?;
     if session.record.status != SessionStatus::Running || session.record.turn != turn {
         return Err(StoreError::Conflict(format!(
             "turn {turn} of session {id} is not running"
         )));
     }
-    if host.is_some() && session.record.boot_id != host {
+    if fenced && session.record.boot_id != Some(host) {
         return Err(StoreError::Conflict(format!(
             "this host no longer holds the lease on turn {turn} of session {id}"
         )));
@@ -342,11 +348,14 @@ fn may_end_user_decide(
 pub(in crate::store) struct Decide {
     pub session: Uuid,
     pub decision: Decision,
-    pub boot: Uuid,
 }
 
 impl Op for Decide {
     type Output = TurnTicket;
+
+    fn tickets(ticket: &TurnTicket) -> Vec<TurnTicket> {
+        vec![ticket.clone()]
+    }
 
     fn apply(&mut self, batch: &mut Batch<'_>) -> Result<TurnTicket, StoreError> {
         let (id, decision) = (self.session, &self.decision);
@@ -402,10 +411,11 @@ impl Op for Decide {
         batch.tx.set_pending_approval(id, None)?;
         feed::decided(batch, id, &pending.call.tool_call_id, decided_seq)?;
         batch.touch(id);
+        let boot = batch.state.boot;
         let session = batch.session(id)?;
         session.record.turn = turn;
         session.record.status = SessionStatus::Running;
-        session.record.boot_id = Some(self.boot);
+        session.record.boot_id = Some(boot);
         session.record.pending_approval = None;
         session.record.resume = Some(ResumeRecord {
             approved: decision.approved,

@@ -11,8 +11,7 @@ use super::sessions::{CreateSession, Decide, PostInput};
 use super::{Decision, TurnTicket};
 use crate::journal::payloads::EndUserInfo;
 use crate::store::StoreError;
-use crate::store::batch::Batch;
-use crate::store::commands::Op;
+use crate::store::batch::{Batch, Op};
 use crate::store::records::SessionRecord;
 
 /// A turn a run on a thread started.
@@ -32,7 +31,6 @@ pub(in crate::store) struct OpenThread {
     pub route: String,
     pub thread: String,
     pub input: Value,
-    pub boot: Uuid,
     /// The end user running it: their threads are theirs alone.
     pub end_user: Option<EndUserInfo>,
 }
@@ -52,6 +50,10 @@ pub(crate) fn thread_key(thread: &str, user: Option<&str>) -> String {
 impl Op for OpenThread {
     type Output = ThreadTurn;
 
+    fn tickets(turn: &ThreadTurn) -> Vec<TurnTicket> {
+        vec![turn.ticket.clone()]
+    }
+
     fn apply(&mut self, batch: &mut Batch<'_>) -> Result<ThreadTurn, StoreError> {
         let app =
             (batch.tx.app(&self.app)?).ok_or_else(|| StoreError::not_found("app", &self.app))?;
@@ -65,7 +67,6 @@ impl Op for OpenThread {
             let ticket = PostInput {
                 session: id,
                 input: self.input.clone(),
-                boot: self.boot,
             }
             .apply(batch)?;
             let session = batch.session(id)?.record.clone();
@@ -79,7 +80,6 @@ impl Op for OpenThread {
             app: app.id.to_string(),
             route: self.route.clone(),
             input: self.input.clone(),
-            boot: self.boot,
             end_user: self.end_user.clone(),
         }
         .apply(batch)?;
@@ -102,11 +102,14 @@ pub(in crate::store) struct DecideAt {
     pub session: Uuid,
     pub approval_seq: u64,
     pub decision: Decision,
-    pub boot: Uuid,
 }
 
 impl Op for DecideAt {
     type Output = ThreadTurn;
+
+    fn tickets(turn: &ThreadTurn) -> Vec<TurnTicket> {
+        vec![turn.ticket.clone()]
+    }
 
     fn session(&self) -> Option<Uuid> {
         Some(self.session)
@@ -125,7 +128,6 @@ impl Op for DecideAt {
         let ticket = Decide {
             session: self.session,
             decision: self.decision.clone(),
-            boot: self.boot,
         }
         .apply(batch)?;
         let session = batch.session(self.session)?.record.clone();
