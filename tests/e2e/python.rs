@@ -50,7 +50,7 @@ fn python_cache() -> PathBuf {
 }
 
 /// What `agenthost build` of a Python agent is run with.
-fn build_env() -> [(&'static str, PathBuf); 2] {
+pub(crate) fn build_env() -> [(&'static str, PathBuf); 2] {
     [
         ("AGENTHOST_COMPONENTIZE_PY", componentize_py()),
         ("AGENTHOST_PYTHON_CACHE", python_cache()),
