@@ -114,9 +114,6 @@ pub async fn deploy(options: &DeployOptions) -> Result<Deployed, DeployError> {
     let base = options.url.trim_end_matches('/');
     let client = reqwest::Client::new();
     let slug = manifest.app.slug.clone();
-    // A bad key fails before the local build, and never as a failed upload.
-    let check_deadline = Instant::now() + options.timeout;
-    net::check_key(&client, base, &options.api_key, &slug, check_deadline).await?;
     let component = if options.build {
         let (dir, manifest) = (dir.clone(), manifest.clone());
         tokio::task::spawn_blocking(move || lang::build_component(&dir, &manifest))
@@ -142,6 +139,8 @@ pub async fn deploy(options: &DeployOptions) -> Result<Deployed, DeployError> {
     };
     // The deadline covers the upload and the build from here on.
     let deadline = Instant::now() + options.timeout;
+    // A bad key is refused as such, never as a failed upload.
+    net::check_key(&client, base, &options.api_key, &slug, deadline).await?;
     let upload = || {
         let mut form = reqwest::multipart::Form::new()
             .part(
