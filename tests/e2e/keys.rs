@@ -1,4 +1,4 @@
-//! The first start mints a platform key, shows it once and saves it (0600),
+//! The first start mints a platform key named `bootstrap`, shows it once and saves it (0600),
 //! on redb and, in the PostgreSQL pass, on an empty PostgreSQL database.
 
 use std::io::{BufRead, BufReader};
@@ -63,6 +63,22 @@ async fn first_start_mints_a_platform_key_saved_with_mode_0600() {
         .await
         .unwrap();
     assert_eq!(ok.status(), 200);
+    // Named as its file and as `agenthost dev`'s key: `bootstrap` (the
+    // approver its decisions name).
+    let (status, list) = support::status_and_json(
+        client
+            .get(format!("{url}/api-keys"))
+            .bearer_auth(&key)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200, "{list}");
+    let names: Vec<&str> = (list.as_array().unwrap().iter())
+        .map(|k| k["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["bootstrap"], "{list}");
     let bad = client
         .get(format!("{url}/apps"))
         .bearer_auth(format!("{key}0"))
