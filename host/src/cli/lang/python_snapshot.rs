@@ -208,31 +208,6 @@ fn short_path(line: &str) -> String {
     line.to_owned()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::python_said;
-
-    #[test]
-    fn build_tracebacks_name_files_as_the_author_knows_them() {
-        let output = "Traceback (most recent call last):\n  \
-                      File \"/1/agenthost/_loader.py\", line 9, in _load\n  \
-                      File \"/0/app.py\", line 3, in <module>\n    \
-                      raise ValueError(\"no kettle\")\n  \
-                      File \"/2/requests/api.py\", line 1, in get\n  \
-                      File \"/python/json/__init__.py\", line 1, in loads\n\
-                      ValueError: no kettle\n";
-        assert_eq!(
-            python_said(output),
-            "Traceback (most recent call last):\n  \
-             File \"app.py\", line 3, in <module>\n    \
-             raise ValueError(\"no kettle\")\n  \
-             File \"requests/api.py\", line 1, in get\n  \
-             File \"/python/json/__init__.py\", line 1, in loads\n\
-             ValueError: no kettle"
-        );
-    }
-}
-
 /// WASI for the snapshot: the mounts read-only, no arguments, only
 /// `SNAPSHOT_VAR` in the environment, output kept in memory.
 fn context(
@@ -378,5 +353,30 @@ impl ComponentInstanceState for Snapshotted {
 
     async fn call_func_ret_f64(&mut self, instance: &str, func: &str) -> u64 {
         self.call(instance, func).await.map_or(0, f64::to_bits)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::python_said;
+
+    #[test]
+    fn build_tracebacks_name_files_as_the_author_knows_them() {
+        let output = "Traceback (most recent call last):\n  \
+                      File \"/1/agenthost/_loader.py\", line 9, in _load\n  \
+                      File \"/0/app.py\", line 3, in <module>\n    \
+                      raise ValueError(\"no kettle\")\n  \
+                      File \"/2/requests/api.py\", line 1, in get\n  \
+                      File \"/python/json/__init__.py\", line 1, in loads\n\
+                      ValueError: no kettle\n";
+        assert_eq!(
+            python_said(output),
+            "Traceback (most recent call last):\n  \
+             File \"app.py\", line 3, in <module>\n    \
+             raise ValueError(\"no kettle\")\n  \
+             File \"requests/api.py\", line 1, in get\n  \
+             File \"/python/json/__init__.py\", line 1, in loads\n\
+             ValueError: no kettle"
+        );
     }
 }
