@@ -189,6 +189,7 @@ impl Watch {
             // The ignore files or the manifest may have changed: read them again.
             self.sources = Sources::read(self.sources.root(), &self.data_dir);
             let mut first = None;
+            let mut kept = None;
             let mut new_dirs = Vec::new();
             for path in paths {
                 if !self.sources.is_source(&path) {
@@ -196,6 +197,9 @@ impl Watch {
                 }
                 if path.is_dir() {
                     new_dirs.push(path.clone());
+                }
+                if kept.is_none() && path.exists() {
+                    kept = Some(path.clone());
                 }
                 first.get_or_insert(path);
             }
@@ -207,7 +211,9 @@ impl Watch {
                     }
                 }
             }
-            if let Some(path) = first {
+            // An editor's (or `sed -i`'s) temporary file may lead the
+            // burst: name a path that is still there when there is one.
+            if let Some(path) = kept.or(first) {
                 let relative = path.strip_prefix(self.sources.root()).unwrap_or(&path);
                 return Some(relative.to_path_buf());
             }
