@@ -59,7 +59,13 @@ pub async fn dev(args: DevArgs, server: Server, key: String) -> anyhow::Result<(
         progress: Progress::Lines,
     };
     let mut shown = false;
-    match deploy(&options).await {
+    // A deploy ends with the server: a SIGTERM mid-build stops `dev`, not
+    // a poll retrying against a server that is gone.
+    let first = tokio::select! {
+        served = &mut serving => return served.context("the server task failed")?,
+        outcome = deploy(&options) => outcome,
+    };
+    match first {
         Ok(deployed) => {
             try_it(&deployed, &url, &key);
             shown = true;
@@ -91,7 +97,11 @@ pub async fn dev(args: DevArgs, server: Server, key: String) -> anyhow::Result<(
                     return serving.await.context("the server task failed")?;
                 };
                 println!("{} changed: redeploying {} ...", changed.display(), dir.display());
-                match deploy(&options).await {
+                let outcome = tokio::select! {
+                    served = &mut serving => return served.context("the server task failed")?,
+                    outcome = deploy(&options) => outcome,
+                };
+                match outcome {
                     Ok(deployed) => {
                         let version = deployed.row.version;
                         println!(
