@@ -286,9 +286,8 @@ impl Keys {
     }
 
     /// The principal of a presented key, or `None` for any unknown,
-    /// malformed, revoked or wrong key (all the same to the caller). The
-    /// flag says the key's last-used time is due to be written.
-    pub(crate) fn verify(&self, presented: &str) -> Option<(Principal, bool)> {
+    /// malformed, revoked or wrong key (all the same to the caller).
+    pub(crate) fn verify(&self, presented: &str) -> Option<Principal> {
         let keys = self.inner.read().unwrap_or_else(PoisonError::into_inner);
         // A bootstrap key may itself look like one of ours: fall back to it.
         let entry = parse_id(presented)
@@ -297,14 +296,24 @@ impl Keys {
         if !constant_time_eq(&entry.hash, &sha256(presented)) {
             return None;
         }
+        Some(entry.principal.clone())
+    }
+
+    /// Whether key `id`'s last-used time is due to be written (at most
+    /// about once a minute); a true answer claims it. Called only for a
+    /// request the key was allowed to make: a refused one is no use.
+    pub(crate) fn touch_due(&self, id: &str) -> bool {
+        let keys = self.inner.read().unwrap_or_else(PoisonError::into_inner);
+        let Some(entry) = keys.get(id) else {
+            return false;
+        };
         let now = unix_now();
         let last = entry.touched.load(Ordering::Relaxed);
-        let due = now.saturating_sub(last) >= TOUCH_EVERY_SECS
+        now.saturating_sub(last) >= TOUCH_EVERY_SECS
             && entry
                 .touched
                 .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok();
-        Some((entry.principal.clone(), due))
+                .is_ok()
     }
 }
 
@@ -334,10 +343,14 @@ mod tests {
         let minted = mint(KeyClass::Platform, "ci", None);
         keys.insert(&minted.record);
         assert!(minted.secret.starts_with("ahp_"));
-        let (principal, due) = keys.verify(&minted.secret).unwrap();
-        assert!(due, "the first use is recorded");
+        let principal = keys.verify(&minted.secret).unwrap();
+        assert!(!keys.touch_due("unknown"), "no such key");
         assert!(
-            !keys.verify(&minted.secret).unwrap().1,
+            keys.touch_due(&principal.key_id),
+            "the first use is recorded"
+        );
+        assert!(
+            !keys.touch_due(&principal.key_id),
             "the next not within a minute"
         );
         assert_eq!(principal.key_id, minted.record.id);
@@ -359,11 +372,11 @@ mod tests {
     fn bootstrap_key_may_be_any_string() {
         let keys = Keys::default();
         keys.insert(&bootstrap_record("dev-secret"));
-        assert_eq!(keys.verify("dev-secret").unwrap().0.key_id, BOOTSTRAP_ID);
+        assert_eq!(keys.verify("dev-secret").unwrap().key_id, BOOTSTRAP_ID);
         assert!(keys.verify("dev-secret2").is_none());
         assert!(keys.has_platform_key());
         let shaped = mint(KeyClass::Platform, "x", None).secret;
         keys.insert(&bootstrap_record(&shaped));
-        assert_eq!(keys.verify(&shaped).unwrap().0.key_id, BOOTSTRAP_ID);
+        assert_eq!(keys.verify(&shaped).unwrap().key_id, BOOTSTRAP_ID);
     }
 }

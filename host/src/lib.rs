@@ -32,8 +32,8 @@ pub use server::{ServeOptions, Server, StoreChoice};
 
 // The command line (`host/src/main.rs`): its arguments and subcommands.
 pub use cli::{
-    BenchArgs, Cli, Command, DeployError, DeployOptions, Progress, ServeArgs, bench,
-    build as build_agent, deploy, keys as keys_command,
+    BenchArgs, Cli, Command, DeployError, DeployOptions, DevArgs, Progress, ServeArgs, bench,
+    build as build_agent, deploy, dev, keys as keys_command,
 };
 pub use keys::mint as mint_key;
 pub use util::{create_private_dir, install_tls_provider, write_secret_file};

@@ -9,7 +9,7 @@ use clap::Parser;
 
 use agenthost::{
     Cli, Command, DeployError, DeployOptions, DeploymentStatus, KeyClass, Progress, ServeArgs,
-    ServeOptions, Server, TurnSettings, bench, build_agent, create_private_dir, deploy,
+    ServeOptions, Server, TurnSettings, bench, build_agent, create_private_dir, deploy, dev,
     keys_command, mint_key, write_secret_file,
 };
 
@@ -92,7 +92,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Dev { serve, dir } => dev(serve, dir).await,
+        Command::Dev(args) => {
+            let key = dev_key(&args.serve.data_dir)?;
+            let server = start(&args.serve, Some(key.clone())).await?;
+            dev(args, server, key).await
+        }
         Command::Build(args) => {
             let output =
                 tokio::task::spawn_blocking(move || build_agent(&args.dir, args.output.as_deref()))
@@ -137,34 +141,6 @@ async fn start(args: &ServeArgs, bootstrap_key: Option<String>) -> anyhow::Resul
     .await?;
     println!("agenthost listening on http://{}", server.local_addr);
     Ok(server)
-}
-
-/// serve + deploy DIR + a key and curl commands to try it.
-async fn dev(args: ServeArgs, dir: std::path::PathBuf) -> anyhow::Result<()> {
-    let key = dev_key(&args.data_dir)?;
-    let server = start(&args, Some(key.clone())).await?;
-    let url = format!("http://{}", server.local_addr);
-    let serving = tokio::spawn(server.run());
-    let deployed = deploy(&DeployOptions {
-        dir,
-        url: url.clone(),
-        api_key: key.clone(),
-        timeout: Duration::from_secs(600),
-        build: true,
-        approval_policy: None,
-        // The server logs to the same stderr: progress on lines of its own.
-        progress: Progress::Lines,
-    })
-    .await?;
-    let app = &deployed.app;
-    let route = (deployed.row.routes.as_ref())
-        .and_then(|routes| routes.first())
-        .map_or("/chat", String::as_str);
-    println!(
-        "\nDeployed {app} v{} at {url}. Try it:\n\n  export AGENTHOST_API_KEY={key}\n  SID=$(curl -s -X POST {url}/sessions -H \"Authorization: Bearer $AGENTHOST_API_KEY\" -H 'content-type: application/json' -d '{{\"app\":\"{app}\",\"route\":\"{route}\",\"input\":\"hello agent host\"}}' | sed -E 's/.*\"session_id\":\"([^\"]+)\".*/\\1/')\n  curl -N {url}/sessions/$SID/events -H \"Authorization: Bearer $AGENTHOST_API_KEY\"\n\nA follow-up turn:\n\n  curl -s -X POST {url}/sessions/$SID/input -H \"Authorization: Bearer $AGENTHOST_API_KEY\" -H 'content-type: application/json' -d '{{\"input\":\"what did I say before?\"}}'\n\nCtrl-C stops the server.",
-        deployed.row.version
-    );
-    serving.await.context("the server task failed")?
 }
 
 /// The dev server's key: `AGENTHOST_BOOTSTRAP_KEY`, else the one saved in the

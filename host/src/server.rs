@@ -269,7 +269,9 @@ async fn load_keys(
         keys.insert(&record);
     }
     if !keys.has_platform_key() {
-        let minted = keys::mint(KeyClass::Platform, "initial platform key", None);
+        // Named as its file (`bootstrap-key`) and `dev`'s key: decisions
+        // made with it name the approver `bootstrap` either way.
+        let minted = keys::mint(KeyClass::Platform, "bootstrap", None);
         writer.put_api_key(minted.record.clone()).await?;
         keys.insert(&minted.record);
         let path = options.data_dir.join("bootstrap-key");

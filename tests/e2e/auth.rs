@@ -257,6 +257,34 @@ async fn keys_are_minted_listed_without_secrets_and_revoked_at_once() {
     assert_eq!(own["class"], "invocation");
     assert!(keys.own.starts_with(own["prefix"].as_str().unwrap()));
     assert!(own["last_used_at"].is_null(), "never used yet");
+    // A refused request (an invocation key on a platform endpoint) is no
+    // use of the key. The witness is a key used after the refusal: once its
+    // use shows, the refusal's would have shown as well.
+    let (status, _) = server.get_as(&keys.own, "/apps").await;
+    assert_eq!(status, 403);
+    let (witness_id, witness) = server.mint_key("platform", "witness", None).await;
+    assert_eq!(server.get_as(&witness, "/apps").await.0, 200);
+    let last_used = |list: &serde_json::Value, name: &str| {
+        (list.as_array().unwrap().iter())
+            .find(|k| k["name"] == name)
+            .map(|k| k["last_used_at"].clone())
+            .unwrap()
+    };
+    let mut witnessed = false;
+    for _ in 0..200 {
+        let (_, list) = server.get("/api-keys").await;
+        if last_used(&list, "witness").is_string() {
+            assert!(
+                last_used(&list, "frontend").is_null(),
+                "a refused request moved the key's last use: {list}"
+            );
+            witnessed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(witnessed, "the witness key's use was recorded");
+    assert_eq!(server.delete(&format!("/api-keys/{witness_id}")).await, 204);
     let (status, _) = server
         .get_as(&keys.own, &format!("/sessions/{session}"))
         .await;

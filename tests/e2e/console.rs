@@ -300,11 +300,19 @@ async fn a_person_deploys_watches_sessions_live_and_decides_gated_calls() {
         pending.contains("the user asked to delete apples") && pending.contains("code"),
         "{pending}"
     );
-    assert_eq!(
+    // The decision takes the message box's place while the call waits.
+    browser
+        .until(
+            "the decision where the box was",
+            "!document.querySelector('.composer').checkVisibility()
+               && document.querySelector('.decision-dock').checkVisibility()",
+        )
+        .await;
+    assert!(
         browser
-            .js("document.querySelector('.composer button').disabled")
-            .await,
-        true
+            .text(".decision-dock")
+            .await
+            .contains("delete_record")
     );
     browser.screenshot("session", Some(card)).await;
 
@@ -364,9 +372,9 @@ async fn a_person_deploys_watches_sessions_live_and_decides_gated_calls() {
     assert_eq!(status, 200);
     browser.client.back().await.unwrap();
     browser
-        .fill(&format!("{card} input[name=approver]"), "alice")
+        .fill(".decision-dock input[name=approver]", "alice")
         .await;
-    browser.click_labelled(card, "Approve").await;
+    browser.click_labelled(".decision-dock", "Approve").await;
     agent_says(&browser, "Deleted apples. Records: pears.").await;
     let decided = browser
         .text(".tool[data-tool=delete_record][data-decision=approved][data-result=ok]")
@@ -386,6 +394,21 @@ async fn a_person_deploys_watches_sessions_live_and_decides_gated_calls() {
     browser
         .text_with(&format!("{inbox_card} .outcome"), "Denied by bob")
         .await;
+    // Its badge no longer says it awaits approval.
+    assert_eq!(
+        browser
+            .js(&format!(
+                "document.querySelector(\"{inbox_card} .inbox-status\").dataset.status"
+            ))
+            .await,
+        "running"
+    );
+    assert!(
+        !browser
+            .text(&format!("{inbox_card} .inbox-status"))
+            .await
+            .contains("awaiting")
+    );
     browser.click_labelled(inbox_card, "Watch it").await;
     agent_says(
         &browser,
@@ -694,4 +717,154 @@ async fn an_operator_cancels_a_running_turn_and_ends_the_session() {
     let (_, view) = server.get(&format!("/sessions/{session}")).await;
     assert_eq!(view["status"], "ended", "{view}");
     browser.assert_no_errors("cancelling and ending").await;
+}
+
+/// Whether the page is scrolled to its end (within a few pixels).
+const AT_END: &str =
+    "window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 4";
+
+/// Waits until the page has drawn two more frames (the console scrolls in
+/// an animation frame after each event).
+async fn frames_drawn(browser: &Browser) {
+    browser
+        .js("(window.settled = false, requestAnimationFrame(() =>
+              requestAnimationFrame(() => { window.settled = true; })), true)")
+        .await;
+    browser.until("two frames drawn", "window.settled").await;
+}
+
+/// Waits until `session` is idle (its turn ended).
+async fn idle(server: &Server, session: &str) {
+    for _ in 0..600 {
+        let (_, view) = server.get(&format!("/sessions/{session}")).await;
+        if view["status"] == "idle" {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("session {session} never became idle");
+}
+
+/// Sends `input` to `session` over the API once it is idle, and waits for its turn to end.
+async fn turn_over_api(server: &Server, session: &str, input: &str) {
+    idle(server, session).await;
+    let (status, body) = server
+        .post(
+            &format!("/sessions/{session}/input"),
+            json!({"input": input}),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    idle(server, session).await;
+}
+
+#[tokio::test]
+async fn on_a_phone_sessions_follow_their_end_decisions_are_clickable_and_deployments_appear() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    let hello = support::guest("hello");
+    server.deploy("hello", &hello).await;
+    server.deploy("ops", &support::guest("ops")).await;
+    let browser = Browser::start().await;
+    browser.resize(crate::support::browser::PHONE).await;
+    browser.goto(&server.url("/")).await;
+    sign_in(&browser, KEY).await;
+
+    // A deployment made elsewhere appears without Refresh.
+    browser.go("#/deployments").await;
+    browser.find("section[data-app=hello]").await;
+    server.deploy("late", &hello).await;
+    browser
+        .until(
+            "the new app's deployment to appear",
+            "document.querySelector(\"section[data-app=late] tr[data-version='1']\")?.dataset.status === 'active'",
+        )
+        .await;
+
+    // A long session opens at its end and follows new output there.
+    let session = server.session("hello", "/chat", json!("line 0")).await;
+    for n in 1..12 {
+        turn_over_api(&server, &session, &format!("line {n}")).await;
+    }
+    browser.go(&format!("#/sessions/{session}")).await;
+    agent_says(&browser, "You said: line 11").await;
+    status_is(&browser, "idle").await;
+    assert_eq!(
+        browser
+            .js("document.documentElement.scrollHeight > 2 * window.innerHeight")
+            .await,
+        true,
+        "the session is longer than the screen"
+    );
+    browser.until("the page to open at its end", AT_END).await;
+    turn_over_api(&server, &session, "grows at the end").await;
+    agent_says(&browser, "You said: grows at the end").await;
+    status_is(&browser, "idle").await;
+    browser.until("the page to follow to its end", AT_END).await;
+
+    // Scrolled up to read, the page does not jump when output arrives.
+    browser.js("window.scrollTo(0, 0)").await;
+    frames_drawn(&browser).await;
+    turn_over_api(&server, &session, "arrives while reading").await;
+    agent_says(&browser, "You said: arrives while reading").await;
+    status_is(&browser, "idle").await;
+    frames_drawn(&browser).await;
+    assert_eq!(
+        browser.js("window.scrollY").await,
+        json!(0),
+        "the reader stays where they were"
+    );
+    // Sending from the box brings the answer into view.
+    send(&browser, "sent from the box").await;
+    agent_says(&browser, "You said: sent from the box").await;
+    status_is(&browser, "idle").await;
+    browser
+        .until("the page to follow the reader's own turn", AT_END)
+        .await;
+
+    // The session list's status pill keeps its size on a phone.
+    browser.go("#/sessions").await;
+    browser.find("tr[data-session] .badge").await;
+    assert_eq!(
+        browser
+            .js("(() => { const b = document.querySelector('tr[data-session] .badge');
+                 return b.getBoundingClientRect().width < b.parentElement.getBoundingClientRect().width / 2; })()")
+            .await,
+        true,
+        "the pill does not stretch across the card"
+    );
+
+    // On a phone, Deny is where the box is and takes a real click.
+    let ops = server
+        .session("ops", "/ops", json!("add apples pears"))
+        .await;
+    browser.go(&format!("#/sessions/{ops}")).await;
+    agent_says(
+        &browser,
+        "Added apples. Added pears. Records: apples, pears.",
+    )
+    .await;
+    send(&browser, "delete apples").await;
+    status_is(&browser, "awaiting_approval").await;
+    browser.click_labelled(".decision-dock", "Deny").await;
+    agent_says(
+        &browser,
+        "The deletion of apples was denied by bootstrap. Records: apples, pears.",
+    )
+    .await;
+    browser
+        .until(
+            "the box to come back",
+            "document.querySelector('.composer').checkVisibility()
+               && !document.querySelector('.decision-dock').checkVisibility()",
+        )
+        .await;
+    // And Approve, the next time.
+    send(&browser, "delete pears").await;
+    status_is(&browser, "awaiting_approval").await;
+    browser.click_labelled(".decision-dock", "Approve").await;
+    agent_says(&browser, "Deleted pears. Records: apples.").await;
+    browser
+        .assert_no_errors("a phone's session and decisions")
+        .await;
 }

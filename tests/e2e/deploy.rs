@@ -112,6 +112,41 @@ async fn deploy_exits_5_when_the_server_refuses_the_upload() {
 }
 
 #[tokio::test]
+async fn a_wrong_key_is_refused_every_time_even_with_a_large_upload() {
+    // The server refuses a bad key before it reads the body and closes the
+    // connection: sent at once, an 18 MB upload mostly failed as "the
+    // connection failed" (exit 6). The key is checked first.
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    let mut noise = Vec::with_capacity(18 << 20);
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    while noise.len() < 18 << 20 {
+        // xorshift: bytes gzip cannot shrink, so the upload stays large.
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        noise.extend_from_slice(&x.to_le_bytes());
+    }
+    let project = project(&noise);
+    for attempt in 1..=5 {
+        let (code, output) = deploy_to(project.path(), &server.url, "not-a-key", &[]).await;
+        assert_eq!(code, Some(5), "attempt {attempt}: {output}");
+        assert!(
+            output.contains("refused (401)") && output.contains("invalid API key"),
+            "attempt {attempt}: {output}"
+        );
+    }
+    // An invocation key is refused as well (403), before any upload.
+    server.deploy("broken", &support::guest("hello")).await;
+    let (_, invocation) = server
+        .mint_key("invocation", "frontend", Some("broken"))
+        .await;
+    let (code, output) = deploy_to(project.path(), &server.url, &invocation, &[]).await;
+    assert_eq!(code, Some(5), "{output}");
+    assert!(output.contains("refused (403)"), "{output}");
+}
+
+#[tokio::test]
 async fn deploy_exits_6_when_the_server_cannot_be_reached() {
     // A port nobody listens on (bound, then closed).
     let port = std::net::TcpListener::bind("127.0.0.1:0")

@@ -1,5 +1,5 @@
-//! Keys and ids: the first start mints a platform key, saves it (0600) and
-//! prints it nowhere, in a data dir made 0700 (on redb and, in the
+//! Keys and ids: the first start mints a platform key named `bootstrap`,
+//! saves it (0600) and prints it nowhere, in a data dir made 0700 (on redb and, in the
 //! PostgreSQL pass, on an empty PostgreSQL database); a short bootstrap key
 //! is refused; stream tokens die with a bootstrap key rotated under the same
 //! id; failed authentication is throttled per address; session ids carry
@@ -104,6 +104,22 @@ async fn first_start_mints_a_platform_key_saved_0600_printed_nowhere_in_a_0700_d
         .await
         .unwrap();
     assert_eq!(ok.status(), 200);
+    // Named as its file and as `agenthost dev`'s key: `bootstrap` (the
+    // approver its decisions name).
+    let (status, list) = support::status_and_json(
+        client
+            .get(format!("{url}/api-keys"))
+            .bearer_auth(&key)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200, "{list}");
+    let names: Vec<&str> = (list.as_array().unwrap().iter())
+        .map(|k| k["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["bootstrap"], "{list}");
     let bad = client
         .get(format!("{url}/apps"))
         .bearer_auth(format!("{key}0"))

@@ -50,7 +50,7 @@ fn python_cache() -> PathBuf {
 }
 
 /// What `agenthost build` of a Python agent is run with.
-fn build_env() -> [(&'static str, PathBuf); 2] {
+pub(crate) fn build_env() -> [(&'static str, PathBuf); 2] {
     [
         ("AGENTHOST_COMPONENTIZE_PY", componentize_py()),
         ("AGENTHOST_PYTHON_CACHE", python_cache()),
@@ -565,7 +565,9 @@ async fn a_changed_agent_builds_from_the_cached_base_without_componentize_py() {
     let out = build(project.path(), &second, &no_componentize).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
-    assert!(stderr.contains("File \"/0/app.py\", line "), "{stderr}");
+    // Named as the author knows it, as run-time tracebacks do (not `/0/app.py`).
+    assert!(stderr.contains("File \"app.py\", line "), "{stderr}");
+    assert!(!stderr.contains("/0/app.py"), "{stderr}");
     assert!(stderr.contains("ValueError: no kettle"), "{stderr}");
     assert!(!stderr.contains("componentize-py was run"), "{stderr}");
     assert!(!stderr.contains("_loader.py"), "{stderr}");

@@ -581,6 +581,14 @@ async fn errors_are_json_with_the_right_status() {
         assert_eq!(body["error"]["code"], want_code, "{body}");
         assert!(body["error"]["message"].is_string());
     }
+    // A missing route says which ones the app serves.
+    let (_, body) = server
+        .post("/sessions", json!({"app": "hello", "route": "/nope"}))
+        .await;
+    assert_eq!(
+        body["error"]["message"], "route `/nope` not found: app `hello` serves /chat",
+        "{body}"
+    );
     // Malformed JSON, wrong method, missing and wrong keys.
     let response = server
         .client

@@ -770,6 +770,15 @@ fn a_missing_toolchain_says_what_to_install() {
         "{stderr}"
     );
     assert!(stderr.contains("AGENTHOST_NODE_MODULES"), "{stderr}");
+    // The SDK by its path only: the bare name is not published, and a name
+    // no one owns invites anyone to publish under it.
+    let sdk = support::workspace().join("guest-sdk/typescript");
+    let sdk = sdk.canonicalize().unwrap();
+    assert!(
+        stderr.contains(&format!("npm install {}", sdk.display())),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("npm install @agenthost/sdk"), "{stderr}");
 
     // The packages are there but Node.js is not.
     let empty_path = tempfile::tempdir().unwrap();

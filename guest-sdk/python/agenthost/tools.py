@@ -51,6 +51,14 @@ class ToolStatus(str, enum.Enum):
     DENIED = "denied"
     """A human denied the call."""
 
+    # As its value in f-strings and str(), like the TypeScript SDK's
+    # (`denied`, not `ToolStatus.DENIED`); comparisons with "denied" hold too.
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
 
 @dataclass
 class ToolResult:

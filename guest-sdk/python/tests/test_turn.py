@@ -66,6 +66,13 @@ class TurnTest(unittest.TestCase):
         self.assertTrue(invoke(turn, "c5", ToolCall("odd", {})).output.startswith("invalid output"))
         self.assertEqual(ToolCall._from_wire("c1", "t", "{not json").arguments, "{not json")
 
+    def test_tool_statuses_format_as_their_values(self):
+        self.assertEqual(f"{ToolStatus.DENIED}", "denied")
+        self.assertEqual(str(ToolStatus.OK), "ok")
+        self.assertEqual(f"[{ToolStatus.ERROR:>6}]", "[ error]")
+        self.assertEqual(ToolStatus.DENIED, "denied")
+        self.assertEqual([s.value for s in ToolStatus], ["ok", "error", "denied"])
+
     def test_an_approved_step_runs_every_call_in_order(self):
         step = [call("c1", "add"), call("c2", "delete"), call("c3", "add")]
         self.assertEqual(plan(decision(True, step)), [("run", c) for c in step])

@@ -39,12 +39,12 @@ pub(super) async fn require_key(
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(bearer_token);
+    // Set when an API key (not a token) names the principal.
+    let mut by_key = false;
     let principal = match bearer {
         Some(key) => match state.keys.verify(key) {
-            Some((principal, due)) => {
-                if due {
-                    record_use(&state, &principal);
-                }
+            Some(principal) => {
+                by_key = true;
                 Some(principal)
             }
             // An end user's token: refused with the reason (it names no key).
@@ -87,6 +87,10 @@ pub(super) async fn require_key(
         )
         .into_response();
     }
+    // Only a request the key may make counts as its use.
+    if by_key && state.keys.touch_due(&principal.key_id) {
+        record_use(&state, &principal);
+    }
     request.extensions_mut().insert(principal);
     next.run(request).await
 }
@@ -99,7 +103,7 @@ fn stream_token(state: &AppState, request: &Request) -> Option<Principal> {
     state.tokens.verify(token, &state.keys)
 }
 
-/// Writes the key's last-used time in the background (at most about once a minute).
+/// Writes the key's last-used time in the background.
 fn record_use(state: &AppState, principal: &Principal) {
     let writer = state.writer.clone();
     let id = principal.key_id.clone();

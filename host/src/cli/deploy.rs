@@ -40,6 +40,9 @@ pub enum Progress {
     Lines,
 }
 
+/// How long the key is checked again after an upload's connection failed.
+const RECHECK: Duration = Duration::from_secs(5);
+
 /// Seconds between two progress lines (`Progress::Lines`).
 const PROGRESS_LINE_SECS: u64 = 5;
 
@@ -108,6 +111,9 @@ pub async fn deploy(options: &DeployOptions) -> Result<Deployed, DeployError> {
         .or_fail(Failure::Other)?;
     let manifest = Manifest::parse(&manifest_text).or_fail(Failure::Other)?;
     let entry = manifest.agent.entry().to_owned();
+    let base = options.url.trim_end_matches('/');
+    let client = reqwest::Client::new();
+    let slug = manifest.app.slug.clone();
     let component = if options.build {
         let (dir, manifest) = (dir.clone(), manifest.clone());
         tokio::task::spawn_blocking(move || lang::build_component(&dir, &manifest))
@@ -133,8 +139,8 @@ pub async fn deploy(options: &DeployOptions) -> Result<Deployed, DeployError> {
     };
     // The deadline covers the upload and the build from here on.
     let deadline = Instant::now() + options.timeout;
-    let base = options.url.trim_end_matches('/');
-    let client = reqwest::Client::new();
+    // A bad key is refused as such, never as a failed upload.
+    net::check_key(&client, base, &options.api_key, &slug, deadline).await?;
     let upload = || {
         let mut form = reqwest::multipart::Form::new()
             .part(
@@ -149,7 +155,19 @@ pub async fn deploy(options: &DeployOptions) -> Result<Deployed, DeployError> {
             .bearer_auth(&options.api_key)
             .multipart(form)
     };
-    let answer = net::call("the upload", deadline, Retry::NotActedOn, upload).await?;
+    let answer = match net::call("the upload", deadline, Retry::NotActedOn, upload).await {
+        Ok(answer) => answer,
+        Err(err) if err.failure == Failure::Unreachable => {
+            // A server that refuses the upload (a key revoked since the
+            // check) closes the connection before reading the body: ask again.
+            let again = Instant::now() + RECHECK;
+            match net::check_key(&client, base, &options.api_key, &slug, again).await {
+                Err(refusal) if refusal.failure == Failure::Refused => return Err(refusal),
+                _ => return Err(err),
+            }
+        }
+        Err(err) => return Err(err),
+    };
     if answer.status.as_u16() != 202 {
         return Err(DeployError::new(
             Failure::Other,
@@ -164,7 +182,7 @@ pub async fn deploy(options: &DeployOptions) -> Result<Deployed, DeployError> {
         .context("the server's answer is not a deployment")
         .or_fail(Failure::Other)?;
     let (id, app_id, version) = (accepted.id, accepted.app_id, accepted.version);
-    let app = manifest.app.slug.clone();
+    let app = slug;
     let started = Instant::now();
     // When the last progress was shown (seconds into the build).
     let mut shown: Option<u64> = None;

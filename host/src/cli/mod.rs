@@ -4,9 +4,11 @@
 mod bench;
 mod build;
 mod deploy;
+mod dev;
 mod keys;
 mod lang;
 mod package;
+mod watch;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -17,6 +19,7 @@ use clap::{Parser, Subcommand};
 pub use bench::{BenchArgs, bench};
 pub use build::build;
 pub use deploy::{DeployError, DeployOptions, Progress, deploy};
+pub use dev::{DevArgs, dev};
 pub(crate) use keys::KeysAction;
 pub use keys::keys;
 
@@ -45,14 +48,14 @@ pub enum Command {
     /// reach the server, or it failed (5xx), until the timeout. Transient
     /// failures (no connection, 5xx, 429) are retried with backoff.
     Deploy(DeployArgs),
-    /// Run the server, deploy DIR to it, and print a key and curl commands to try it.
-    Dev {
-        #[command(flatten)]
-        serve: ServeArgs,
-        /// The agent project to deploy.
-        #[arg(default_value = ".")]
-        dir: PathBuf,
-    },
+    /// Run the server, deploy DIR to it, print the console's address, a key
+    /// and curl commands to try it, and redeploy when DIR's sources change.
+    ///
+    /// A change to the sources (not to build outputs, dependencies, ignored
+    /// files or the data dir) rebuilds and redeploys: new sessions get the
+    /// new version, sessions already started keep theirs, and the server
+    /// goes on. `--no-watch` deploys once.
+    Dev(DevArgs),
     /// Build an agent project's component without deploying it.
     Build(BuildArgs),
     /// Mint, list and revoke API keys of a running server.
@@ -67,7 +70,7 @@ pub struct Remote {
     /// The server's base URL.
     #[arg(long, env = "AGENTHOST_URL", default_value = "http://127.0.0.1:8080")]
     pub url: String,
-    /// A platform API key.
+    /// A platform API key (the first one is in `<data-dir>/bootstrap-key`).
     #[arg(long, env = "AGENTHOST_API_KEY", hide_env_values = true)]
     pub api_key: String,
 }
@@ -348,7 +351,8 @@ pub struct BuildArgs {
 #[derive(clap::Args)]
 pub struct DeployArgs {
     /// The agent project: a directory with `agenthost.toml` and the agent's
-    /// code (`Cargo.toml` for Rust, `app.py` for Python).
+    /// code (`Cargo.toml` for Rust, `app.py` for Python, `agent.ts` for
+    /// TypeScript).
     #[arg(default_value = ".")]
     pub dir: PathBuf,
     #[command(flatten)]
@@ -357,8 +361,9 @@ pub struct DeployArgs {
     /// (the local build before the upload is not counted).
     #[arg(long, default_value_t = 600)]
     pub timeout_secs: u64,
-    /// Do not build (cargo, componentize-py, esbuild and componentize-js): package the directory as it is
-    /// (the entry must exist).
+    /// Do not build (cargo for Rust, componentize-py for Python, esbuild and
+    /// componentize-js for TypeScript): package the directory as it is (the
+    /// entry must exist).
     #[arg(long)]
     pub no_build: bool,
     /// The operator's approval policy for this deployment: a JSON array of

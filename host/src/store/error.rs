@@ -3,9 +3,14 @@
 /// Rejections decided by the writer against committed state, and storage failures.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
-    /// The named thing does not exist (`what` is e.g. "app", "session").
-    #[error("{what} `{key}` not found")]
-    NotFound { what: &'static str, key: String },
+    /// The named thing does not exist (`what` is e.g. "app", "session");
+    /// `hint`, when not empty, follows the message (what does exist).
+    #[error("{what} `{key}` not found{hint}")]
+    NotFound {
+        what: &'static str,
+        key: String,
+        hint: String,
+    },
     /// The request conflicts with the current state (HTTP 409).
     #[error("{0}")]
     Conflict(String),
@@ -43,6 +48,7 @@ impl StoreError {
         StoreError::NotFound {
             what,
             key: key.to_string(),
+            hint: String::new(),
         }
     }
 

@@ -91,6 +91,7 @@ function approvalCard(item, ctx) {
   const { session, event } = item;
   const p = event.payload;
   const outcome = h('div', { class: 'approval' });
+  const status = h('span', { class: 'inbox-status' }, badge(session.status));
   const card = h('article', {
     class: 'card inbox-item',
     dataset: { session: session.session_id, call: p.tool_call_id, tool: p.name },
@@ -99,7 +100,7 @@ function approvalCard(item, ctx) {
   h('dl', { class: 'facts' },
     h('dt', null, 'Session'),
     h('dd', null, h('a', { href: `#/sessions/${seg(session.session_id)}` }, shortId(session.session_id)),
-      ' ', badge(session.status)),
+      ' ', status),
     h('dt', null, 'Asked'), h('dd', null, time(event.created_at)),
     h('dt', null, 'Gated by'), h('dd', null, (p.gated_by || []).join(', ')),
     h('dt', null, 'Reason'), h('dd', null, p.reason || '—')),
@@ -110,6 +111,9 @@ function approvalCard(item, ctx) {
   // whichever comes first (the answer's text, naming the turn, wins).
   card.settle = (approved, approver, turn) => {
     card.dataset.decided = approved ? 'approved' : 'denied';
+    // No longer awaiting approval: the decision resumes the turn.
+    status.replaceChildren(badge('running'));
+    status.dataset.status = 'running';
     const running = turn ? `turn ${turn} is running` : 'the turn resumes';
     outcome.replaceChildren(h('p', { class: `outcome outcome-${card.dataset.decided}`, role: 'status' },
       `${approved ? 'Approved' : 'Denied'} by ${approver}; ${running}. `,

@@ -11,8 +11,9 @@ import { describe, field, h } from './dom.js';
 export function decisionForm(sessionId, ctx, onDecided) {
   const approver = h('input', { type: 'text', name: 'approver', maxlength: '200', autocomplete: 'off' });
   const myName = ctx.me && ctx.me.name;
-  approver.placeholder = myName ? `${myName} (your key's name)` : 'your key\'s name';
-  const [approverField] = field('Approver (optional)', approver);
+  // Short enough for a phone's field; the label says what an empty one means.
+  approver.placeholder = myName || 'your key\'s name';
+  const [approverField] = field('Approver (optional; empty: your key\'s name)', approver);
   const approve = h('button', { type: 'button', class: 'approve' }, 'Approve');
   const deny = h('button', { type: 'button', class: 'deny' }, 'Deny');
   const error = h('p', { class: 'form-error', role: 'alert' });

@@ -14,20 +14,25 @@ export function render(main) {
       h('h1', null, 'Deployments'),
       refresh),
     h('p', { class: 'lead' }, 'Each app runs its current deployment; sessions stay on the '
-      + 'deployment they started with. Deploy with `agenthost deploy`.'),
+      + 'deployment they started with. Deploy with ', h('code', null, 'agenthost deploy'), '.'),
     note.el,
     list);
 
-  let building = false;
-  const load = async () => {
+  // What is drawn, so that a poll that finds nothing new redraws nothing
+  // (an open build error, the focus and the scroll stay as they are).
+  let drawn = null;
+  const load = async (force = false) => {
     try {
       const apps = await api('GET', '/apps');
       const rows = await Promise.all(apps.map((app) =>
         api('GET', `/apps/${seg(app.id)}/deployments`)));
-      building = rows.some((r) => r.some((d) => d.status === 'building'));
+      const seen = JSON.stringify([apps, rows]);
+      if (!force && seen === drawn) return;
+      drawn = seen;
       list.replaceChildren(...(apps.length
-        ? apps.map((app, i) => appCard(app, rows[i], note, load))
-        : [h('p', { class: 'empty' }, 'No app yet. Deploy one with `agenthost deploy path/to/agent`.')]));
+        ? apps.map((app, i) => appCard(app, rows[i], note, () => load(true)))
+        : [h('p', { class: 'empty' }, 'No app yet. Deploy one with ',
+          h('code', null, 'agenthost deploy path/to/agent'), '.')]));
       list.setAttribute('aria-busy', 'false');
     } catch (error) {
       note.show(describe(error), 'error');
@@ -35,12 +40,11 @@ export function render(main) {
   };
   refresh.addEventListener('click', () => act(refresh, note, async () => {
     note.clear();
-    await load();
+    await load(true);
   }));
-  // Follow builds while any is running; otherwise load once.
-  const stop = every(3000, async () => {
-    if (building || !list.childElementCount) await load();
-  });
+  // Follow builds: a deployment made elsewhere (`agenthost deploy`, `dev`'s
+  // watch) appears and its build resolves without Refresh, as sessions poll.
+  const stop = every(3000, () => load());
   return stop;
 }
 

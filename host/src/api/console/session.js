@@ -1,12 +1,15 @@
 // session.js: one session, live: its details, its journal drawn as a chat
 // as it streams (transcript.js over stream.js), a box to send the next
-// input (POST /sessions/{id}/input), and an operator's controls: cancel the
+// input (POST /sessions/{id}/input) that becomes the approve / deny form
+// while a gated call waits, and an operator's controls: cancel the
 // running turn (POST /sessions/{id}/cancel), end the session (…/end).
+// The page follows new output while the reader is at its end.
 
 import { api, seg } from './api.js';
 import { badge, describe, field, h, notice, shortId } from './dom.js';
 import { follow } from './stream.js';
 import { Transcript } from './transcript.js';
+import { decisionForm } from './decision.js';
 
 /** The status an event leaves the session in, if it changes it. */
 const AFTER = {
@@ -28,6 +31,8 @@ export function render(main, ctx, id) {
   const [inputField] = field('Message', input, 'Enter sends; Shift+Enter starts a new line.', true);
   const send = h('button', { type: 'submit', disabled: true }, 'Send');
   const composer = h('form', { class: 'composer card', novalidate: true }, inputField, send);
+  // Where the box is, while a gated call waits for a decision.
+  const dock = h('div', { class: 'decision-dock card', hidden: true, role: 'region', 'aria-label': 'Decision' });
   const cancel = h('button', { type: 'button', class: 'cancel-turn', hidden: true }, 'Cancel turn');
   const end = h('button', { type: 'button', class: 'end-session', hidden: true }, 'End session');
   const actions = h('div', { class: 'session-actions' }, cancel, end);
@@ -39,7 +44,8 @@ export function render(main, ctx, id) {
     connection,
     note.el,
     transcript.el,
-    composer);
+    composer,
+    dock);
 
   let state = null;
   const setStatus = (value) => {
@@ -57,16 +63,44 @@ export function render(main, ctx, id) {
     }[value] || 'Message the agent';
   };
 
-  let atBottom = true;
+  // Following new output: the page scrolls to its end after each event
+  // while the reader was at the end (or has just sent a message), and
+  // stays put while they read further up. A session opens at its end.
+  const page = document.documentElement;
+  let atEnd = true;
+  const onScroll = () => {
+    atEnd = window.innerHeight + window.scrollY >= page.scrollHeight - 80;
+  };
+  window.addEventListener('scroll', onScroll, { passive: true });
   let pending = false;
   const keepScrolled = () => {
     if (pending) return;
-    atBottom = window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 120;
     pending = true;
     requestAnimationFrame(() => {
       pending = false;
-      if (atBottom) composer.scrollIntoView({ block: 'end' });
+      if (atEnd) window.scrollTo(0, page.scrollHeight);
     });
+  };
+
+  // The decision replaces the box while a call waits for one.
+  let waitingOn = null;
+  const showDecision = (p) => {
+    waitingOn = p.tool_call_id;
+    const form = decisionForm(id, ctx, () => hideDecision());
+    dock.replaceChildren(
+      h('p', { class: 'approval-title' }, h('strong', null, 'Needs approval: '), h('code', null, p.name),
+        p.reason ? h('span', { class: 'muted' }, ` · ${p.reason}`) : null),
+      form);
+    dock.dataset.call = p.tool_call_id;
+    dock.hidden = false;
+    composer.hidden = true;
+  };
+  const hideDecision = () => {
+    waitingOn = null;
+    dock.hidden = true;
+    dock.replaceChildren();
+    delete dock.dataset.call;
+    composer.hidden = false;
   };
 
   let stop = () => {};
@@ -86,6 +120,9 @@ export function render(main, ctx, id) {
       onEvent(event) {
         keepScrolled();
         transcript.apply(event);
+        if (event.type === 'TOOL_APPROVAL_REQUIRED') showDecision(event.payload);
+        else if (waitingOn && (event.type === 'TOOL_APPROVAL_GRANTED' || event.type === 'TOOL_APPROVAL_DENIED'
+          || event.type === 'SESSION_ENDED')) hideDecision();
         if (AFTER[event.type]) setStatus(AFTER[event.type]);
         if (event.type === 'TURN_STARTED') turn.textContent = String(event.payload.turn);
       },
@@ -147,6 +184,10 @@ export function render(main, ctx, id) {
     if (send.disabled) return;
     send.disabled = true;
     note.clear();
+    // Whoever sends wants to see the answer: to the end at once, so that a
+    // scroll event still on its way reads the page as at its end.
+    window.scrollTo(0, page.scrollHeight);
+    atEnd = true;
     try {
       await api('POST', `/sessions/${seg(id)}/input`, { input: input.value });
       input.value = '';
@@ -159,6 +200,7 @@ export function render(main, ctx, id) {
 
   return () => {
     left = true;
+    window.removeEventListener('scroll', onScroll);
     stop();
   };
 }

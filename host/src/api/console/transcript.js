@@ -4,7 +4,6 @@
 // does not know are ignored, as the API asks of clients.
 
 import { add, badge, h, json } from './dom.js';
-import { decisionForm } from './decision.js';
 
 export class Transcript {
   constructor(sessionId, ctx) {
@@ -141,21 +140,23 @@ export class Transcript {
   approvalRequired(p) {
     const call = this.call(p);
     call.el.classList.add('gated', 'pending');
-    const form = decisionForm(this.sessionId, this.ctx, () => {});
-    call.form = form;
+    // The decision itself is made where the message box is (session.js):
+    // on a phone, a form inside the transcript sat behind the sticky box.
+    const where = h('p', { class: 'muted small decide-below' }, 'Approve or deny it in the box below.');
+    call.where = where;
     call.approval.replaceChildren(
       h('p', { class: 'approval-title' }, h('strong', null, 'Needs approval'),
         ` · gated by ${(p.gated_by || []).join(', ')}`),
       p.reason ? h('p', { class: 'reason' }, `Agent's reason: ${p.reason}`) : null,
-      form);
+      where);
   }
 
   decided(p, approved) {
     const call = this.call(p);
     call.el.classList.remove('pending');
     call.el.dataset.decision = approved ? 'approved' : 'denied';
-    if (call.form) call.form.remove();
-    call.form = null;
+    if (call.where) call.where.remove();
+    call.where = null;
     call.approval.append(h('p', { class: `outcome outcome-${approved ? 'approved' : 'denied'}` },
       `${approved ? 'Approved' : 'Denied'} by ${p.approver}`));
   }

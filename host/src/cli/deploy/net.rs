@@ -31,8 +31,48 @@ pub(super) enum Retry {
 }
 
 /// Sends `request()` until it gets an answer that is not transient, or the
-/// deadline passes. `what` names the call in messages.
+/// deadline passes; a 4xx is a refusal. `what` names the call in messages.
 pub(super) async fn call(
+    what: &str,
+    deadline: Instant,
+    retry: Retry,
+    request: impl Fn() -> RequestBuilder,
+) -> Result<Answer, DeployError> {
+    let answer = send(what, deadline, retry, request).await?;
+    if answer.status.is_client_error() {
+        return Err(refused(what, &answer));
+    }
+    Ok(answer)
+}
+
+/// Checks the key before anything large is sent: a server refuses a bad
+/// key before it reads an upload's body and closes the connection, which
+/// the client may see as a failed send rather than the 401 it was. `GET
+/// /apps/{slug}` needs the platform key a deploy needs; 404 (a new app)
+/// means the key passed.
+pub(super) async fn check_key(
+    client: &reqwest::Client,
+    base: &str,
+    api_key: &str,
+    slug: &str,
+    deadline: Instant,
+) -> Result<(), DeployError> {
+    let what = "checking the key";
+    let request = || {
+        client
+            .get(format!("{base}/apps/{slug}"))
+            .bearer_auth(api_key)
+    };
+    let answer = send(what, deadline, Retry::Idempotent, request).await?;
+    match answer.status {
+        StatusCode::NOT_FOUND => Ok(()),
+        status if status.is_client_error() => Err(refused(what, &answer)),
+        _ => Ok(()),
+    }
+}
+
+/// `call` without judging a 4xx: it is returned as an answer.
+async fn send(
     what: &str,
     deadline: Instant,
     retry: Retry,
@@ -82,15 +122,6 @@ pub(super) async fn call(
                     || status == StatusCode::SERVICE_UNAVAILABLE
                     || (status.is_server_error() && retry == Retry::Idempotent);
                 if !transient {
-                    if status.is_client_error() {
-                        return Err(DeployError::new(
-                            Failure::Refused,
-                            anyhow::anyhow!(
-                                "{what}: the server refused it ({status}): {}",
-                                error_message(&answer.body)
-                            ),
-                        ));
-                    }
                     if status.is_server_error() {
                         return Err(server_failed(what, &answer));
                     }
@@ -110,6 +141,18 @@ pub(super) async fn call(
         tokio::time::sleep(pause).await;
         backoff = (backoff * 2).min(MAX_BACKOFF);
     }
+}
+
+/// A 4xx: "refused (401): <the server's message>".
+pub(super) fn refused(what: &str, answer: &Answer) -> DeployError {
+    DeployError::new(
+        Failure::Refused,
+        anyhow::anyhow!(
+            "{what}: refused ({}): {}",
+            answer.status.as_u16(),
+            error_message(&answer.body)
+        ),
+    )
 }
 
 fn server_failed(what: &str, answer: &Answer) -> DeployError {

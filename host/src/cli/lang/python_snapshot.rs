@@ -184,11 +184,28 @@ fn python_said(output: &str) -> String {
         "Python function threw an unexpected exception",
         "note: run with `RUST_BACKTRACE=1`",
     ];
-    let kept: Vec<&str> = output
+    let kept: Vec<String> = output
         .lines()
         .filter(|line| !noise.iter().any(|n| line.trim_start().starts_with(n)))
+        .map(short_path)
         .collect();
     kept.join("\n").trim().to_owned()
+}
+
+/// A traceback's `File "/0/app.py"` as the author knows it, `File
+/// "app.py"`, as the SDK shows run-time tracebacks: componentize-py mounts
+/// each Python path entry at `/<n>/`.
+fn short_path(line: &str) -> String {
+    let body = line.trim_start();
+    let indent = &line[..line.len() - body.len()];
+    if let Some(rest) = body.strip_prefix("File \"/")
+        && let Some((mount, path)) = rest.split_once('/')
+        && !mount.is_empty()
+        && mount.bytes().all(|b| b.is_ascii_digit())
+    {
+        return format!("{indent}File \"{path}");
+    }
+    line.to_owned()
 }
 
 /// WASI for the snapshot: the mounts read-only, no arguments, only
@@ -336,5 +353,30 @@ impl ComponentInstanceState for Snapshotted {
 
     async fn call_func_ret_f64(&mut self, instance: &str, func: &str) -> u64 {
         self.call(instance, func).await.map_or(0, f64::to_bits)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::python_said;
+
+    #[test]
+    fn build_tracebacks_name_files_as_the_author_knows_them() {
+        let output = "Traceback (most recent call last):\n  \
+                      File \"/1/agenthost/_loader.py\", line 9, in _load\n  \
+                      File \"/0/app.py\", line 3, in <module>\n    \
+                      raise ValueError(\"no kettle\")\n  \
+                      File \"/2/requests/api.py\", line 1, in get\n  \
+                      File \"/python/json/__init__.py\", line 1, in loads\n\
+                      ValueError: no kettle\n";
+        assert_eq!(
+            python_said(output),
+            "Traceback (most recent call last):\n  \
+             File \"app.py\", line 3, in <module>\n    \
+             raise ValueError(\"no kettle\")\n  \
+             File \"requests/api.py\", line 1, in get\n  \
+             File \"/python/json/__init__.py\", line 1, in loads\n\
+             ValueError: no kettle"
+        );
     }
 }

@@ -191,12 +191,25 @@ impl Tools {
     }
 }
 
+/// Where the SDK is: the checkout this binary was built from when it is
+/// still there, else a placeholder. Always a path: `@agenthost/sdk` is not
+/// a published package, and a name no one owns on the registry invites
+/// anyone to publish one under it.
+fn sdk_path() -> String {
+    let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-sdk/typescript");
+    match sdk.canonicalize() {
+        Ok(path) if path.join("package.json").is_file() => path.display().to_string(),
+        _ => "<agenthost checkout>/guest-sdk/typescript".into(),
+    }
+}
+
 /// The search for the toolchain, from explicit inputs.
 fn find(project: &Path, explicit: Option<PathBuf>) -> anyhow::Result<Tools> {
     let install = format!(
         "npm install --save-dev esbuild@{ESBUILD_VERSION} @bytecodealliance/componentize-js@{COMPONENTIZE_JS_VERSION} \
          @bytecodealliance/preview2-shim@{PREVIEW2_SHIM_VERSION}\n    \
-         npm install @agenthost/sdk    # or file:<agenthost checkout>/guest-sdk/typescript"
+         npm install {}",
+        sdk_path()
     );
     if let Some(node_modules) = explicit {
         return Tools::in_dir(&node_modules).map_err(|missing| {

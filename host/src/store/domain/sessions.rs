@@ -55,12 +55,8 @@ impl Op for CreateSession {
         if !routes.contains(&self.route) {
             return Err(StoreError::NotFound {
                 what: "route",
-                key: format!(
-                    "{}` (app `{}` serves: {})",
-                    self.route,
-                    app.slug,
-                    routes.join(", ")
-                ),
+                key: self.route.clone(),
+                hint: format!(": app `{}` serves {}", app.slug, routes.join(", ")),
             });
         }
         quotas::check(batch, app.id, &app.slug, Starting::Session)?;
