@@ -34,12 +34,52 @@ where
         if has_nul(raw.get()) {
             return Err(ApiError::unprocessable("invalid_body", NUL_REFUSED));
         }
-        serde_json::from_str(raw.get()).map(Json).map_err(|e| {
-            ApiError::unprocessable(
-                "invalid_body",
-                format!("Failed to deserialize the JSON body into the target type: {e}"),
-            )
-        })
+        let first = match serde_json::from_str(raw.get()) {
+            Ok(body) => return Ok(Json(body)),
+            Err(err) => err,
+        };
+        // JSON Schema's (and so the API document's) `integer` includes a
+        // number such as `131.0`, which serde refuses for an integer field:
+        // read such numbers as the integers they are, then try again. Only
+        // a refused body pays for this.
+        if let Ok(mut value) = serde_json::from_str::<serde_json::Value>(raw.get())
+            && integral_floats(&mut value)
+            && let Ok(body) = serde_json::from_value(value)
+        {
+            return Ok(Json(body));
+        }
+        Err(ApiError::unprocessable(
+            "invalid_body",
+            format!("Failed to deserialize the JSON body into the target type: {first}"),
+        ))
+    }
+}
+
+/// Turns every number in `value` with no fractional part that fits an
+/// integer (`131.0`, `-2e3`) into that integer; whether any changed.
+fn integral_floats(value: &mut serde_json::Value) -> bool {
+    use serde_json::Value;
+    match value {
+        Value::Number(n) if n.is_f64() => {
+            let Some(f) = n.as_f64() else { return false };
+            let integral = if f.fract() != 0.0 {
+                None
+            } else if (0.0..=u64::MAX as f64).contains(&f) {
+                Some(serde_json::Number::from(f as u64))
+            } else if (i64::MIN as f64..0.0).contains(&f) {
+                Some(serde_json::Number::from(f as i64))
+            } else {
+                None
+            };
+            integral.map(|i| *n = i).is_some()
+        }
+        Value::Array(items) => items
+            .iter_mut()
+            .fold(false, |any, v| integral_floats(v) | any),
+        Value::Object(fields) => fields
+            .values_mut()
+            .fold(false, |any, v| integral_floats(v) | any),
+        _ => false,
     }
 }
 
@@ -160,7 +200,7 @@ pub(super) fn session_id(raw: &str) -> Result<Uuid, ApiError> {
 
 #[cfg(test)]
 mod tests {
-    use super::has_nul;
+    use super::{has_nul, integral_floats};
 
     #[test]
     fn a_nul_is_found_in_any_string_and_only_there() {
@@ -171,5 +211,17 @@ mod tests {
         assert!(has_nul(r#"{"x":"\u00001"}"#)); // NUL, then the digit 1
         assert!(!has_nul(r#"{"x":"\u0001 \n \" 0000"}"#));
         assert!(!has_nul(r#"{"x":"u0000"}"#));
+    }
+
+    #[test]
+    fn integral_numbers_are_read_as_integers_and_no_others() {
+        let mut value = serde_json::json!({"ttl": 131.0, "n": [-2.0, 1.5, 7], "s": "3.0"});
+        assert!(integral_floats(&mut value));
+        assert_eq!(
+            value,
+            serde_json::json!({"ttl": 131, "n": [-2, 1.5, 7], "s": "3.0"})
+        );
+        let mut value = serde_json::json!({"f": 0.25, "big": 1e300});
+        assert!(!integral_floats(&mut value));
     }
 }
