@@ -297,7 +297,7 @@ impl Engine for PgEngine {
 
     fn write_engine(&self) -> Result<Box<dyn WriteEngine>, StoreError> {
         Ok(Box::new(PgWriter {
-            config: self.config.clone(),
+            target: self.target.clone(),
             client: None,
             lease: self.lease,
             live: self.live.clone(),
