@@ -12,6 +12,7 @@ mod bench;
 mod browser;
 mod bundles;
 mod cluster;
+mod cluster_failover;
 mod cluster_keys;
 mod cluster_tls;
 mod console;

@@ -393,7 +393,16 @@ impl Replicated {
             .arg("-D")
             .arg(&data)
             .args(["-h", "127.0.0.1", "-p", &primary.port.to_string()])
-            .args(["-U", "postgres", "-R", "-X", "stream", "--no-sync"])
+            .args([
+                "-U",
+                "postgres",
+                "-R",
+                "-X",
+                "stream",
+                "-c",
+                "fast",
+                "--no-sync",
+            ])
             .stdout(Stdio::null())
             .status()
             .expect("run pg_basebackup");
@@ -413,12 +422,13 @@ impl Replicated {
             port: free_port(),
         };
         standby.start();
-        primary
-            .admin()
-            .batch_execute(
-                "ALTER SYSTEM SET synchronous_standby_names = 'standby'; SELECT pg_reload_conf()",
-            )
+        let mut admin = primary.admin();
+        admin
+            .batch_execute("ALTER SYSTEM SET synchronous_standby_names = 'standby'")
             .expect("make the standby synchronous");
+        admin
+            .batch_execute("SELECT pg_reload_conf()")
+            .expect("reload the primary's configuration");
         // Streaming and synchronous before anything is written.
         let started = Instant::now();
         loop {
