@@ -141,7 +141,7 @@ mod tests {
             .filter(|_| misses.budget.check().is_ok())
             .count();
         assert!(
-            allowed >= 1 && allowed <= LOOKUPS_PER_SEC as usize,
+            (1..=LOOKUPS_PER_SEC as usize).contains(&allowed),
             "{allowed}"
         );
     }
