@@ -244,15 +244,17 @@ impl Keys {
     }
 
     /// `insert`, unless a key was removed since `removals` was read (the
-    /// record may be of a key revoked meanwhile).
-    fn insert_unless_removed(&self, record: &ApiKeyRecord, removals: u64) {
+    /// record may be of a key revoked meanwhile): whether it was inserted.
+    fn insert_unless_removed(&self, record: &ApiKeyRecord, removals: u64) -> bool {
         let Some(entry) = entry_for(record) else {
-            return;
+            return true;
         };
         let mut keys = self.inner.write().unwrap_or_else(PoisonError::into_inner);
-        if self.removals.load(Ordering::SeqCst) == removals {
-            keys.insert(record.id.clone(), entry);
+        if self.removals.load(Ordering::SeqCst) != removals {
+            return false;
         }
+        keys.insert(record.id.clone(), entry);
+        true
     }
 
     /// Forgets a key at once and ends its open streams.

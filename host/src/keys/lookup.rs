@@ -93,28 +93,35 @@ impl Keys {
             return Some(found);
         }
         let id = parse_id(presented)?;
-        if self.contains(id) || self.misses.recent(id) || self.misses.budget.check().is_err() {
+        if self.contains(id) {
+            // Heard of since `verify` (the announcement won the race), or
+            // a wrong secret: the registry decides.
+            return self.verify(presented);
+        }
+        if self.misses.recent(id) || self.misses.budget.check().is_err() {
             return None;
         }
-        let removals = self.removals.load(Ordering::SeqCst);
-        let wanted = id.to_string();
-        let record = match store.read(move |s| s.api_key(&wanted)).await {
-            Ok(record) => record,
-            Err(err) => {
-                tracing::debug!(error = %err, "cannot look an unknown key up");
-                return None;
-            }
-        };
-        match record {
-            Some(record) => {
-                self.insert_unless_removed(&record, removals);
-                self.verify(presented)
-            }
-            None => {
+        // Twice at most: a removal of any key while the first lookup was
+        // under way keeps its record out of the registry.
+        for _ in 0..2 {
+            let removals = self.removals.load(Ordering::SeqCst);
+            let wanted = id.to_string();
+            let record = match store.read(move |s| s.api_key(&wanted)).await {
+                Ok(record) => record,
+                Err(err) => {
+                    tracing::debug!(error = %err, "cannot look an unknown key up");
+                    return None;
+                }
+            };
+            let Some(record) = record else {
                 self.misses.remember(id);
-                None
+                return None;
+            };
+            if self.insert_unless_removed(&record, removals) {
+                break;
             }
         }
+        self.verify(presented)
     }
 }
 
