@@ -6,6 +6,8 @@
 //! from `AGENTHOST_BOOTSTRAP_KEY` may be any string of at least
 //! `MIN_BOOTSTRAP_LEN` characters: it is stored under the fixed id `bootstrap`.
 
+mod lookup;
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
@@ -192,6 +194,11 @@ struct Entry {
 pub(crate) struct Keys {
     inner: Arc<RwLock<HashMap<String, Entry>>>,
     revoked: broadcast::Sender<String>,
+    /// Unknown ids found absent from the store (`lookup.rs`).
+    misses: Arc<lookup::Misses>,
+    /// Keys removed so far (changed under `inner`'s write lock): a lookup
+    /// that began before a removal does not put its key back.
+    removals: Arc<AtomicU64>,
 }
 
 impl Default for Keys {
@@ -199,6 +206,8 @@ impl Default for Keys {
         Keys {
             inner: Arc::default(),
             revoked: broadcast::channel(64).0,
+            misses: Arc::default(),
+            removals: Arc::default(),
         }
     }
 }
@@ -210,43 +219,65 @@ fn unix_now() -> u64 {
         .unwrap_or_default()
 }
 
+fn entry_for(record: &ApiKeyRecord) -> Option<Entry> {
+    let mut hash = [0u8; 32];
+    if hex::decode_to_slice(&record.sha256, &mut hash).is_err() {
+        tracing::error!(key = %record.id, "stored key hash is malformed; key ignored");
+        return None;
+    }
+    let scope = match (record.class, record.app_id) {
+        (KeyClass::Platform, _) => Scope::Platform,
+        (KeyClass::Invocation, Some(app)) => Scope::App(app),
+        (KeyClass::Invocation, None) => {
+            tracing::error!(key = %record.id, "invocation key without an app; key ignored");
+            return None;
+        }
+    };
+    Some(Entry {
+        hash,
+        principal: Principal {
+            key_id: record.id.clone(),
+            name: record.name.clone(),
+            scope,
+            user: None,
+        },
+        touched: AtomicU64::new(0),
+    })
+}
+
 impl Keys {
     pub(crate) fn insert(&self, record: &ApiKeyRecord) {
-        let mut hash = [0u8; 32];
-        if hex::decode_to_slice(&record.sha256, &mut hash).is_err() {
-            tracing::error!(key = %record.id, "stored key hash is malformed; key ignored");
+        let Some(entry) = entry_for(record) else {
             return;
-        }
-        let scope = match (record.class, record.app_id) {
-            (KeyClass::Platform, _) => Scope::Platform,
-            (KeyClass::Invocation, Some(app)) => Scope::App(app),
-            (KeyClass::Invocation, None) => {
-                tracing::error!(key = %record.id, "invocation key without an app; key ignored");
-                return;
-            }
         };
-        let entry = Entry {
-            hash,
-            principal: Principal {
-                key_id: record.id.clone(),
-                name: record.name.clone(),
-                scope,
-                user: None,
-            },
-            touched: AtomicU64::new(0),
-        };
+        self.misses.forget(&record.id);
         self.inner
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(record.id.clone(), entry);
     }
 
+    /// `insert`, unless a key was removed since `removals` was read (the
+    /// record may be of a key revoked meanwhile): whether it was inserted.
+    fn insert_unless_removed(&self, record: &ApiKeyRecord, removals: u64) -> bool {
+        let Some(entry) = entry_for(record) else {
+            return true;
+        };
+        let mut keys = self.inner.write().unwrap_or_else(PoisonError::into_inner);
+        if self.removals.load(Ordering::SeqCst) != removals {
+            return false;
+        }
+        keys.insert(record.id.clone(), entry);
+        true
+    }
+
     /// Forgets a key at once and ends its open streams.
     pub(crate) fn remove(&self, id: &str) {
-        self.inner
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(id);
+        {
+            let mut keys = self.inner.write().unwrap_or_else(PoisonError::into_inner);
+            keys.remove(id);
+            self.removals.fetch_add(1, Ordering::SeqCst);
+        }
         // No stream listening is fine.
         let _ = self.revoked.send(id.to_string());
     }

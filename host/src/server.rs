@@ -16,7 +16,7 @@ use crate::build::Builder;
 use crate::keys::{self, Keys};
 use crate::runtime::{Redactor, Runtime};
 use crate::secrets::{MasterKey, Vault};
-use crate::store::postgres::{LeaseOptions, PgEngine};
+use crate::store::postgres::{LeaseOptions, PgEngine, StoreTimeouts};
 use crate::store::{CurrentRedactor, Db, KeyClass, Quotas, RedbOptions, Writer};
 use crate::tokens::StreamTokens;
 
@@ -61,7 +61,12 @@ pub enum StoreChoice {
     /// One redb file in the data dir: one host.
     Redb(RedbOptions),
     /// A PostgreSQL database that many hosts share.
-    Postgres { url: String, lease: LeaseOptions },
+    Postgres {
+        url: String,
+        lease: LeaseOptions,
+        /// The server-side timeouts of every connection (docs/limits.md).
+        timeouts: StoreTimeouts,
+    },
 }
 
 /// A server that is listening; `run` serves until shutdown.
@@ -88,17 +93,22 @@ impl Server {
                 crate::metrics::set_store_engine("redb");
                 (store, None)
             }
-            StoreChoice::Postgres { url, lease } => {
+            StoreChoice::Postgres {
+                url,
+                lease,
+                timeouts,
+            } => {
                 anyhow::ensure!(
                     options.master_key.is_some(),
                     "with --store postgres://, set AGENTHOST_MASTER_KEY (64 hex digits, the same on every host): secrets and stream tokens are shared"
                 );
-                let (url, lease) = (url.clone(), *lease);
+                let (url, lease, timeouts) = (url.clone(), *lease, *timeouts);
                 // The sync client blocks: off the async workers.
-                let engine =
-                    tokio::task::spawn_blocking(move || PgEngine::open(&url, boot_id, lease))
-                        .await?
-                        .context("cannot open the PostgreSQL store")?;
+                let engine = tokio::task::spawn_blocking(move || {
+                    PgEngine::open_with(&url, boot_id, lease, timeouts)
+                })
+                .await?
+                .context("cannot open the PostgreSQL store")?;
                 crate::metrics::set_store_engine("postgres");
                 (Db::new(engine.clone()), Some((engine, lease)))
             }

@@ -42,7 +42,9 @@ pub(super) async fn require_key(
     // Set when an API key (not a token) names the principal.
     let mut by_key = false;
     let principal = match bearer {
-        Some(key) => match state.keys.verify(key) {
+        // A key minted on another host a moment ago is looked up in the
+        // store before it is refused (keys::lookup).
+        Some(key) => match state.keys.verify_fresh(key, &state.store).await {
             Some(principal) => {
                 by_key = true;
                 Some(principal)

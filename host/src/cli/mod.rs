@@ -121,6 +121,24 @@ pub struct ServeArgs {
     /// long after its host died (renewals and sweeps run every third of it).
     #[arg(long, default_value_t = 5, env = "AGENTHOST_LEASE_SECS")]
     pub lease_secs: u64,
+    /// With PostgreSQL: seconds one statement of the store may run (waiting
+    /// for row locks included) before the server cancels it; `0`: no
+    /// limit (docs/limits.md).
+    #[arg(
+        long,
+        default_value_t = 30,
+        env = "AGENTHOST_STORE_STATEMENT_TIMEOUT_SECS"
+    )]
+    pub store_statement_timeout_secs: u64,
+    /// With PostgreSQL: seconds a connection of the store may sit idle
+    /// inside a transaction before the server ends it and rolls it back
+    /// (a stalled host's row locks are freed); `0`: no limit.
+    #[arg(
+        long,
+        default_value_t = 10,
+        env = "AGENTHOST_STORE_IDLE_IN_TRANSACTION_SECS"
+    )]
+    pub store_idle_in_transaction_secs: u64,
     /// Where compiled functions are kept across deploys, so a redeploy
     /// compiles only what changed; several servers may share one
     /// directory. Default: `<data-dir>/compile-cache`.
@@ -245,9 +263,14 @@ impl ServeArgs {
             let lease = crate::store::postgres::LeaseOptions {
                 ttl: Duration::from_secs(self.lease_secs.max(1)),
             };
+            let timeouts = crate::store::postgres::StoreTimeouts {
+                statement: Duration::from_secs(self.store_statement_timeout_secs),
+                idle_in_transaction: Duration::from_secs(self.store_idle_in_transaction_secs),
+            };
             return Ok(StoreChoice::Postgres {
                 url: store.to_string(),
                 lease,
+                timeouts,
             });
         }
         anyhow::bail!("--store: expected `redb` or a postgres:// URL, got `{store}`")

@@ -124,6 +124,10 @@ pub trait Engine: Send + Sync + 'static {
     /// Deployments still marked `building` (interrupted by a restart).
     fn building_deployments(&self) -> Result<Vec<DeploymentRecord>, StoreError>;
     fn api_keys(&self) -> Result<Vec<ApiKeyRecord>, StoreError>;
+    /// One API key by id (a key this host has not heard of yet).
+    fn api_key(&self, id: &str) -> Result<Option<ApiKeyRecord>, StoreError> {
+        Ok(self.api_keys()?.into_iter().find(|key| key.id == id))
+    }
     /// Sessions awaiting a decision, oldest request first (by the id of
     /// their TOOL_APPROVAL_REQUIRED, a time-ordered UUID v7), optionally of
     /// one app, strictly after the request `after`.

@@ -12,7 +12,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use postgres::NoTls;
 use uuid::Uuid;
 
 use super::{Held, describe};
@@ -46,7 +45,7 @@ impl LeaseOptions {
 /// Starts the thread that renews this host's leases: on the turns it runs
 /// (`live`) and on the builds it works on (`building`).
 pub(super) fn spawn_keeper(
-    config: postgres::Config,
+    target: super::Target,
     host: Uuid,
     lease: LeaseOptions,
     live: Arc<Held>,
@@ -63,7 +62,7 @@ pub(super) fn spawn_keeper(
                     continue;
                 }
                 if client.as_ref().is_none_or(postgres::Client::is_closed) {
-                    client = config.connect(NoTls).ok();
+                    client = target.connect().ok();
                 }
                 let Some(c) = client.as_mut() else {
                     tracing::warn!("cannot reach PostgreSQL to renew this host's leases");

@@ -8,7 +8,6 @@
 use std::time::Duration;
 
 use fallible_iterator::FallibleIterator;
-use postgres::NoTls;
 use uuid::Uuid;
 
 use super::{CHANNEL, describe};
@@ -102,7 +101,7 @@ impl Change {
 
 /// Starts the listener thread; `changed` runs on it for every change.
 pub(super) fn spawn(
-    config: postgres::Config,
+    target: super::Target,
     changed: Box<dyn Fn(Change) + Send>,
 ) -> Result<(), StoreError> {
     std::thread::Builder::new()
@@ -111,7 +110,7 @@ pub(super) fn spawn(
             let mut connected_before = false;
             let mut backoff = Duration::from_millis(100);
             loop {
-                let mut client = match config.connect(NoTls) {
+                let mut client = match target.connect() {
                     Ok(client) => client,
                     Err(err) => {
                         tracing::warn!(error = %describe(&err), "listener cannot reach PostgreSQL");

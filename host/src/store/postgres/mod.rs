@@ -13,27 +13,31 @@
 //! each host's listener (`listen.rs`) wakes the streams it serves.
 
 mod builds;
+mod connect;
 mod lease;
 mod listen;
 mod reads;
 mod schema;
+mod tls;
 mod tx;
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use postgres::{Client, NoTls};
+use postgres::Client;
 use r2d2_postgres::PostgresConnectionManager;
 use uuid::Uuid;
 
 use super::StoreError;
 use super::engine::{WriteEngine, WriteTx};
+pub(crate) use connect::StoreTimeouts;
+use connect::{Target, Tls};
 pub(crate) use lease::LeaseOptions;
 pub(crate) use listen::Change;
 use tx::PgTx;
 
-type Pool = r2d2::Pool<PostgresConnectionManager<NoTls>>;
+type Pool = r2d2::Pool<PostgresConnectionManager<Tls>>;
 
 /// The read pool, closed on a thread of its own when the last engine handle
 /// goes: closing a sync client blocks, which an async worker may not.
@@ -61,7 +65,18 @@ pub(super) fn pg(err: &postgres::Error) -> StoreError {
 fn describe(err: &postgres::Error) -> String {
     match err.as_db_error() {
         Some(db) => format!("{}: {}", db.code().code(), db.message()),
-        None => err.to_string(),
+        None => {
+            // The client's own text names only the kind ("error performing
+            // TLS handshake"): the why is in its causes.
+            let mut text = err.to_string();
+            let mut cause = std::error::Error::source(err);
+            while let Some(inner) = cause {
+                text.push_str(": ");
+                text.push_str(&inner.to_string());
+                cause = inner.source();
+            }
+            text
+        }
     }
 }
 
@@ -117,7 +132,7 @@ impl Drop for Hold {
 /// The PostgreSQL engine of one host (cheap to clone).
 #[derive(Clone)]
 pub(crate) struct PgEngine {
-    config: postgres::Config,
+    target: Target,
     pool: Arc<Reads>,
     host: Uuid,
     lease: LeaseOptions,
@@ -126,16 +141,30 @@ pub(crate) struct PgEngine {
 }
 
 impl PgEngine {
+    /// `open_with` the default timeouts (the store's tests).
+    #[cfg(test)]
+    pub(crate) fn open(url: &str, host: Uuid, lease: LeaseOptions) -> Result<PgEngine, StoreError> {
+        PgEngine::open_with(url, host, lease, StoreTimeouts::default())
+    }
+
     /// Connects, runs the schema migrations (refusing a schema newer than
     /// this binary knows), and opens the read pool. `host` is this
-    /// process's id: the owner of the turns it runs.
-    pub(crate) fn open(url: &str, host: Uuid, lease: LeaseOptions) -> Result<PgEngine, StoreError> {
-        let config: postgres::Config = url
-            .parse()
-            .map_err(|e| StoreError::Rejected(format!("invalid --store URL: {e}")))?;
-        let mut client = config.connect(NoTls).map_err(|e| pg(&e))?;
+    /// process's id: the owner of the turns it runs; `timeouts` are set on
+    /// every connection.
+    pub(crate) fn open_with(
+        url: &str,
+        host: Uuid,
+        lease: LeaseOptions,
+        timeouts: StoreTimeouts,
+    ) -> Result<PgEngine, StoreError> {
+        let target = Target::parse(url, timeouts)?;
+        let mut client = target.connect().map_err(|e| target.startup_error(&e))?;
+        // A migration may take longer than a statement may.
+        client
+            .batch_execute("SET statement_timeout = 0")
+            .map_err(|e| pg(&e))?;
         schema::migrate(&mut client)?;
-        let manager = PostgresConnectionManager::new(config.clone(), NoTls);
+        let manager = target.manager();
         let pool = r2d2::Pool::builder()
             .max_size(16)
             .min_idle(Some(2))
@@ -143,7 +172,7 @@ impl PgEngine {
             .build(manager)
             .map_err(pool_error)?;
         Ok(PgEngine {
-            config,
+            target,
             pool: Arc::new(Reads(Some(pool))),
             host,
             lease,
@@ -152,7 +181,7 @@ impl PgEngine {
         })
     }
 
-    fn conn(&self) -> Result<r2d2::PooledConnection<PostgresConnectionManager<NoTls>>, StoreError> {
+    fn conn(&self) -> Result<r2d2::PooledConnection<PostgresConnectionManager<Tls>>, StoreError> {
         let pool = (self.pool.0.as_ref())
             .ok_or_else(|| StoreError::Unavailable("the read pool is closed".into()))?;
         pool.get().map_err(pool_error)
@@ -166,7 +195,7 @@ impl PgEngine {
     /// Starts the lease keeper (renewals) of this host.
     pub(crate) fn keep_leases(&self) -> Result<(), StoreError> {
         lease::spawn_keeper(
-            self.config.clone(),
+            self.target.clone(),
             self.host,
             self.lease,
             self.live.clone(),
@@ -177,13 +206,13 @@ impl PgEngine {
     /// Starts this host's listener: `changed` is called for every change
     /// another transaction (of any host) committed.
     pub(crate) fn listen(&self, changed: Box<dyn Fn(Change) + Send>) -> Result<(), StoreError> {
-        listen::spawn(self.config.clone(), changed)
+        listen::spawn(self.target.clone(), changed)
     }
 }
 
 /// The writer's side: one connection (re-made after a failure) and the lease settings.
 struct PgWriter {
-    config: postgres::Config,
+    target: Target,
     client: Option<Client>,
     lease: LeaseOptions,
     live: Arc<Held>,
@@ -195,7 +224,7 @@ const RETRIES: usize = 5;
 impl PgWriter {
     fn client(&mut self) -> Result<&mut Client, StoreError> {
         if self.client.as_ref().is_none_or(|c| c.is_closed()) {
-            self.client = Some(self.config.connect(NoTls).map_err(|e| pg(&e))?);
+            self.client = Some(self.target.connect().map_err(|e| pg(&e))?);
         }
         self.client
             .as_mut()

@@ -164,6 +164,10 @@ impl Engine for PgEngine {
         self.records("SELECT record FROM api_keys ORDER BY id", &[])
     }
 
+    fn api_key(&self, id: &str) -> Result<Option<ApiKeyRecord>, StoreError> {
+        self.record("SELECT record FROM api_keys WHERE id = $1", &[&id])
+    }
+
     fn pending_approvals(
         &self,
         app_id: Option<Uuid>,
@@ -298,7 +302,7 @@ impl Engine for PgEngine {
 
     fn write_engine(&self) -> Result<Box<dyn WriteEngine>, StoreError> {
         Ok(Box::new(PgWriter {
-            config: self.config.clone(),
+            target: self.target.clone(),
             client: None,
             lease: self.lease,
             live: self.live.clone(),
