@@ -31,6 +31,10 @@ fn main() {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level)),
         )
         .with_writer(std::io::stderr)
+        // A log that cannot be written (a full disk) must not take the
+        // request down with it: tracing would report it with `eprintln!`,
+        // which panics when stderr itself fails.
+        .log_internal_errors(false)
         // Colour codes only for a person at a terminal, not in a log file.
         .with_ansi(std::io::stderr().is_terminal())
         .init();

@@ -1,6 +1,7 @@
 //! What the server logs, read from its stderr: a guest's output stays on its
-//! own log line whatever it holds (a forged newline included), and a log
-//! that is not a terminal carries no colour codes.
+//! own log line whatever it holds (a forged newline included), a log that
+//! is not a terminal carries no colour codes, and a log that cannot be
+//! written (a full disk) fails no request.
 
 use std::time::{Duration, Instant};
 
@@ -52,4 +53,66 @@ async fn guest_output_cannot_forge_log_lines_and_the_log_has_no_colour_codes() {
         !text.contains('\u{1b}'),
         "escape codes in a log that is not a terminal:\n{text}"
     );
+}
+
+/// Every request is logged at `info` after its response is made; with the
+/// log on a full disk (`/dev/full`: every write fails with ENOSPC) each one
+/// must still be answered. tracing reports a failed write with `eprintln!`,
+/// which panics when stderr fails: the request's task died with it.
+#[tokio::test]
+async fn a_log_that_cannot_be_written_fails_no_request() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+
+    let dir = support::data_dir();
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_agenthost"));
+    command
+        .arg("serve")
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(["--addr", "127.0.0.1:0"]);
+    if let Some(url) = support::postgres_store(dir.path()) {
+        command
+            .args(["--store", &url])
+            .env("AGENTHOST_MASTER_KEY", support::TEST_MASTER_KEY);
+    }
+    let mut child = command
+        .env("RUST_LOG", "info")
+        .env("AGENTHOST_BOOTSTRAP_KEY", support::KEY)
+        .stdout(Stdio::piped())
+        .stderr(full)
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let url = tokio::task::spawn_blocking(move || {
+        let mut lines = BufReader::new(stdout).lines();
+        for line in lines.by_ref() {
+            if let Some(url) = line.unwrap().strip_prefix("agenthost listening on ") {
+                std::thread::spawn(move || for _ in lines {});
+                return url.trim().to_string();
+            }
+        }
+        panic!("agenthost exited before listening");
+    })
+    .await
+    .unwrap();
+    let client = support::client();
+    for i in 0..20 {
+        let answer = client
+            .get(format!("{url}/apps"))
+            .bearer_auth(support::KEY)
+            .send()
+            .await;
+        let status = answer.map(|a| a.status().as_u16());
+        assert!(
+            matches!(status, Ok(200)),
+            "request {i} with the log on a full disk: {status:?}"
+        );
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
