@@ -144,8 +144,40 @@ pub fn install_tls_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
+/// Whether a JSON text holds a string with a NUL character: `\u0000`
+/// unescaped once (a raw NUL is not valid JSON). Text with NUL is refused
+/// where it would enter a stored record (a request's body, a guest's tool
+/// call), on every engine alike: PostgreSQL's `text` and `jsonb` cannot
+/// hold it.
+pub(crate) fn json_has_nul(json: &str) -> bool {
+    let mut bytes = json.as_bytes().iter();
+    while let Some(&byte) = bytes.next() {
+        if byte != b'\\' {
+            continue;
+        }
+        // An escape: `\uXXXX` or one escaped character.
+        if bytes.next() == Some(&b'u') && bytes.as_slice().starts_with(b"0000") {
+            return true;
+        }
+    }
+    false
+}
+
 #[cfg(test)]
 mod tests {
+    use super::json_has_nul;
+
+    #[test]
+    fn a_nul_is_found_in_any_string_and_only_there() {
+        assert!(json_has_nul(r#"{"input":"a\u0000b"}"#));
+        assert!(json_has_nul(r#"{"a\u0000":1}"#));
+        assert!(json_has_nul(r#"{"x":"\\\u0000"}"#)); // a backslash, then NUL
+        assert!(!json_has_nul(r#"{"x":"\\u0000"}"#)); // a backslash, then the text u0000
+        assert!(json_has_nul(r#"{"x":"\u00001"}"#)); // NUL, then the digit 1
+        assert!(!json_has_nul(r#"{"x":"\u0001 \n \" 0000"}"#));
+        assert!(!json_has_nul(r#"{"x":"u0000"}"#));
+    }
+
     #[test]
     fn truncates_on_a_char_boundary() {
         let mut s = "héllo".to_string();

@@ -31,7 +31,7 @@ where
                 "the body must be a JSON object",
             ));
         }
-        if has_nul(raw.get()) {
+        if crate::util::json_has_nul(raw.get()) {
             return Err(ApiError::unprocessable("invalid_body", NUL_REFUSED));
         }
         let first = match serde_json::from_str(raw.get()) {
@@ -117,24 +117,6 @@ where
 /// Why a NUL character is refused wherever a client sends text.
 const NUL_REFUSED: &str = "text must not contain the NUL character (U+0000)";
 
-/// Whether a JSON text holds a string with a NUL character: `\u0000`
-/// unescaped once (a raw NUL is not valid JSON). Text with NUL is refused
-/// on every engine alike: PostgreSQL's `text` and `jsonb` cannot hold it,
-/// and one such row would fail the whole commit it shares with others.
-fn has_nul(json: &str) -> bool {
-    let mut bytes = json.as_bytes().iter();
-    while let Some(&byte) = bytes.next() {
-        if byte != b'\\' {
-            continue;
-        }
-        // An escape: `\uXXXX` or one escaped character.
-        if bytes.next() == Some(&b'u') && bytes.as_slice().starts_with(b"0000") {
-            return true;
-        }
-    }
-    false
-}
-
 /// `axum::extract::Query` with JSON rejections; a NUL (`%00`) anywhere in
 /// the query is `400 invalid_query`.
 pub(crate) struct Query<T>(pub T);
@@ -200,18 +182,7 @@ pub(super) fn session_id(raw: &str) -> Result<Uuid, ApiError> {
 
 #[cfg(test)]
 mod tests {
-    use super::{has_nul, integral_floats};
-
-    #[test]
-    fn a_nul_is_found_in_any_string_and_only_there() {
-        assert!(has_nul(r#"{"input":"a\u0000b"}"#));
-        assert!(has_nul(r#"{"a\u0000":1}"#));
-        assert!(has_nul(r#"{"x":"\\\u0000"}"#)); // a backslash, then NUL
-        assert!(!has_nul(r#"{"x":"\\u0000"}"#)); // a backslash, then the text u0000
-        assert!(has_nul(r#"{"x":"\u00001"}"#)); // NUL, then the digit 1
-        assert!(!has_nul(r#"{"x":"\u0001 \n \" 0000"}"#));
-        assert!(!has_nul(r#"{"x":"u0000"}"#));
-    }
+    use super::integral_floats;
 
     #[test]
     fn integral_numbers_are_read_as_integers_and_no_others() {

@@ -179,6 +179,17 @@ impl TurnCtx {
         self.open()?;
         self.remember_earlier_calls().await?;
         let mut turn = self.open()?;
+        // What a gated call carries is stored in the session's record, where
+        // PostgreSQL cannot hold a NUL: refused on every engine alike.
+        let holds_nul = |text: &str| text.contains('\0');
+        if reason.as_deref().is_some_and(holds_nul)
+            || calls
+                .iter()
+                .any(|c| holds_nul(&c.tool_call_id) || crate::util::json_has_nul(&c.arguments))
+        {
+            let message = "a tool call or its reason holds a NUL character (U+0000)";
+            return Err(turn.fail(TurnErrorKind::InvalidOrder, message.to_string()));
+        }
         let reason = match reason {
             Some(reason) => {
                 turn.check_text("the step's reason", &reason)?;

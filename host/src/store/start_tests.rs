@@ -128,6 +128,72 @@ async fn on_postgres_a_turn_starts_once_after_its_commit() {
     turns_start_once(Backend::Postgres(url), false).await;
 }
 
+/// On PostgreSQL a command whose data the database cannot store (a guest's
+/// tool-call arguments holding a NUL, which `jsonb` refuses) fails alone:
+/// the commands that shared its batch are applied again one by one and
+/// commit, and only its own caller sees the refusal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_a_command_the_database_cannot_store_fails_alone() {
+    let name = format!("alone_{}", Uuid::now_v7().simple());
+    let url = tokio::task::block_in_place(|| super::pg_cluster::database(&name));
+    let (_store, writer) = start(&Backend::Postgres(url)).await;
+    let d = writer
+        .create_deployment(new_deployment(None))
+        .await
+        .unwrap();
+    writer.finish_build(d.id, success()).await.unwrap();
+    let mut sessions = Vec::new();
+    for _ in 0..24 {
+        let (session, _) = writer
+            .create_session("app".into(), "/chat".into(), json!("hi"))
+            .await
+            .unwrap();
+        sessions.push(session.id);
+    }
+    // Every turn suspends on a gated call at once (so they share batches);
+    // one call's arguments hold a NUL.
+    const BAD: usize = 12;
+    let suspends = sessions.iter().enumerate().map(|(i, id)| {
+        let text = if i == BAD {
+            "a\u{0}b".to_string()
+        } else {
+            format!("ok {i}")
+        };
+        let call = ToolCallRecord {
+            tool_call_id: format!("call-{i}"),
+            name: "refund".into(),
+            arguments: json!({ "note": text }),
+        };
+        let pending = PendingApproval {
+            call: call.clone(),
+            reason: None,
+            gated_by: vec!["code".into()],
+            step: vec![call],
+            input: json!("hi"),
+            event_seq: 0,
+            expires_at: None,
+        };
+        let writer = writer.clone();
+        let id = *id;
+        async move {
+            writer
+                .finish_turn(id, 1, vec![], TurnOutcome::Suspended(Box::new(pending)))
+                .await
+        }
+    });
+    let results = futures::future::join_all(suspends).await;
+    for (i, result) in results.iter().enumerate() {
+        if i == BAD {
+            assert!(matches!(result, Err(StoreError::Rejected(_))), "{result:?}");
+        } else {
+            assert!(
+                result.is_ok(),
+                "session {i} failed beside the bad one: {result:?}"
+            );
+        }
+    }
+}
+
 /// A host's writer keeps the turns it commits before the runtime exists
 /// (the recovery at start) and starts them, once, when given the sink.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -142,6 +142,19 @@ impl Writer {
             }
             Ok(())
         });
+        if commands.len() > 1 && !early && matches!(result, Err(StoreError::Rejected(_))) {
+            // One command's data could not be stored (PostgreSQL refuses
+            // text holding a NUL) and nothing of the batch was committed:
+            // apply each command alone, so only that one fails.
+            tracing::warn!(
+                commands = commands.len(),
+                "a batch was refused for one command's data; applying its commands one by one"
+            );
+            for command in commands {
+                self.apply_batch(vec![command]);
+            }
+            return;
+        }
         let Changes {
             published,
             running_before,

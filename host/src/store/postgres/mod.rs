@@ -59,6 +59,14 @@ const CHANNEL: &str = "agenthost";
 /// Maps a PostgreSQL error: the server is gone or refused for now (the
 /// next call tries again), or the transaction lost a race (retried).
 pub(super) fn pg(err: &postgres::Error) -> StoreError {
+    // Data PostgreSQL cannot store (class 22, "data exception": text with a
+    // NUL in a `text` or `jsonb` column): the command's own fault, not the
+    // database's. The writer applies the rest of its batch without it.
+    if let Some(db) = err.as_db_error()
+        && db.code().code().starts_with("22")
+    {
+        return StoreError::Rejected(format!("the database cannot store this: {}", db.message()));
+    }
     StoreError::Unavailable(describe(err))
 }
 
