@@ -106,6 +106,7 @@ impl From<StoreError> for ApiError {
                 ApiError::new(StatusCode::TOO_MANY_REQUESTS, "quota_exceeded", message)
             }
             StoreError::Rejected(message) => ApiError::unprocessable("rejected", message),
+            StoreError::Unstorable(message) => ApiError::unprocessable("unstorable", message),
             StoreError::Forbidden(message) => {
                 ApiError::new(StatusCode::FORBIDDEN, "forbidden", message)
             }

@@ -31,6 +31,12 @@ pub enum StoreError {
     /// was committed; on redb, writes stop until a restart.
     #[error("storage failure: {0}")]
     Storage(String),
+    /// Data the engine cannot store (PostgreSQL refuses text holding a
+    /// NUL): the command's own fault (HTTP 422). It fails the batch it was
+    /// in (PostgreSQL aborted the transaction); the writer then applies
+    /// that batch's other commands again without it.
+    #[error("{0}")]
+    Unstorable(String),
     /// The engine cannot be reached for now (PostgreSQL down or restarting).
     /// Nothing of the failed batch was committed; the next call tries again.
     #[error("storage unavailable: {0}")]
@@ -57,7 +63,10 @@ impl StoreError {
     pub fn fails_batch(&self) -> bool {
         matches!(
             self,
-            StoreError::Storage(_) | StoreError::Unavailable(_) | StoreError::Corrupt(_)
+            StoreError::Storage(_)
+                | StoreError::Unavailable(_)
+                | StoreError::Corrupt(_)
+                | StoreError::Unstorable(_)
         )
     }
 }

@@ -129,7 +129,8 @@ async fn on_postgres_a_turn_starts_once_after_its_commit() {
 }
 
 /// On PostgreSQL a command whose data the database cannot store (a guest's
-/// tool-call arguments holding a NUL, which `jsonb` refuses) fails alone:
+/// tool-call arguments holding a NUL, which `jsonb` refuses; a thread id
+/// holding one, which `text` refuses) fails alone:
 /// the commands that shared its batch are applied again one by one and
 /// commit, and only its own caller sees the refusal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -181,10 +182,27 @@ async fn on_postgres_a_command_the_database_cannot_store_fails_alone() {
                 .await
         }
     });
-    let results = futures::future::join_all(suspends).await;
+    // And a command whose bad text is written while it is applied (an
+    // AG-UI thread id), which aborts the transaction mid-batch.
+    let thread = writer.open_thread(
+        "app".into(),
+        "/chat".into(),
+        "thread\u{0}1".into(),
+        json!("hi"),
+        None,
+    );
+    let (results, thread) = tokio::join!(futures::future::join_all(suspends), thread);
+    assert!(
+        matches!(thread, Err(StoreError::Unstorable(_))),
+        "{:?}",
+        thread.err()
+    );
     for (i, result) in results.iter().enumerate() {
         if i == BAD {
-            assert!(matches!(result, Err(StoreError::Rejected(_))), "{result:?}");
+            assert!(
+                matches!(result, Err(StoreError::Unstorable(_))),
+                "{result:?}"
+            );
         } else {
             assert!(
                 result.is_ok(),

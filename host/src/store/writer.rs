@@ -142,7 +142,7 @@ impl Writer {
             }
             Ok(())
         });
-        if commands.len() > 1 && !early && matches!(result, Err(StoreError::Rejected(_))) {
+        if commands.len() > 1 && !early && matches!(result, Err(StoreError::Unstorable(_))) {
             // One command's data could not be stored (PostgreSQL refuses
             // text holding a NUL) and nothing of the batch was committed:
             // apply each command alone, so only that one fails.

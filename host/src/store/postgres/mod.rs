@@ -65,7 +65,7 @@ pub(super) fn pg(err: &postgres::Error) -> StoreError {
     if let Some(db) = err.as_db_error()
         && db.code().code().starts_with("22")
     {
-        return StoreError::Rejected(format!("the database cannot store this: {}", db.message()));
+        return StoreError::Unstorable(format!("the database cannot store this: {}", db.message()));
     }
     StoreError::Unavailable(describe(err))
 }
