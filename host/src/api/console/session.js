@@ -67,9 +67,15 @@ export function render(main, ctx, id) {
   // while the reader was at the end (or has just sent a message), and
   // stays put while they read further up. A session opens at its end.
   const page = document.documentElement;
+  // Only the reader scrolling up leaves the end: the page's own scroll to
+  // its end may be measured after more output arrived, and must not.
   let atEnd = true;
+  let lastY = window.scrollY;
   const onScroll = () => {
-    atEnd = window.innerHeight + window.scrollY >= page.scrollHeight - 80;
+    const y = window.scrollY;
+    if (window.innerHeight + y >= page.scrollHeight - 80) atEnd = true;
+    else if (y < lastY) atEnd = false;
+    lastY = y;
   };
   window.addEventListener('scroll', onScroll, { passive: true });
   let pending = false;
