@@ -8,8 +8,9 @@ use serde_json::{Value, json};
 
 use crate::support::{self, KEY, Server};
 
-#[tokio::test]
-async fn a_json_array_is_refused_where_an_object_is_expected() {
+/// A server with `hello` deployed and one of its sessions idle after its
+/// first turn (the data dir is returned to outlive the test).
+async fn idle_hello_session() -> (tempfile::TempDir, Server, String) {
     let dir = support::data_dir();
     let server = Server::start(dir.path()).await;
     server.deploy("hello", &support::guest("hello")).await;
@@ -19,6 +20,12 @@ async fn a_json_array_is_refused_where_an_object_is_expected() {
         .await
         .until(&["TURN_ENDED"])
         .await;
+    (dir, server, session)
+}
+
+#[tokio::test]
+async fn a_json_array_is_refused_where_an_object_is_expected() {
+    let (_dir, server, session) = idle_hello_session().await;
 
     let cases: [(&str, &str, Value); 5] = [
         ("POST", "/sessions", json!(["hello", "/chat", "text"])),
@@ -118,15 +125,7 @@ async fn an_upload_declared_over_the_limit_is_refused_before_its_body_is_read() 
 
 #[tokio::test]
 async fn text_with_a_nul_character_is_refused_on_every_engine() {
-    let dir = support::data_dir();
-    let server = Server::start(dir.path()).await;
-    server.deploy("hello", &support::guest("hello")).await;
-    let session = server.session("hello", "/chat", json!("hi")).await;
-    server
-        .events(&session, None)
-        .await
-        .until(&["TURN_ENDED"])
-        .await;
+    let (_dir, server, session) = idle_hello_session().await;
     // In a JSON body: an input, an AG-UI thread id, a key's name.
     let bodies = [
         (
