@@ -39,13 +39,8 @@ fn is_path(span: &str, doc_dir: &Path) -> bool {
         || EXTENSIONS.iter().any(|e| span.ends_with(e))
 }
 
-/// Every path `doc` names that does not exist, as `doc:line: …`.
-pub fn missing_paths(doc: &str) -> Vec<String> {
-    let root = root();
-    let doc_path = root.join(doc);
-    let doc_dir = doc_path.parent().unwrap_or(&root).to_path_buf();
-    let text = read(&doc_path);
-    // The prose: fenced code blocks blanked, line numbers kept.
+/// A document's prose: fenced code blocks blanked, line numbers kept.
+pub fn prose(text: &str) -> String {
     let mut fenced = false;
     let prose: Vec<&str> = (text.lines())
         .map(|line| {
@@ -54,19 +49,33 @@ pub fn missing_paths(doc: &str) -> Vec<String> {
             if fence || fenced { "" } else { line }
         })
         .collect();
-    let prose = prose.join("\n");
-    let mut missing = Vec::new();
-    // Backticked spans (the odd pieces between backticks), which may wrap.
+    prose.join("\n")
+}
+
+/// The backticked spans of `prose` (the odd pieces between backticks,
+/// which may wrap), trimmed, each with the line it starts on.
+pub fn backticked(prose: &str) -> Vec<(usize, String)> {
+    let mut spans = Vec::new();
     let mut offset = 0;
     for (k, span) in prose.split('`').enumerate() {
         let line = prose[..offset].matches('\n').count() + 1;
         offset += span.len() + 1;
-        let span = span.trim();
-        if k % 2 == 1
-            && is_path(span, &doc_dir)
-            && !root.join(span).exists()
-            && !doc_dir.join(span).exists()
-        {
+        if k % 2 == 1 {
+            spans.push((line, span.trim().to_string()));
+        }
+    }
+    spans
+}
+
+/// Every path `doc` names that does not exist, as `doc:line: …`.
+pub fn missing_paths(doc: &str) -> Vec<String> {
+    let root = root();
+    let doc_path = root.join(doc);
+    let doc_dir = doc_path.parent().unwrap_or(&root).to_path_buf();
+    let prose = prose(&read(&doc_path));
+    let mut missing = Vec::new();
+    for (line, span) in backticked(&prose) {
+        if is_path(&span, &doc_dir) && !root.join(&span).exists() && !doc_dir.join(&span).exists() {
             missing.push(format!(
                 "{doc}:{line}: `{span}` names no file or directory. Fix: point it at the path that exists now (paths are relative to the repository's root), or drop it; if it is not a path, write it without backticks."
             ));

@@ -9,6 +9,7 @@
 #![allow(unreachable_pub)]
 
 mod docs;
+mod names;
 mod rules;
 mod source;
 
@@ -53,6 +54,16 @@ fn every_path_the_maps_name_exists() {
         .flat_map(|doc| docs::missing_paths(doc))
         .collect();
     fail_if_any("paths named in the maps that do not exist", problems);
+}
+
+/// Every Rust name (a type, a `module::path`, a `call()`) those maps name
+/// is still in the code.
+#[test]
+fn every_rust_name_the_maps_name_exists() {
+    fail_if_any(
+        "Rust names in the maps that the code does not have",
+        names::missing_names(docs::MAPS),
+    );
 }
 
 /// ARCHITECTURE.md stays a map one reads in a sitting, not an inventory.
