@@ -13,6 +13,7 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
+use crate::support::idp::{Idp, claims, now};
 use crate::support::{self, KEY, Server};
 
 fn client_dir() -> PathBuf {
@@ -247,6 +248,77 @@ async fn the_ag_ui_client_runs_a_thread_and_reads_it_back() {
     assert!(
         reader_said.contains(&&json!("Deleted apples. Records: pears.")),
         "{reader_said:?}"
+    );
+}
+
+/// Two end users of one app, each with a JWT of the app's identity
+/// provider, run the real client on the same threadId (the review's H1):
+/// each gets a session of their own, Bob's agent never sees Ada's card
+/// number, Bob cannot read Ada's session, and an expired token is refused.
+#[tokio::test]
+async fn the_ag_ui_client_runs_as_each_end_user_with_their_jwt() {
+    let dir = client_dir();
+    let idp = Idp::start();
+    let data = support::data_dir();
+    let server = Server::start_with(data.path(), &["--allow-insecure-jwks"]).await;
+    idp.deploy_hello(&server, "shop", "shop-api").await;
+    let ada = idp.token("ada", "shop-api").await;
+    let bob = idp.token("bob", "shop-api").await;
+    let mut stale = claims("ada", "shop-api");
+    stale["exp"] = json!(now() - 120);
+    let expired = idp.sign("rsa1", "RS256", stale).await;
+    let url = server.url.clone();
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new("node")
+            .arg(dir.join("users.mjs"))
+            .args([&url, "shop", "/chat", "order-1234", &ada, &bob, &expired])
+            .output()
+            .expect("run node")
+    })
+    .await
+    .expect("wait for node");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "node failed: {stderr}");
+    let report: Value = serde_json::from_slice(&output.stdout).expect("a JSON report");
+    assert_eq!(report["error"], Value::Null, "{}", report["error"]);
+
+    let (ada1, bob1, ada2) = (&report["ada1"], &report["bob1"], &report["ada2"]);
+    for run in [ada1, bob1, ada2] {
+        assert_eq!(run["last"], "RUN_FINISHED", "{report}");
+    }
+    assert!(ada1["session"].is_string(), "{report}");
+    assert_ne!(
+        ada1["session"], bob1["session"],
+        "one thread, two users: {report}"
+    );
+    assert_eq!(
+        ada1["session"], ada2["session"],
+        "Ada's thread goes on: {report}"
+    );
+    assert_eq!(
+        bob1["reply"], "You have not said anything before.",
+        "{report}"
+    );
+    assert_eq!(
+        ada2["reply"], "Before, you said: \"my card number is 4111\"",
+        "{report}"
+    );
+    assert_eq!(report["bobReadsAda"]["status"], 404, "{report}");
+    assert!(
+        !report["bobReadsAda"]["body"].to_string().contains("4111"),
+        "{report}"
+    );
+    let refused = report["expired"]["error"].as_str().unwrap_or_default();
+    assert!(
+        refused.contains("401") && refused.contains("token_expired"),
+        "{report}"
+    );
+    // The client warned of nothing but that refusal: every event was AG-UI's.
+    let warnings = report["warnings"].as_array().unwrap();
+    assert_eq!(warnings.len(), 1, "{report}");
+    assert!(
+        warnings[0].to_string().contains("token_expired"),
+        "{report}"
     );
 }
 

@@ -6,89 +6,14 @@
 //! `kid`, `alg: none`, HS256 signed with the public key, and a token for
 //! another app each refused with 401 and its code.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
 
-use crate::support::{self, Server, bundle};
-
-const ISSUER: &str = "https://idp.example.test/";
-
-/// The local identity provider, killed when dropped.
-struct Idp {
-    child: Child,
-    url: String,
-    client: reqwest::Client,
-}
-
-impl Drop for Idp {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Idp {
-    fn start() -> Idp {
-        let python = std::env::var_os("AGENTHOST_TEST_IDP_PYTHON").unwrap_or_else(|| {
-            panic!(
-                "AGENTHOST_TEST_IDP_PYTHON is not set: the end-user JWT tests sign with PyJWT \
-                 (run scripts/test, or `source scripts/prereqs/55-idp.sh`)"
-            )
-        });
-        let script = support::workspace().join("tests/end-users/idp.py");
-        let mut child = Command::new(python)
-            .arg(script)
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start the identity provider");
-        let mut port = String::new();
-        let stdout = child.stdout.take().expect("stdout");
-        BufReader::new(stdout)
-            .read_line(&mut port)
-            .expect("its port");
-        Idp {
-            child,
-            url: format!("http://127.0.0.1:{}", port.trim()),
-            client: support::client(),
-        }
-    }
-
-    /// A token signed with `kid` by `alg`, carrying `claims`.
-    async fn sign(&self, kid: &str, alg: &str, claims: Value) -> String {
-        let body = json!({"kid": kid, "alg": alg, "claims": claims});
-        let response = self
-            .client
-            .post(format!("{}/sign", self.url))
-            .json(&body)
-            .send();
-        response.await.unwrap().text().await.unwrap()
-    }
-
-    async fn post(&self, path: &str) {
-        let response = self.client.post(format!("{}{path}", self.url)).send().await;
-        assert_eq!(response.unwrap().status(), 200);
-    }
-}
-
-fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-}
-
-/// Claims of a valid token for `aud` naming user `sub`.
-fn claims(sub: &str, aud: &str) -> Value {
-    json!({
-        "iss": ISSUER, "aud": aud, "sub": sub, "exp": now() + 600, "iat": now(),
-        "email": format!("{sub}@example.com"), "role": "admin",
-    })
-}
+use crate::support::idp::{Idp, claims, now};
+use crate::support::{self, Server};
 
 async fn deploy(server: &Server, slug: &str, idp: &Idp) {
     deploy_for(server, slug, &format!("{slug}-api"), idp).await;
@@ -96,17 +21,7 @@ async fn deploy(server: &Server, slug: &str, idp: &Idp) {
 
 /// Deploys `slug` taking the provider's tokens for `audience`.
 async fn deploy_for(server: &Server, slug: &str, audience: &str, idp: &Idp) {
-    let manifest = format!(
-        "[app]\nslug = \"{slug}\"\n[agent]\nentry = \"agent.wasm\"\n[end_users]\nrequired = true\n\
-         claims = [\"email\"]\njwks_url = \"{}/jwks\"\nissuer = \"{ISSUER}\"\naudience = \"{audience}\"\n",
-        idp.url
-    );
-    let component = support::guest("hello");
-    let (status, row) = server
-        .upload(bundle(&[("agent.wasm", &component)]), &manifest)
-        .await;
-    assert_eq!(status, 202, "{row}");
-    assert_eq!(server.wait_built(&row).await["status"], "active");
+    idp.deploy_hello(server, slug, audience).await;
 }
 
 /// `POST /sessions` of `shop` with `token`.

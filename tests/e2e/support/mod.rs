@@ -7,6 +7,7 @@ pub mod agents;
 pub mod browser;
 pub mod fake_openai;
 pub mod hold;
+pub mod idp;
 pub mod leaks;
 #[path = "../../support/pg_cluster.rs"]
 pub mod pg_cluster;
