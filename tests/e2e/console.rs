@@ -868,3 +868,73 @@ async fn on_a_phone_sessions_follow_their_end_decisions_are_clickable_and_deploy
         .assert_no_errors("a phone's session and decisions")
         .await;
 }
+
+/// An operator sees which end user owns each session, in the list and on
+/// the session's page, and narrows the list to one end user's sessions.
+#[tokio::test]
+async fn sessions_show_their_end_user_and_filter_by_one() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    server.deploy("hello", &support::guest("hello")).await;
+    let mut sessions = Vec::new();
+    for user in ["ada", "bob"] {
+        let token = server.end_user_token("hello", user).await;
+        let response = server
+            .client
+            .post(server.url("/sessions"))
+            .bearer_auth(&token)
+            .json(&json!({"app": "hello", "route": "/chat", "input": "hi"}))
+            .send()
+            .await
+            .unwrap();
+        let (status, created) = support::status_and_json(response).await;
+        assert_eq!(status, 201, "{created}");
+        sessions.push(created["session_id"].as_str().unwrap().to_string());
+    }
+    let operators = server.session("hello", "/chat", json!("hi")).await;
+    let [adas, bobs] = [&sessions[0], &sessions[1]];
+
+    let browser = Browser::start().await;
+    browser.goto(&server.url("/")).await;
+    sign_in(&browser, KEY).await;
+    browser.go("#/sessions").await;
+    browser
+        .until(
+            "three sessions listed",
+            "document.querySelectorAll('tr[data-session]').length === 3",
+        )
+        .await;
+    let row = |id: &str| format!("tr[data-session='{id}']");
+    assert!(browser.text(&row(adas)).await.contains("ada"));
+    assert!(browser.text(&row(bobs)).await.contains("bob"));
+    let unowned = browser.text(&row(&operators)).await;
+    assert!(
+        !unowned.contains("ada") && !unowned.contains("bob"),
+        "{unowned}"
+    );
+
+    let enter = char::from(fantoccini::key::Key::Enter);
+    browser
+        .fill("input[name=user-filter]", &format!("ada{enter}"))
+        .await;
+    browser
+        .until(
+            "only Ada's session listed",
+            &format!(
+                "document.querySelectorAll('tr[data-session]').length === 1 \
+                 && !!document.querySelector(\"tr[data-session='{adas}']\")"
+            ),
+        )
+        .await;
+
+    browser.go(&format!("#/sessions/{adas}")).await;
+    browser
+        .until(
+            "the session's facts name its end user",
+            "document.querySelector('.end-user')?.textContent === 'ada'",
+        )
+        .await;
+    browser
+        .assert_no_errors("filtering sessions by end user")
+        .await;
+}

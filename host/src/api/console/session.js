@@ -10,6 +10,7 @@ import { badge, describe, field, h, notice, shortId } from './dom.js';
 import { follow } from './stream.js';
 import { Transcript } from './transcript.js';
 import { decisionForm } from './decision.js';
+import { endUser } from './sessions.js';
 
 /** The status an event leaves the session in, if it changes it. */
 const AFTER = {
@@ -116,6 +117,7 @@ export function render(main, ctx, id) {
     const pair = (name, value) => h('div', null, h('dt', null, name), h('dd', null, value));
     facts.replaceChildren(
       pair('App', s.app),
+      pair('End user', endUser(s)),
       pair('Route', s.route),
       pair('Deployment', `v${s.deployment_version}`),
       pair('Turn', turn),

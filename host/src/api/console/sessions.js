@@ -1,6 +1,6 @@
 // sessions.js: the sessions list (GET /sessions, newest first, refreshed
-// every few seconds so statuses stay live), its filters, and starting a new
-// session (POST /sessions).
+// every few seconds so statuses stay live), its filters (app, status, the
+// end user who owns a session), and starting a new session (POST /sessions).
 
 import { api, seg } from './api.js';
 import { act, badge, describe, every, field, h, notice, shortId, table, time } from './dom.js';
@@ -14,8 +14,11 @@ export function render(main) {
     STATUSES.map((s) => h('option', { value: s }, s.replace(/_/g, ' '))));
   const [appField] = field('App', appFilter);
   const [statusField] = field('Status', statusFilter);
-  const { el, body, row } = table(['Session', 'App', 'Route', 'Version', 'Status', 'Turn', 'Updated'],
-    'Sessions');
+  const userFilter = h('input', { type: 'search', name: 'user-filter', autocomplete: 'off',
+    placeholder: 'Any end user' });
+  const [userField] = field('End user', userFilter);
+  const { el, body, row } = table(['Session', 'App', 'End user', 'Route', 'Version', 'Status', 'Turn',
+    'Updated'], 'Sessions');
   const empty = h('p', { class: 'empty', hidden: true }, 'No session matches.');
   const more = h('button', { type: 'button', class: 'quiet', hidden: true }, 'Load more');
   const create = newSession(note);
@@ -25,7 +28,7 @@ export function render(main) {
     note.el,
     create.el,
     h('section', { class: 'card' },
-      h('div', { class: 'filters' }, appField, statusField),
+      h('div', { class: 'filters' }, appField, statusField, userField),
       el, empty, more));
 
   let shown = 50;
@@ -34,6 +37,7 @@ export function render(main) {
     const query = new URLSearchParams({ limit: String(Math.min(shown, 500)) });
     if (appFilter.value) query.set('app', appFilter.value);
     if (statusFilter.value) query.set('status', statusFilter.value);
+    if (userFilter.value.trim()) query.set('user', userFilter.value.trim());
     const page = await api('GET', `/sessions?${query}`);
     update(page.items);
     more.hidden = !page.next_cursor || shown >= 500;
@@ -52,7 +56,8 @@ export function render(main) {
     for (const s of items) {
       const cells = [
         h('a', { href: `#/sessions/${seg(s.session_id)}`, title: s.session_id }, shortId(s.session_id)),
-        s.app, s.route, `v${s.deployment_version}`, badge(s.status), String(s.turn), time(s.updated_at),
+        s.app, endUser(s), s.route, `v${s.deployment_version}`, badge(s.status), String(s.turn),
+        time(s.updated_at),
       ];
       let tr = rows.get(s.session_id);
       if (!tr) {
@@ -62,9 +67,9 @@ export function render(main) {
         else body.prepend(tr);
       } else if (tr.dataset.updated !== s.updated_at) {
         // Only the changing cells; the link keeps its focus.
-        tr.children[4].replaceChildren(badge(s.status));
-        tr.children[5].textContent = String(s.turn);
-        tr.children[6].replaceChildren(time(s.updated_at));
+        tr.children[5].replaceChildren(badge(s.status));
+        tr.children[6].textContent = String(s.turn);
+        tr.children[7].replaceChildren(time(s.updated_at));
       }
       tr.dataset.updated = s.updated_at;
       tr.dataset.status = s.status;
@@ -78,6 +83,8 @@ export function render(main) {
   });
   appFilter.addEventListener('change', reset);
   statusFilter.addEventListener('change', reset);
+  // The user filter applies when the operator presses Enter or leaves it.
+  userFilter.addEventListener('change', reset);
   more.addEventListener('click', () => act(more, note, async () => {
     shown += 50;
     await load();
@@ -95,6 +102,12 @@ export function render(main) {
       note.show(describe(error), 'error');
     }
   });
+}
+
+/** Who owns a session: its end user, or a dash for a key's own session. */
+export function endUser(s) {
+  return s.end_user ? h('span', { class: 'end-user', title: s.end_user }, s.end_user)
+    : h('span', { class: 'no-user', title: 'Created with an API key, not by an end user' }, '—');
 }
 
 /** The "new session" form: app, route (the app's current routes), input. */
