@@ -257,6 +257,14 @@ async fn each_build_check_fails_with_its_own_message() {
     .unwrap();
     let no_world = wat::parse_str("(component)").unwrap();
     let core = wat::parse_str("(module)").unwrap();
+    // More than one instance's share of the pool (docs/limits.md): three
+    // memories, and 25 core instances.
+    let instances = |module: &str, n: usize| {
+        let each = "(core instance (instantiate $m))".repeat(n);
+        wat::parse_str(format!("(component (core module $m {module}) {each})")).unwrap()
+    };
+    let memories = instances("(memory 1)", 3);
+    let core_instances = instances("", 25);
     type Case<'a> = (&'a str, Vec<(&'a str, Vec<u8>)>, &'a str);
     let cases: Vec<Case> = vec![
         (
@@ -269,6 +277,16 @@ async fn each_build_check_fails_with_its_own_message() {
             "not wasm",
             vec![("agent.wasm", b"definitely not wasm".to_vec())],
             "cannot be compiled",
+        ),
+        (
+            "three memories",
+            vec![("agent.wasm", memories)],
+            "3 Wasm linear memories, which exceeds the configured maximum of 2",
+        ),
+        (
+            "25 core instances",
+            vec![("agent.wasm", core_instances)],
+            "25 core module instances, which exceeds the configured maximum of 24",
         ),
         (
             "unknown import",

@@ -13,6 +13,18 @@ use super::limits::MEMORY_MB;
 /// of a busy guest yielding to the async runtime.
 pub(super) const EPOCH_TICK: Duration = Duration::from_millis(10);
 
+/// Elements of one table, at most (the pool reserves room for this many in
+/// every table slot; the limiter refuses a growth beyond it).
+pub(crate) const TABLE_ELEMENTS: usize = 20_000;
+/// What one component may hold, at most. Every agent our SDKs build has one
+/// linear memory, two tables and at most 14 core instances (a Python agent:
+/// its interpreter's modules); a component over any of these is refused at
+/// deploy, so no agent takes more than one instance's share of the pool
+/// (docs/limits.md).
+pub(crate) const MAX_MEMORIES_PER_COMPONENT: u32 = 2;
+pub(crate) const MAX_TABLES_PER_COMPONENT: u32 = 8;
+pub(crate) const MAX_CORE_INSTANCES_PER_COMPONENT: u32 = 24;
+
 /// Builds the engine every component is compiled and run with; `slots` is
 /// how many component instances may live at once (one per running turn,
 /// plus `describe` at deploy time); `cache`, when given, keeps every
@@ -41,10 +53,16 @@ pub(super) fn new_engine_with(
     // module plus wit-component shims), hence the per-slot multiples.
     let slots = slots.max(1);
     let mut pool = PoolingAllocationConfig::new();
+    // Each instance's share of the pool is what one component may hold, so
+    // every slot can run an instance of any agent at once.
     pool.total_component_instances(slots)
-        .total_core_instances(slots.saturating_mul(8))
-        .total_memories(slots.saturating_mul(2))
-        .total_tables(slots.saturating_mul(8))
+        .max_core_instances_per_component(MAX_CORE_INSTANCES_PER_COMPONENT)
+        .total_core_instances(slots.saturating_mul(MAX_CORE_INSTANCES_PER_COMPONENT))
+        .max_memories_per_component(MAX_MEMORIES_PER_COMPONENT)
+        .total_memories(slots.saturating_mul(MAX_MEMORIES_PER_COMPONENT))
+        .max_tables_per_component(MAX_TABLES_PER_COMPONENT)
+        .total_tables(slots.saturating_mul(MAX_TABLES_PER_COMPONENT))
+        .table_elements(TABLE_ELEMENTS)
         .total_stacks(slots)
         .max_memory_size((MEMORY_MB.max as usize) << 20)
         // Measured (cargo bench --bench hot -- instance, BENCHMARKS.md):

@@ -16,6 +16,7 @@ mod error;
 mod gate;
 mod gates;
 mod host;
+pub(crate) mod limiter;
 pub(crate) mod limits;
 pub(crate) mod outbound;
 mod output;

@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use wasmtime::component::{Resource, ResourceTable};
-use wasmtime::{ResourceLimiter, Store, UpdateDeadline};
+use wasmtime::{Store, UpdateDeadline};
 use wasmtime_wasi::filesystem::{WasiFilesystemCtxView, WasiFilesystemView};
 use wasmtime_wasi::p2::bindings::filesystem::preopens;
 use wasmtime_wasi::p2::bindings::filesystem::types::Descriptor;
@@ -11,6 +11,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::ctx::TurnCtx;
+pub(crate) use super::limiter::MemoryLimiter;
 use super::outbound::NoOutbound;
 use super::output::CappedOutput;
 
@@ -87,10 +88,7 @@ impl InstanceData {
             table: ResourceTable::new(),
             http: WasiHttpCtx::new(),
             no_outbound: NoOutbound,
-            limiter: MemoryLimiter {
-                max_memory: memory_bytes,
-                denied: false,
-            },
+            limiter: MemoryLimiter::new(memory_bytes),
             stdout,
             stderr,
             turn: None,
@@ -153,36 +151,5 @@ impl WasiHttpView for InstanceData {
             table: &mut self.table,
             hooks,
         }
-    }
-}
-
-/// Caps each linear memory and remembers whether it refused a growth, so an
-/// out-of-memory abort is reported as the memory limit and not as a crash.
-pub(crate) struct MemoryLimiter {
-    max_memory: usize,
-    pub(super) denied: bool,
-}
-
-impl ResourceLimiter for MemoryLimiter {
-    fn memory_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        let allowed = desired <= self.max_memory;
-        if !allowed {
-            self.denied = true;
-        }
-        Ok(allowed)
-    }
-
-    fn table_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        Ok(desired <= 1_000_000)
     }
 }
