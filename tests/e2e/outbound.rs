@@ -5,9 +5,11 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::support::hold::Hold;
 use crate::support::{self, Server, bundle, types};
 
 /// A local upstream: `/hang` never answers, anything else answers `hello`;
@@ -353,4 +355,43 @@ async fn a_secret_in_a_refused_host_name_is_redacted_in_the_record_and_the_log()
     for line in refused {
         assert!(!line.contains("zq7hostsecret"), "{line}");
     }
+}
+
+/// A turn has at most 16 requests in flight (docs/limits.md): of 20 sent at
+/// once, 16 leave and wait at the upstream, 4 are refused at once with the
+/// reason on record; each leaves nothing behind once the responses end.
+#[tokio::test]
+async fn a_turn_has_at_most_sixteen_requests_in_flight() {
+    let dir = support::data_dir();
+    let server = Server::start_with(dir.path(), &["--outbound-allow-private"]).await;
+    let held = Hold::start().await;
+    held.deploy_fetch(&server).await;
+    let input = json!({"url": format!("{}/held", held.origin), "count": 20});
+    let session = server.session("fetch", "/burst", input).await;
+    let mut stream = server.events(&session, None).await;
+    held.wait_arrived(16).await;
+    // The four refusals are on record while the sixteen are still held.
+    let mut seen = Vec::new();
+    while of_type(&seen, "HTTP_REQUEST_DENIED").len() < 4 {
+        let event = stream.next(Duration::from_secs(30)).await;
+        seen.push(event.expect("the refusals are journaled while the others are held"));
+    }
+    assert_eq!(held.arrived(), 16);
+    held.release();
+    seen.extend(stream.until(&["TURN_ENDED", "TURN_ERROR"]).await);
+    let denied = of_type(&seen, "HTTP_REQUEST_DENIED");
+    assert_eq!(denied.len(), 4, "{denied:?}");
+    for refusal in denied {
+        let reason = refusal["payload"]["reason"].as_str().unwrap_or_default();
+        assert!(reason.contains("16 requests in flight"), "{refusal}");
+    }
+    assert_eq!(of_type(&seen, "HTTP_REQUEST").len(), 16);
+    assert_eq!(of_type(&seen, "HTTP_RESPONSE").len(), 16);
+    let said = of_type(&seen, "MESSAGE_END");
+    assert_eq!(said[said.len() - 1]["payload"]["text"], "ok=16 refused=4");
+    assert_eq!(
+        held.arrived(),
+        16,
+        "no refused request reached the upstream"
+    );
 }

@@ -59,7 +59,9 @@ impl EventStream {
     }
 
     /// The next frame with data, or `None` once the server closed the
-    /// stream; an error when nothing arrives for `silence` or the body fails.
+    /// stream; an error when no bytes at all arrive for `silence` (a
+    /// keep-alive comment counts as bytes: to bound the wait for a frame,
+    /// wrap the call in a timeout) or the body fails. Cancel-safe.
     pub async fn next_frame(&mut self, silence: Duration) -> Result<Option<Frame>, ReadError> {
         loop {
             if let Some(frame) = self.frames.next_frame() {

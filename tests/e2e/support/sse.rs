@@ -48,13 +48,26 @@ impl EventStream {
         }
     }
 
+    /// The next frame within `timeout`, however many keep-alive comments
+    /// arrive meanwhile (the server sends one every 15 s, and the reader's
+    /// own silence counts bytes, so a wait longer than that would never end).
+    async fn next_within(
+        &mut self,
+        timeout: Duration,
+    ) -> Result<Option<agenthost_sse::Frame>, ReadError> {
+        match tokio::time::timeout(timeout, self.frames.next_frame(timeout)).await {
+            Ok(read) => read,
+            Err(_) => Err(ReadError::Silent(timeout)),
+        }
+    }
+
     /// The next frame, or `None` when the stream ends. Panics after
     /// `timeout` without one (a hang is a failure, not a wait).
     pub async fn frame(&mut self, timeout: Duration) -> Option<Frame> {
         if self.ended {
             return None;
         }
-        let frame = match self.frames.next_frame(timeout).await {
+        let frame = match self.next_within(timeout).await {
             Ok(Some(frame)) => frame,
             Ok(None) => {
                 self.ended = true;
@@ -94,7 +107,7 @@ impl EventStream {
         if self.ended {
             return Read::End;
         }
-        match self.frames.next_frame(timeout).await {
+        match self.next_within(timeout).await {
             Ok(Some(frame)) => match serde_json::from_slice(&frame.data) {
                 Ok(event) => Read::Event(event),
                 Err(err) => {

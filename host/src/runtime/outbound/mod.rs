@@ -86,6 +86,13 @@ pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub(crate) const FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(120);
 pub(crate) const BETWEEN_BYTES_TIMEOUT: Duration = Duration::from_secs(60);
 pub(crate) const MAX_RESPONSE_BYTES: u64 = 32 << 20;
+/// Requests one turn may have in flight at once (from its check until its
+/// response body is read or dropped); one more is refused (docs/limits.md).
+pub(crate) const MAX_IN_FLIGHT_PER_TURN: usize = 16;
+/// DNS lookups the whole server runs at once (they run on tokio's blocking
+/// pool, which the store's reads share); a lookup waits for its turn within
+/// the request's connect timeout.
+pub(crate) const MAX_CONCURRENT_LOOKUPS: usize = 32;
 
 /// One turn's outbound access: owned by the turn's context (`OutboundHooks`),
 /// shared with its request futures.
@@ -104,6 +111,8 @@ pub(super) struct Outbound {
     /// The turn's `limits.max_output_mb` in bytes: once the turn's outbox
     /// has carried that much, no request leaves and none is recorded.
     max_output: u64,
+    /// One permit per request in flight (`MAX_IN_FLIGHT_PER_TURN`).
+    in_flight: Arc<tokio::sync::Semaphore>,
 }
 
 #[derive(Default)]
@@ -263,6 +272,7 @@ impl OutboundHooks {
             records: Mutex::new(Records::default()),
             gate,
             max_output,
+            in_flight: Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT_PER_TURN)),
         }))
     }
 

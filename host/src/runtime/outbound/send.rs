@@ -19,11 +19,28 @@ use wasmtime_wasi_http::{Error, RequestOptions, WasiBody};
 
 use super::origin::{Origin, Scheme};
 use super::{
-    BETWEEN_BYTES_TIMEOUT, CONNECT_TIMEOUT, Ended, FIRST_BYTE_TIMEOUT, MAX_RESPONSE_BYTES,
-    Outbound, ip,
+    BETWEEN_BYTES_TIMEOUT, CONNECT_TIMEOUT, Ended, FIRST_BYTE_TIMEOUT, MAX_CONCURRENT_LOOKUPS,
+    MAX_IN_FLIGHT_PER_TURN, MAX_RESPONSE_BYTES, Outbound, ip,
 };
 use crate::journal::{NewEvent, payloads};
 use crate::runtime::limits::OUTBOX_BYTES;
+
+/// The server's DNS lookups in progress, at most `MAX_CONCURRENT_LOOKUPS`.
+static LOOKUPS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(MAX_CONCURRENT_LOOKUPS);
+
+/// Resolves `host` once one of the server's lookup permits is free; the
+/// wait counts against `timeout` (`Err(Elapsed)`).
+async fn lookup(
+    host: &str,
+    port: u16,
+    timeout: Duration,
+) -> Result<std::io::Result<Vec<SocketAddr>>, tokio::time::error::Elapsed> {
+    tokio::time::timeout(timeout, async {
+        let _turn = LOOKUPS.acquire().await;
+        Ok(tokio::net::lookup_host((host, port)).await?.collect())
+    })
+    .await
+}
 
 /// What the journal says about a request before it leaves.
 struct Described {
@@ -99,6 +116,16 @@ impl Outbound {
             );
             return Err(Error::HttpRequestDenied);
         }
+        // Held until the response body is read or dropped.
+        let Ok(slot) = self.in_flight.clone().try_acquire_owned() else {
+            self.denied(
+                &described,
+                &format!(
+                    "the turn already has {MAX_IN_FLIGHT_PER_TURN} requests in flight: read or drop a response first"
+                ),
+            );
+            return Err(Error::HttpRequestDenied);
+        };
         let options = options.unwrap_or_default();
         let connect_timeout = bounded(options.connect_timeout, CONNECT_TIMEOUT);
         let addrs = match self.resolve(&described, connect_timeout).await {
@@ -122,6 +149,7 @@ impl Outbound {
             outbound: self.clone(),
             id: described.id,
             status: None,
+            _slot: slot,
         };
         let committed = match queued {
             Ok(ack) => matches!(ack.await, Ok(Ok(()))),
@@ -198,23 +226,20 @@ impl Outbound {
         let origin = &described.origin;
         let addrs: Vec<SocketAddr> = match origin.host.parse::<IpAddr>() {
             Ok(ip) => vec![SocketAddr::new(ip, origin.port)],
-            Err(_) => {
-                let lookup = tokio::net::lookup_host((origin.host.as_str(), origin.port));
-                match tokio::time::timeout(timeout, lookup).await {
-                    Err(_) => {
-                        self.denied(described, "DNS resolution timed out");
-                        return Err(Error::DnsTimeout);
-                    }
-                    Ok(Err(err)) => {
-                        self.denied(described, &format!("DNS resolution failed: {err}"));
-                        return Err(Error::DnsError {
-                            rcode: Some(err.to_string()),
-                            info_code: None,
-                        });
-                    }
-                    Ok(Ok(addrs)) => addrs.collect(),
+            Err(_) => match lookup(&origin.host, origin.port, timeout).await {
+                Err(_) => {
+                    self.denied(described, "DNS resolution timed out");
+                    return Err(Error::DnsTimeout);
                 }
-            }
+                Ok(Err(err)) => {
+                    self.denied(described, &format!("DNS resolution failed: {err}"));
+                    return Err(Error::DnsError {
+                        rcode: Some(err.to_string()),
+                        info_code: None,
+                    });
+                }
+                Ok(Ok(addrs)) => addrs,
+            },
         };
         if addrs.is_empty() {
             self.denied(
@@ -351,6 +376,8 @@ struct Record {
     outbound: Arc<Outbound>,
     id: String,
     status: Option<u16>,
+    /// The turn's in-flight slot, freed with the record.
+    _slot: tokio::sync::OwnedSemaphorePermit,
 }
 
 impl Record {
@@ -460,4 +487,22 @@ impl Drop for CountedBody {
 /// guest's own limits bound how much it can write.
 fn discard(mut body: WasiBody) {
     tokio::spawn(async move { while let Some(Ok(_)) = body.frame().await {} });
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{LOOKUPS, MAX_CONCURRENT_LOOKUPS, lookup};
+
+    #[tokio::test]
+    async fn lookups_wait_for_a_free_permit_within_their_timeout() {
+        let all = u32::try_from(MAX_CONCURRENT_LOOKUPS).unwrap();
+        let held = LOOKUPS.acquire_many(all).await.unwrap();
+        let waited = lookup("localhost", 80, Duration::from_millis(200)).await;
+        assert!(waited.is_err(), "no permit free: the lookup times out");
+        drop(held);
+        let addrs = lookup("localhost", 80, Duration::from_secs(10)).await;
+        assert!(!addrs.unwrap().unwrap().is_empty());
+    }
 }
