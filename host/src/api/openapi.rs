@@ -583,6 +583,7 @@ fn payload_schema(kind: EventType, schemas: &mut Schemas) -> RefOr<Schema> {
         EventType::HttpRequest => schema::<HttpRequest>(schemas),
         EventType::HttpRequestDenied => schema::<HttpRequestDenied>(schemas),
         EventType::HttpResponse => schema::<HttpResponse>(schemas),
+        EventType::InputQueued => schema::<InputQueued>(schemas),
     }
 }
 
