@@ -36,6 +36,18 @@ async fn input(server: &Server, session: &str, body: Value) -> (u16, Value) {
         .await
 }
 
+/// POSTs `body` to `path` as `key` with one `Idempotency-Key` (random enough for an invocation key).
+async fn post_keyed(server: &Server, key: &str, path: &str, body: &Value) -> (u16, Value) {
+    let response = (server.client.post(server.url(path)))
+        .bearer_auth(key)
+        .header("Idempotency-Key", "q8Zr3kPwXy7TnL2vBc9HdJ4m")
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    support::status_and_json(response).await
+}
+
 /// The journal from the start until `turns` turns have ended.
 async fn journal(server: &Server, session: &str, turns: usize) -> Vec<Value> {
     let mut stream = server.events(session, None).await;
@@ -153,15 +165,14 @@ async fn interrupt_cancels_the_running_turn_and_runs_before_the_queue() {
         )
         .await;
     assert_eq!(status, 202, "{body}");
-    let now = json!({"sleep_ms": 1, "now": true});
-    // The app's own invocation key may interrupt, as it may cancel.
-    let (status, body) = server
-        .post_as(
-            &invoke,
-            &path,
-            json!({"input": now, "on_busy": "interrupt"}),
-        )
-        .await;
+    // Longer than a test host's lease (2 s): the interrupting turn starts
+    // while the cancelled turn's runner still holds the session, and must
+    // keep its lease on PostgreSQL after that runner lets go.
+    let now = json!({"sleep_ms": 4000, "now": true});
+    // The app's own invocation key may interrupt, as it may cancel; with
+    // an Idempotency-Key, a retry answers the first 202 and does nothing.
+    let interrupt = json!({"input": now, "on_busy": "interrupt"});
+    let (status, body) = post_keyed(&server, &invoke, &path, &interrupt).await;
     assert_eq!(status, 202, "{body}");
     assert_eq!(body["queued"]["position"], 1, "{body}");
     let events = journal(&server, &session, 3).await;
@@ -192,6 +203,13 @@ async fn interrupt_cancels_the_running_turn_and_runs_before_the_queue() {
         .map(|e| e["type"].as_str().unwrap())
         .collect();
     assert_eq!(after_error, ["TURN_STARTED"]);
+    let (status, retried) = post_keyed(&server, &invoke, &path, &interrupt).await;
+    assert_eq!((status, &retried), (202, &body));
+    let (_, record) = server.get(&format!("/sessions/{session}")).await;
+    assert_eq!(
+        (record["status"].as_str(), record["turn"].as_u64()),
+        (Some("idle"), Some(3))
+    );
     // An idle session takes either mode as a plain input.
     let (status, body) = input(
         &server,
