@@ -127,6 +127,8 @@ async fn enqueued_inputs_run_in_order_after_the_running_turn_and_the_queue_is_bo
     .await;
     assert_eq!(status, 429, "{body}");
     assert_eq!(body["error"]["code"], "queue_full", "{body}");
+    let (_, record) = server.get(&format!("/sessions/{session}")).await;
+    assert_eq!(record["queued_inputs"], 16, "{record}");
     // The running turn is cancelled; each queued input then runs once, in order.
     let (status, body) = server
         .post(&format!("/sessions/{session}/cancel"), json!({}))
@@ -148,6 +150,7 @@ async fn enqueued_inputs_run_in_order_after_the_running_turn_and_the_queue_is_bo
     let (_, record) = server.get(&format!("/sessions/{session}")).await;
     assert_eq!(record["status"], "idle", "{record}");
     assert_eq!(record["turn"], 17, "{record}");
+    assert_eq!(record.get("queued_inputs"), None, "none left: {record}");
 }
 
 #[tokio::test]

@@ -349,6 +349,15 @@ fn golden_every_view_is_pinned() {
     let views: Vec<(&str, Value)> = vec![
         ("session", json!(session)),
         (
+            "session_queued",
+            json!(SessionView {
+                status: SessionStatus::Running,
+                pending_approval: None,
+                queued_inputs: 2,
+                ..session.clone()
+            }),
+        ),
+        (
             "created_session",
             json!(CreatedSession {
                 session: session.clone(),

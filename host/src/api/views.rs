@@ -36,6 +36,13 @@ pub struct SessionView {
     /// The end user who owns the session (created with their token).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_user: Option<String>,
+    /// Inputs waiting for turns of their own (`on_busy`); omitted when none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub queued_inputs: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// The gated call a session waits on.
@@ -71,6 +78,7 @@ impl From<&SessionRecord> for SessionView {
                 expires_at: p.expires_at.clone(),
             }),
             end_user: s.end_user.clone(),
+            queued_inputs: u32::try_from(s.queued.len()).unwrap_or(u32::MAX),
         }
     }
 }
