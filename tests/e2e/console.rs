@@ -719,6 +719,56 @@ async fn an_operator_cancels_a_running_turn_and_ends_the_session() {
     browser.assert_no_errors("cancelling and ending").await;
 }
 
+#[tokio::test]
+async fn a_message_sent_while_a_turn_runs_is_queued_and_runs_after_it() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    server.deploy("slow", &support::guest("slow")).await;
+    let session = server
+        .session("slow", "/slow", json!({"sleep_ms": 60_000}))
+        .await;
+    let browser = Browser::start().await;
+    browser.goto(&server.url("/")).await;
+    sign_in(&browser, KEY).await;
+    browser.go(&format!("#/sessions/{session}")).await;
+    status_is(&browser, "running").await;
+    let button = browser.text(".composer button").await;
+    assert_eq!(button, "Queue");
+    // The slow agent sleeps its default three seconds on a text input.
+    send(&browser, "and then this").await;
+    browser
+        .until(
+            "the queued message in the transcript",
+            "document.querySelector('.transcript .line-queued')?.textContent.includes('runs next')",
+        )
+        .await;
+    browser
+        .click_labelled(".session-actions", "Cancel turn")
+        .await;
+    // The cancelled turn's end starts the queued message as turn 2.
+    browser
+        .until(
+            "the queued message's turn to end",
+            "document.querySelector('.session-status')?.dataset.status === 'idle'
+               && document.querySelectorAll('.line-turn').length === 2",
+        )
+        .await;
+    let events = server
+        .events(&session, None)
+        .await
+        .until(&["TURN_ENDED"])
+        .await;
+    let started: Vec<&Value> = (events.iter())
+        .filter(|e| e["type"] == "TURN_STARTED")
+        .map(|e| &e["payload"]["input"])
+        .collect();
+    assert_eq!(
+        started,
+        [&json!({"sleep_ms": 60_000}), &json!("and then this")]
+    );
+    browser.assert_no_errors("queueing a message").await;
+}
+
 /// Whether the page is scrolled to its end (within a few pixels).
 const AT_END: &str =
     "window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 4";

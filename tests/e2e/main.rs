@@ -33,6 +33,7 @@ mod keys;
 mod limits;
 mod logs;
 mod old_stores;
+mod on_busy;
 mod outbound;
 mod python;
 mod quotas;

@@ -103,7 +103,11 @@ impl From<StoreError> for ApiError {
             StoreError::Quota { cap, message } => {
                 // Every refusal a client sees passes here, once.
                 crate::metrics::get().quota_refusal(cap);
-                ApiError::new(StatusCode::TOO_MANY_REQUESTS, "quota_exceeded", message)
+                let code = match cap {
+                    "queued_inputs" => "queue_full",
+                    _ => "quota_exceeded",
+                };
+                ApiError::new(StatusCode::TOO_MANY_REQUESTS, code, message)
             }
             StoreError::Rejected(message) => ApiError::unprocessable("rejected", message),
             StoreError::Unstorable(message) => ApiError::unprocessable("unstorable", message),

@@ -213,6 +213,20 @@ fn samples(kind: EventType) -> Vec<NewEvent> {
                 bytes: 0,
             }),
         ],
+        EventType::InputQueued => vec![
+            NewEvent::of(&InputQueued {
+                input_id: "inq_019aa8e27b3c7d4e8f101234567890ab".into(),
+                input: json!({"text": "and also this"}),
+                interrupt: false,
+                position: 2,
+            }),
+            NewEvent::of(&InputQueued {
+                input_id: "inq_019aa8e27b3c7d4e8f10123456789999".into(),
+                input: json!("stop, do this instead"),
+                interrupt: true,
+                position: 1,
+            }),
+        ],
     }
 }
 
@@ -264,6 +278,7 @@ fn session_record() -> SessionRecord {
         }),
         resume: None,
         end_user: Some("user_2Nq8".into()),
+        queued: Vec::new(),
     }
 }
 
@@ -334,6 +349,15 @@ fn golden_every_view_is_pinned() {
     let views: Vec<(&str, Value)> = vec![
         ("session", json!(session)),
         (
+            "session_queued",
+            json!(SessionView {
+                status: SessionStatus::Running,
+                pending_approval: None,
+                queued_inputs: 2,
+                ..session.clone()
+            }),
+        ),
+        (
             "created_session",
             json!(CreatedSession {
                 session: session.clone(),
@@ -355,6 +379,19 @@ fn golden_every_view_is_pinned() {
                 session_id: id(),
                 turn: 2,
                 status: SessionStatus::Running,
+                queued: None,
+            }),
+        ),
+        (
+            "turn_accepted_queued",
+            json!(TurnAccepted {
+                session_id: id(),
+                turn: 2,
+                status: SessionStatus::AwaitingApproval,
+                queued: Some(QueuedView {
+                    input_id: "inq_019aa8e27b3c7d4e8f101234567890ab".into(),
+                    position: 1,
+                }),
             }),
         ),
         (

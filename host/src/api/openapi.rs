@@ -394,7 +394,7 @@ fn error_description(status: u16) -> &'static str {
         415 => "Not `Content-Type: application/json`",
         422 => "Well-formed but refused",
         429 => {
-            "Too many requests: over the key's rate limit (`rate_limited`, with Retry-After), an app's cap (`quota_exceeded`), the cap on open event streams (`too_many_streams`), or too many failed authentications from the address (`too_many_auth_failures`)"
+            "Too many requests: over the key's rate limit (`rate_limited`, with Retry-After), an app's cap (`quota_exceeded`), a session's full input queue (`queue_full`), the cap on open event streams (`too_many_streams`), or too many failed authentications from the address (`too_many_auth_failures`)"
         }
         500 => "Server-side failure (details are logged)",
         503 => "Storage unavailable, or shutting down",
@@ -583,6 +583,7 @@ fn payload_schema(kind: EventType, schemas: &mut Schemas) -> RefOr<Schema> {
         EventType::HttpRequest => schema::<HttpRequest>(schemas),
         EventType::HttpRequestDenied => schema::<HttpRequestDenied>(schemas),
         EventType::HttpResponse => schema::<HttpResponse>(schemas),
+        EventType::InputQueued => schema::<InputQueued>(schemas),
     }
 }
 

@@ -14,7 +14,7 @@ use super::paging::{Page, app_filter};
 use super::views::{self, CreatedSession, SessionView, StreamToken, TurnAccepted};
 use super::{ApiError, AppState};
 use crate::keys::{Principal, Scope};
-use crate::store::{SessionFilter, SessionRecord, SessionStatus};
+use crate::store::{InputOutcome, OnBusy, SessionFilter, SessionRecord, SessionStatus};
 
 #[derive(Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -202,6 +202,22 @@ pub(super) async fn list(
 pub(super) struct PostInput {
     #[serde(default)]
     input: Value,
+    /// What the input does while a turn runs or an approval is pending
+    /// (docs/api.md, "Input while a turn runs"); `reject` when omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    on_busy: Option<OnBusyMode>,
+}
+
+/// `on_busy` of `POST /sessions/{id}/input`.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum OnBusyMode {
+    /// 409 (the default).
+    Reject,
+    /// 202, journaled as INPUT_QUEUED; runs as a turn of its own once the session is idle.
+    Enqueue,
+    /// 202: queued first, and the running turn is cancelled as by `/cancel`; 409 while an approval is pending.
+    Interrupt,
 }
 
 pub(super) async fn input(
@@ -220,13 +236,46 @@ pub(super) async fn input(
     };
     let path = format!("/sessions/{id}/input");
     let key = idempotency(key, &principal, Fingerprint::json("POST", &path, &body)?)?;
-    let done = (state.writer).post_input_once(id, body.input, key).await?;
+    let on_busy = match body.on_busy {
+        None | Some(OnBusyMode::Reject) => OnBusy::Reject,
+        Some(OnBusyMode::Enqueue) => OnBusy::Enqueue,
+        Some(OnBusyMode::Interrupt) => OnBusy::Interrupt,
+    };
+    let done = (state.writer)
+        .input_once(id, body.input, on_busy, key)
+        .await?;
+    if let Some(InputOutcome::Queued(queued)) = &done.work
+        && let Some(turn) = queued.interrupts
+    {
+        // Queued first; the cancelled turn's end starts it (not on a replay:
+        // the first request cancelled).
+        let by = format!(
+            "key `{}` ({}) interrupting it with a new input",
+            principal.key_id, principal.name
+        );
+        if let Err(err) = state.runtime.cancel(id, turn, by).await {
+            // The input is queued: it runs once the turn ends however it does.
+            tracing::warn!(session = %id, turn, error = %err, "could not cancel the interrupted turn");
+        }
+    }
+    let answer = done.answer;
+    let (status, queued) = match answer.queued {
+        Some(queued) => (
+            queued.status,
+            Some(views::QueuedView {
+                input_id: queued.input_id,
+                position: queued.position,
+            }),
+        ),
+        None => (SessionStatus::Running, None),
+    };
     Ok((
         StatusCode::ACCEPTED,
         Json(TurnAccepted {
-            session_id: done.answer.session_id,
-            turn: done.answer.turn,
-            status: SessionStatus::Running,
+            session_id: answer.session_id,
+            turn: answer.turn,
+            status,
+            queued,
         }),
     ))
 }

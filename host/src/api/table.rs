@@ -166,7 +166,7 @@ pub(super) fn table() -> Vec<(Endpoint, Doc, MethodRouter<AppState>)> {
             "/sessions/{id}/input",
             Session,
             Doc::new(
-                "Send input; a turn starts",
+                "Send input; a turn starts (or, with `on_busy`, the input waits for its turn)",
                 202,
                 Reply::Json(schema::<views::TurnAccepted>),
             )

@@ -36,6 +36,13 @@ pub struct SessionView {
     /// The end user who owns the session (created with their token).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_user: Option<String>,
+    /// Inputs waiting for turns of their own (`on_busy`); omitted when none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub queued_inputs: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// The gated call a session waits on.
@@ -71,6 +78,7 @@ impl From<&SessionRecord> for SessionView {
                 expires_at: p.expires_at.clone(),
             }),
             end_user: s.end_user.clone(),
+            queued_inputs: u32::try_from(s.queued.len()).unwrap_or(u32::MAX),
         }
     }
 }
@@ -92,13 +100,27 @@ pub(crate) struct StreamToken {
     pub stream_token_expires_at: String,
 }
 
-/// `202` of `POST /sessions/{id}/input`: the turn is scheduled.
+/// `202` of `POST /sessions/{id}/input`: the turn is scheduled, or (with
+/// `on_busy`) the input is queued for a turn of its own.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub(crate) struct TurnAccepted {
     pub session_id: Uuid,
+    /// The turn started; for a queued input, the turn the session was busy with.
     pub turn: u32,
-    /// Always `running`.
+    /// `running`; for an input queued behind a pending approval, `awaiting_approval`.
     pub status: SessionStatus,
+    /// Set when the input was queued (its INPUT_QUEUED has the same `input_id`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queued: Option<QueuedView>,
+}
+
+/// A queued input (`TurnAccepted.queued`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub(crate) struct QueuedView {
+    /// `inq_` and 32 hex digits.
+    pub input_id: String,
+    /// Inputs that run before it, counted from 1 (1: it runs next).
+    pub position: u32,
 }
 
 /// `202` of `POST /sessions/{id}/approval`: decided; the turn resumes.

@@ -29,11 +29,12 @@ pub enum EventType {
     HttpRequest,
     HttpRequestDenied,
     HttpResponse,
+    InputQueued,
 }
 
 impl EventType {
     /// Every event type.
-    pub const ALL: [EventType; 16] = [
+    pub const ALL: [EventType; 17] = [
         EventType::SessionCreated,
         EventType::TurnStarted,
         EventType::MessageStart,
@@ -50,6 +51,7 @@ impl EventType {
         EventType::HttpRequest,
         EventType::HttpRequestDenied,
         EventType::HttpResponse,
+        EventType::InputQueued,
     ];
 
     /// The wire name, e.g. `MESSAGE_DELTA`.
@@ -71,6 +73,7 @@ impl EventType {
             EventType::HttpRequest => "HTTP_REQUEST",
             EventType::HttpRequestDenied => "HTTP_REQUEST_DENIED",
             EventType::HttpResponse => "HTTP_RESPONSE",
+            EventType::InputQueued => "INPUT_QUEUED",
         }
     }
 }

@@ -41,6 +41,7 @@ bind! {
     HttpRequest => HttpRequest,
     HttpRequestDenied => HttpRequestDenied,
     HttpResponse => HttpResponse,
+    InputQueued => InputQueued,
 }
 
 /// `SESSION_CREATED`: always seq 0.
@@ -336,4 +337,21 @@ pub(crate) struct HttpResponse {
     pub duration_ms: f64,
     /// Response body bytes the agent received.
     pub bytes: u64,
+}
+
+/// `INPUT_QUEUED`: an input sent with `on_busy` `enqueue` or `interrupt`
+/// while the session was busy; it runs as a later turn of its own, whose
+/// TURN_STARTED carries it again (docs/api.md, "Input while a turn runs").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub(crate) struct InputQueued {
+    /// `inq_` and 32 hex digits.
+    pub input_id: String,
+    /// The input exactly as the client sent it.
+    pub input: Value,
+    /// `true` for `on_busy` `interrupt`: the running turn is cancelled and
+    /// this input runs next, before inputs queued earlier.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interrupt: bool,
+    /// Inputs queued before it runs, counted from 1 (1: it runs next).
+    pub position: u32,
 }

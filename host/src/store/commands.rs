@@ -17,9 +17,9 @@ use super::batch::{Batch, Op};
 use super::domain::{
     Activate, Answered, Append, BuildOutcome, CloseTurn, CreateDeployment, CreateSession, Decide,
     DecideAt, Decision, DecisionAnswer, DeleteApiKey, DeleteSecret, DeleteSession,
-    DeploymentAnswer, EndSession, FinishBuild, FinishTurn, Idempotency, NewDeployment, Once,
-    OpenThread, PostInput, PurgeFeed, PurgeIdempotency, PutApiKey, PutSecret, Recover, Recovery,
-    SetArtifact, ThreadTurn, TouchApiKey, TurnAnswer, TurnOutcome,
+    DeploymentAnswer, EndSession, FinishBuild, FinishTurn, Idempotency, InputOutcome,
+    NewDeployment, OnBusy, Once, OpenThread, PostInput, PurgeFeed, PurgeIdempotency, PutApiKey,
+    PutSecret, Recover, Recovery, SetArtifact, ThreadTurn, TouchApiKey, TurnAnswer, TurnOutcome,
 };
 use super::outbox::Outbox;
 use super::records::{ApiKeyRecord, Artifact, DeploymentRecord, SecretRecord, SessionRecord};
@@ -190,7 +190,18 @@ impl WriterHandle {
 
     /// Journals a follow-up input and starts its turn, or refuses (409).
     pub async fn post_input(&self, session: Uuid, input: Value) -> Result<TurnTicket, StoreError> {
-        self.call(PostInput { session, input }).await
+        let on_busy = OnBusy::Reject;
+        match self
+            .call(PostInput {
+                session,
+                input,
+                on_busy,
+            })
+            .await?
+        {
+            InputOutcome::Started(ticket) => Ok(ticket),
+            InputOutcome::Queued(_) => Err(StoreError::Corrupt("an input was queued".into())),
+        }
     }
 
     /// An AG-UI run's input on a thread: the next input of the thread's
@@ -286,6 +297,7 @@ impl WriterHandle {
             outcome,
         })
         .await
+        .map(drop)
     }
 
     /// Journals a decision on the session's pending approval and starts the
@@ -315,6 +327,7 @@ impl WriterHandle {
             message,
         })
         .await
+        .map(drop)
     }
 
     /// Ends an idle, errored or suspended session with SESSION_ENDED.
@@ -371,7 +384,31 @@ impl WriterHandle {
         input: Value,
         key: Option<Idempotency>,
     ) -> Result<Answered<TurnTicket, TurnAnswer>, StoreError> {
-        let op = PostInput { session, input };
+        let done = self.input_once(session, input, OnBusy::Reject, key).await?;
+        let work = done.work.and_then(|outcome| match outcome {
+            InputOutcome::Started(ticket) => Some(ticket),
+            InputOutcome::Queued(_) => None,
+        });
+        Ok(Answered {
+            answer: done.answer,
+            work,
+        })
+    }
+
+    /// A follow-up input done once per idempotency key: started, or, when
+    /// the session is busy, refused or queued as `on_busy` says.
+    pub async fn input_once(
+        &self,
+        session: Uuid,
+        input: Value,
+        on_busy: OnBusy,
+        key: Option<Idempotency>,
+    ) -> Result<Answered<InputOutcome, TurnAnswer>, StoreError> {
+        let op = PostInput {
+            session,
+            input,
+            on_busy,
+        };
         self.call(Once { op, key }).await
     }
 

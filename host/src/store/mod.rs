@@ -34,7 +34,8 @@ pub use commands::WriterHandle;
 use domain::IDEMPOTENCY_TTL;
 pub use domain::{BuildOutcome, NewDeployment};
 pub(crate) use domain::{
-    Decision, Idempotency, MAX_KEY_LEN, ThreadTurn, TurnOutcome, thread_key, unix_ms,
+    Decision, Idempotency, InputOutcome, MAX_KEY_LEN, OnBusy, ThreadTurn, TurnOutcome, thread_key,
+    unix_ms,
 };
 pub use engine::SessionFilter;
 pub(crate) use engine::{ApprovalItem, Engine, FeedPage};

@@ -204,6 +204,19 @@ pub struct SessionRecord {
     /// they and platform keys reach it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_user: Option<String>,
+    /// Inputs waiting for the session's next turns, in the order they run
+    /// (`on_busy` `enqueue` or `interrupt`; `store::domain::queue`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub queued: Vec<QueuedInput>,
+}
+
+/// An input waiting for a turn of its own (its INPUT_QUEUED is journaled).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueuedInput {
+    /// The `input_id` of its INPUT_QUEUED.
+    pub input_id: String,
+    pub input: Value,
+    pub queued_at: String,
 }
 
 /// The decision a resumed turn runs with (kept until the turn ends, so a

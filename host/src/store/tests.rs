@@ -6,6 +6,7 @@ use std::sync::Arc;
 use serde_json::json;
 use uuid::Uuid;
 
+use super::domain::MAX_QUEUED_INPUTS;
 use super::outbox::Outbox;
 use super::*;
 use crate::journal::NewEvent;
@@ -572,4 +573,148 @@ async fn the_approvals_feed_follows_every_approval_in_commit_order() {
     let page = store.approval_feed(0, None, 100).unwrap();
     assert_eq!((page.head, page.purged_through), (4, 3));
     assert_eq!(page.items.iter().map(|i| i.seq).collect::<Vec<_>>(), [4]);
+}
+
+/// The input of each TURN_STARTED of `session`, in journal order.
+fn started_inputs(store: &Db, session: Uuid) -> Vec<serde_json::Value> {
+    (store.events(session, 0, 1000).unwrap().iter())
+        .filter(|e| e.event_type() == "TURN_STARTED")
+        .map(|e| {
+            serde_json::from_str::<serde_json::Value>(&e.json).unwrap()["payload"]["input"].clone()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn queued_inputs_start_in_order_as_turns_end_and_the_queue_is_bounded() {
+    let (_dir, store, writer) = open();
+    deployed(&writer).await;
+    let (session, ticket) = writer
+        .create_session("app".into(), "/chat".into(), json!("first"))
+        .await
+        .unwrap();
+    let queue =
+        |input: serde_json::Value, on_busy| writer.input_once(session.id, input, on_busy, None);
+    let a = queue(json!("a"), OnBusy::Enqueue).await.unwrap();
+    let Some(InputOutcome::Queued(a)) = a.work else {
+        panic!("not queued: {:?}", a.work)
+    };
+    assert_eq!((a.turn, a.position, a.interrupts), (1, 1, None));
+    queue(json!("b"), OnBusy::Enqueue).await.unwrap();
+    // An interrupt goes first, and names the turn its caller cancels.
+    let c = queue(json!("c"), OnBusy::Interrupt).await.unwrap();
+    let Some(InputOutcome::Queued(c)) = c.work else {
+        panic!("not queued")
+    };
+    assert_eq!((c.position, c.interrupts), (1, Some(1)));
+    // The bound: MAX_QUEUED_INPUTS per session, then 429 `queued_inputs`.
+    for n in 3..MAX_QUEUED_INPUTS {
+        queue(json!(n), OnBusy::Enqueue).await.unwrap();
+    }
+    let full = queue(json!("one too many"), OnBusy::Enqueue).await;
+    assert!(
+        matches!(
+            full,
+            Err(StoreError::Quota {
+                cap: "queued_inputs",
+                ..
+            })
+        ),
+        "{full:?}"
+    );
+    // Without `on_busy` the contract's 409 stands.
+    assert!(matches!(
+        writer.post_input(session.id, json!("x")).await,
+        Err(StoreError::Conflict(_))
+    ));
+    // The turn's end starts the first queued input in its commit.
+    writer
+        .finish_turn(session.id, ticket.turn, vec![], TurnOutcome::Ended)
+        .await
+        .unwrap();
+    let now = store.session(session.id).unwrap().unwrap();
+    assert_eq!((now.status, now.turn), (SessionStatus::Running, 2));
+    assert_eq!(now.queued.len(), MAX_QUEUED_INPUTS - 1);
+    // ...and so on, an errored turn included, until the queue is empty.
+    for turn in 2..=(MAX_QUEUED_INPUTS as u32 + 1) {
+        writer
+            .finish_turn(session.id, turn, vec![], TurnOutcome::Errored)
+            .await
+            .unwrap();
+    }
+    let now = store.session(session.id).unwrap().unwrap();
+    assert_eq!(now.status, SessionStatus::Errored);
+    assert!(now.queued.is_empty());
+    let mut expected = vec![json!("first"), json!("c"), json!("a"), json!("b")];
+    expected.extend((3..MAX_QUEUED_INPUTS).map(|n| json!(n)));
+    assert_eq!(started_inputs(&store, session.id), expected);
+    let queued = (store.events(session.id, 0, 1000).unwrap().iter())
+        .filter(|e| e.event_type() == "INPUT_QUEUED")
+        .count();
+    assert_eq!(queued, MAX_QUEUED_INPUTS);
+}
+
+#[tokio::test]
+async fn a_queued_input_waits_for_a_decision_and_an_ended_session_drops_its_queue() {
+    let (_dir, store, writer) = open();
+    deployed(&writer).await;
+    let (session, ticket) = writer
+        .create_session("app".into(), "/chat".into(), json!("first"))
+        .await
+        .unwrap();
+    let call = ToolCallRecord {
+        tool_call_id: "call_1_1".into(),
+        name: "rm".into(),
+        arguments: json!({}),
+    };
+    suspend(&writer, session.id, ticket.turn, call, json!("first")).await;
+    let interrupt = writer
+        .input_once(session.id, json!("now"), OnBusy::Interrupt, None)
+        .await;
+    assert!(
+        matches!(interrupt, Err(StoreError::Conflict(_))),
+        "{interrupt:?}"
+    );
+    let queued = writer
+        .input_once(session.id, json!("later"), OnBusy::Enqueue, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        queued.answer.queued.unwrap().status,
+        SessionStatus::AwaitingApproval
+    );
+    let decision = Decision {
+        approved: true,
+        approver: "ops".into(),
+        key_id: "k".into(),
+        end_user: None,
+    };
+    let resumed = writer.decide(session.id, decision).await.unwrap();
+    assert_eq!(store.session(session.id).unwrap().unwrap().queued.len(), 1);
+    writer
+        .finish_turn(session.id, resumed.turn, vec![], TurnOutcome::Ended)
+        .await
+        .unwrap();
+    assert_eq!(
+        started_inputs(&store, session.id).last(),
+        Some(&json!("later"))
+    );
+    // A session that ends drops what waits.
+    writer
+        .input_once(session.id, json!("never"), OnBusy::Enqueue, None)
+        .await
+        .unwrap();
+    writer
+        .finish_turn(
+            session.id,
+            resumed.turn + 1,
+            vec![],
+            TurnOutcome::SessionEnded,
+        )
+        .await
+        .unwrap();
+    let now = store.session(session.id).unwrap().unwrap();
+    assert_eq!(now.status, SessionStatus::Ended);
+    assert!(now.queued.is_empty());
+    assert!(!started_inputs(&store, session.id).contains(&json!("never")));
 }

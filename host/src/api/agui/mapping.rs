@@ -231,7 +231,10 @@ impl Mapper {
                     outcome: Outcome::Success,
                 })]
             }
-            EventType::HttpRequest | EventType::HttpRequestDenied | EventType::HttpResponse => {
+            EventType::HttpRequest
+            | EventType::HttpRequestDenied
+            | EventType::HttpResponse
+            | EventType::InputQueued => {
                 let value: Value = payload(e)?;
                 vec![AgUiEvent::Custom(Custom {
                     name: format!("agenthost.{}", e.kind.as_str()),

@@ -1,6 +1,6 @@
 // session.js: one session, live: its details, its journal drawn as a chat
 // as it streams (transcript.js over stream.js), a box to send the next
-// input (POST /sessions/{id}/input) that becomes the approve / deny form
+// input (POST /sessions/{id}/input; queued while a turn runs) that becomes the approve / deny form
 // while a gated call waits, and an operator's controls: cancel the
 // running turn (POST /sessions/{id}/cancel), end the session (…/end).
 // The page follows new output while the reader is at its end.
@@ -53,12 +53,14 @@ export function render(main, ctx, id) {
     state = value;
     status.replaceChildren(badge(value));
     status.dataset.status = value;
-    // The box stays usable (a draft survives a turn); only sending waits.
-    send.disabled = !(value === 'idle' || value === 'errored');
+    // The box stays usable (a draft survives a turn); while a turn runs,
+    // sending queues the message for a turn of its own (on_busy: enqueue).
+    send.disabled = !(value === 'idle' || value === 'errored' || value === 'running');
+    send.textContent = value === 'running' ? 'Queue' : 'Send';
     cancel.hidden = value !== 'running';
     end.hidden = value === 'ended';
     input.placeholder = {
-      running: 'The agent is working…',
+      running: 'The agent is working… (a message now waits for its turn)',
       awaiting_approval: 'Waiting for a decision',
       ended: 'The session has ended',
     }[value] || 'Message the agent';
@@ -197,7 +199,9 @@ export function render(main, ctx, id) {
     window.scrollTo(0, page.scrollHeight);
     atEnd = true;
     try {
-      await api('POST', `/sessions/${seg(id)}/input`, { input: input.value });
+      const body = { input: input.value };
+      if (state === 'running') body.on_busy = 'enqueue';
+      await api('POST', `/sessions/${seg(id)}/input`, body);
       input.value = '';
     } catch (error) {
       note.show(describe(error), 'error');

@@ -1,7 +1,8 @@
 // transcript.js: a session's events (docs/events.md) drawn as a chat:
 // messages growing delta by delta, tool calls with their results, approvals
-// (decided inline), turn markers, errors and outbound HTTP. Event types it
-// does not know are ignored, as the API asks of clients.
+// (decided inline), turn markers, inputs queued while a turn ran, errors
+// and outbound HTTP. Event types it does not know are ignored, as the API
+// asks of clients.
 
 import { add, badge, h, json } from './dom.js';
 
@@ -60,6 +61,15 @@ export class Transcript {
           h('strong', null, `Turn ${p.turn} failed: ${p.kind}`),
           h('p', null, p.message)));
         break;
+      case 'INPUT_QUEUED': {
+        const text = typeof p.input === 'string' ? p.input : JSON.stringify(p.input);
+        const where = p.position === 1 ? 'runs next' : `position ${p.position}`;
+        const el = this.line('queued', p.interrupt
+          ? `Queued to interrupt the running turn: ${text}`
+          : `Queued (${where}): ${text}`);
+        el.dataset.inputId = p.input_id;
+        break;
+      }
       case 'SESSION_ENDED':
         this.line('ended', p.key_id
           ? `Ended by key ${p.key_id}${p.reason ? `: ${p.reason}` : ''}.`

@@ -20,11 +20,13 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::deployments::CreateDeployment;
-use super::sessions::{CreateSession, Decide, PostInput};
+use super::sessions::{CreateSession, Decide, InputOutcome, PostInput};
 use super::{TurnReason, TurnTicket};
 use crate::store::batch::{Batch, Op};
 use crate::store::error::corrupt;
-use crate::store::records::{AppRecord, DeploymentRecord, IdempotencyRecord, SessionRecord};
+use crate::store::records::{
+    AppRecord, DeploymentRecord, IdempotencyRecord, SessionRecord, SessionStatus,
+};
 use crate::store::{StoreError, now_rfc3339};
 
 /// How long a key's first answer is remembered.
@@ -153,7 +155,20 @@ pub(crate) fn unix_ms(time: SystemTime) -> u64 {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TurnAnswer {
     pub session_id: Uuid,
+    /// The turn started; for a queued input, the session's turn then.
     pub turn: u32,
+    /// Set when the input was queued (`on_busy`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queued: Option<QueuedAnswer>,
+}
+
+/// A queued input, as `POST /sessions/{id}/input` answers it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueuedAnswer {
+    pub input_id: String,
+    pub position: u32,
+    /// The session's status when it was queued.
+    pub status: SessionStatus,
 }
 
 /// The answer to `POST /sessions/{id}/approval`.
@@ -189,10 +204,22 @@ impl Remembered for PostInput {
     const COMMAND: &'static str = "post_input";
     type Answer = TurnAnswer;
 
-    fn answer(_: &mut Batch<'_>, ticket: &TurnTicket) -> Result<TurnAnswer, StoreError> {
-        Ok(TurnAnswer {
-            session_id: ticket.session_id,
-            turn: ticket.turn,
+    fn answer(_: &mut Batch<'_>, outcome: &InputOutcome) -> Result<TurnAnswer, StoreError> {
+        Ok(match outcome {
+            InputOutcome::Started(ticket) => TurnAnswer {
+                session_id: ticket.session_id,
+                turn: ticket.turn,
+                queued: None,
+            },
+            InputOutcome::Queued(queued) => TurnAnswer {
+                session_id: queued.session_id,
+                turn: queued.turn,
+                queued: Some(QueuedAnswer {
+                    input_id: queued.input_id.clone(),
+                    position: queued.position,
+                    status: queued.status,
+                }),
+            },
         })
     }
 }

@@ -14,6 +14,7 @@ mod deployments;
 mod feed;
 mod idempotency;
 mod keys;
+mod queue;
 mod quotas;
 mod recovery;
 mod secrets;
@@ -33,9 +34,13 @@ pub(crate) use idempotency::{
 };
 pub(super) use idempotency::{Once, PurgeIdempotency};
 pub(super) use keys::{DeleteApiKey, PutApiKey, TouchApiKey};
+#[cfg(test)]
+pub(crate) use queue::MAX_QUEUED_INPUTS;
+pub(crate) use queue::OnBusy;
 pub(crate) use recovery::Recovery;
 pub(super) use recovery::{CloseTurn, Recover};
 pub(super) use secrets::{DeleteSecret, PutSecret};
+pub(crate) use sessions::InputOutcome;
 pub(super) use sessions::{Append, CreateSession, Decide, EndSession, FinishTurn, PostInput};
 pub(super) use threads::{DecideAt, OpenThread};
 pub(crate) use threads::{ThreadTurn, thread_key};

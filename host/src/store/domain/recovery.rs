@@ -19,7 +19,8 @@ use crate::store::error::corrupt;
 /// What `Recover` did.
 #[derive(Debug, Default)]
 pub struct Recovery {
-    /// Accepted turns that never left a trace: to be scheduled again.
+    /// Accepted turns that never left a trace, to be scheduled again, and
+    /// queued inputs started behind the turns it closed.
     pub restarted: Vec<TurnTicket>,
     /// Turns closed with TURN_ERROR `host_restarted`.
     pub closed: Vec<Uuid>,
@@ -78,8 +79,10 @@ impl Op for Recover {
                     .to_string(),
             };
             let events = closing_events(batch, id, turn, TurnErrorKind::HostRestarted, &message)?;
-            finish_turn(batch, id, turn, &events, TurnOutcome::Errored)?;
+            // A queued input waiting for this turn starts now (`queue.rs`).
+            let next = finish_turn(batch, id, turn, &events, TurnOutcome::Errored)?;
             recovery.closed.push(id);
+            recovery.restarted.extend(next);
         }
         Ok(recovery)
     }
@@ -99,13 +102,18 @@ pub(in crate::store) struct CloseTurn {
 }
 
 impl Op for CloseTurn {
-    type Output = ();
+    /// The queued input's turn it started, if one waited.
+    type Output = Option<TurnTicket>;
+
+    fn tickets(next: &Option<TurnTicket>) -> Vec<TurnTicket> {
+        next.iter().cloned().collect()
+    }
 
     fn session(&self) -> Option<Uuid> {
         Some(self.session)
     }
 
-    fn apply(&mut self, batch: &mut Batch<'_>) -> Result<(), StoreError> {
+    fn apply(&mut self, batch: &mut Batch<'_>) -> Result<Option<TurnTicket>, StoreError> {
         let (id, turn) = (self.session, self.turn);
         let events = closing_events(batch, id, turn, self.kind, &self.message)?;
         finish_turn(batch, id, turn, &events, TurnOutcome::Errored)
@@ -121,6 +129,10 @@ fn untouched_turn_input(journal: &[StoredEvent]) -> Result<Option<Value>, StoreE
     let Some((start, after)) = journal.split_first() else {
         return Ok(None);
     };
+    // Inputs queued meanwhile are the clients' doing, not the turn's.
+    let after: Vec<&StoredEvent> = (after.iter())
+        .filter(|event| event.event_type() != "INPUT_QUEUED")
+        .collect();
     if start.event_type() != "TURN_STARTED" || after.len() > 3 {
         return Ok(None);
     }

@@ -9,6 +9,7 @@ use uuid::Uuid;
 
 use super::closing::closing_events;
 use super::feed;
+use super::queue::{self, OnBusy, Queued};
 use super::quotas::{self, Starting};
 use super::{Decision, TurnOutcome, TurnReason, TurnTicket};
 use crate::journal::payloads::{self, Delta, EndUserInfo, Role, StartReason};
@@ -82,6 +83,7 @@ impl Op for CreateSession {
             pending_approval: None,
             resume: None,
             end_user: self.end_user.as_ref().map(|user| user.id.clone()),
+            queued: Vec::new(),
         };
         let mut events = vec![NewEvent::of(&payloads::SessionCreated {
             app_id: app.id,
@@ -111,28 +113,49 @@ impl Op for CreateSession {
     }
 }
 
-/// A follow-up input: starts the session's next turn, or refuses (409; 429
-/// at the app's running-turns cap).
+/// A follow-up input: starts the session's next turn, or, when the session
+/// is busy, refuses (409) or queues it as `on_busy` says (`queue.rs`); 429
+/// at the app's running-turns cap or a full queue.
 pub(in crate::store) struct PostInput {
     pub session: Uuid,
     pub input: Value,
+    pub on_busy: OnBusy,
+}
+
+/// What an input did.
+#[derive(Debug, Clone)]
+pub enum InputOutcome {
+    /// Its turn started now.
+    Started(TurnTicket),
+    /// The session was busy: it waits for a turn of its own.
+    Queued(Queued),
 }
 
 impl Op for PostInput {
-    type Output = TurnTicket;
+    type Output = InputOutcome;
 
-    fn tickets(ticket: &TurnTicket) -> Vec<TurnTicket> {
-        vec![ticket.clone()]
+    fn tickets(outcome: &InputOutcome) -> Vec<TurnTicket> {
+        match outcome {
+            InputOutcome::Started(ticket) => vec![ticket.clone()],
+            InputOutcome::Queued(_) => Vec::new(),
+        }
     }
 
-    fn apply(&mut self, batch: &mut Batch<'_>) -> Result<TurnTicket, StoreError> {
+    fn apply(&mut self, batch: &mut Batch<'_>) -> Result<InputOutcome, StoreError> {
         let id = self.session;
         let session = batch.session(id)?;
         match session.record.status {
             SessionStatus::Idle | SessionStatus::Errored => {}
+            SessionStatus::Running | SessionStatus::AwaitingApproval
+                if self.on_busy != OnBusy::Reject =>
+            {
+                return queue::enqueue(batch, id, &self.input, self.on_busy)
+                    .map(InputOutcome::Queued);
+            }
             SessionStatus::Running => {
                 return Err(StoreError::Conflict(
-                    "a turn is in progress: send the input after its TURN_ENDED or TURN_ERROR"
+                    "a turn is in progress: send the input after its TURN_ENDED or TURN_ERROR \
+                     (or with `on_busy`: `enqueue` or `interrupt`)"
                         .into(),
                 ));
             }
@@ -167,7 +190,7 @@ impl Op for PostInput {
             reason: TurnReason::Input,
         };
         batch.touch(id);
-        Ok(ticket)
+        Ok(InputOutcome::Started(ticket))
     }
 }
 
@@ -244,13 +267,18 @@ pub(in crate::store) struct FinishTurn {
 }
 
 impl Op for FinishTurn {
-    type Output = ();
+    /// The queued input's turn it started, if one waited.
+    type Output = Option<TurnTicket>;
+
+    fn tickets(next: &Option<TurnTicket>) -> Vec<TurnTicket> {
+        next.iter().cloned().collect()
+    }
 
     fn session(&self) -> Option<Uuid> {
         Some(self.session)
     }
 
-    fn apply(&mut self, batch: &mut Batch<'_>) -> Result<(), StoreError> {
+    fn apply(&mut self, batch: &mut Batch<'_>) -> Result<Option<TurnTicket>, StoreError> {
         finish_turn(
             batch,
             self.session,
@@ -261,13 +289,16 @@ impl Op for FinishTurn {
     }
 }
 
+/// Ends the running `turn` with `events` and the session's next status;
+/// an idle or errored session starts its first queued input (`queue.rs`),
+/// whose ticket it returns.
 pub(super) fn finish_turn(
     batch: &mut Batch<'_>,
     id: Uuid,
     turn: u32,
     events: &[NewEvent],
     mut outcome: TurnOutcome,
-) -> Result<(), StoreError> {
+) -> Result<Option<TurnTicket>, StoreError> {
     running_turn(batch, id, turn)?;
     if batch.is_broken(id) {
         // Some of this turn's events were never committed: say so instead.
@@ -284,6 +315,7 @@ pub(super) fn finish_turn(
         batch.write_events(id, events)?;
     }
     let next_seq = batch.session(id)?.next_seq;
+    let starts_next = matches!(outcome, TurnOutcome::Ended | TurnOutcome::Errored);
     if let TurnOutcome::Suspended(pending) = &mut outcome {
         // TOOL_APPROVAL_REQUIRED is the turn's last event.
         pending.event_seq = next_seq - 1;
@@ -304,9 +336,17 @@ pub(super) fn finish_turn(
     session.record.resume = None;
     session.record.boot_id = None;
     session.record.updated_at = now_rfc3339();
+    if session.record.status == SessionStatus::Ended {
+        // Nothing runs after SESSION_ENDED: its queued inputs are dropped.
+        session.record.queued.clear();
+    }
     batch.touch(id);
     batch.changes.unbroken.insert(id);
-    Ok(())
+    if starts_next {
+        queue::start_next(batch, id)
+    } else {
+        Ok(None)
+    }
 }
 
 /// A human's decision on the session's pending approval, and the resumed
@@ -483,6 +523,7 @@ impl Op for EndSession {
         }
         let session = batch.session(id)?;
         session.record.status = SessionStatus::Ended;
+        session.record.queued.clear();
         session.record.pending_approval = None;
         session.record.resume = None;
         session.record.updated_at = now_rfc3339();

@@ -7,11 +7,13 @@
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::sessions::{CreateSession, Decide, PostInput};
+use super::queue::OnBusy;
+use super::sessions::{CreateSession, Decide, InputOutcome, PostInput};
 use super::{Decision, TurnTicket};
 use crate::journal::payloads::EndUserInfo;
 use crate::store::StoreError;
 use crate::store::batch::{Batch, Op};
+use crate::store::error::corrupt;
 use crate::store::records::SessionRecord;
 
 /// A turn a run on a thread started.
@@ -64,11 +66,15 @@ impl Op for OpenThread {
                 return Err(StoreError::not_found("session", id));
             }
             let started_seq = batch.session(id)?.next_seq;
-            let ticket = PostInput {
+            let InputOutcome::Started(ticket) = (PostInput {
                 session: id,
                 input: self.input.clone(),
-            }
-            .apply(batch)?;
+                on_busy: OnBusy::Reject,
+            })
+            .apply(batch)?
+            else {
+                return Err(corrupt("an input that may not queue was queued"));
+            };
             let session = batch.session(id)?.record.clone();
             return Ok(ThreadTurn {
                 session,

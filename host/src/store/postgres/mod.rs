@@ -21,7 +21,7 @@ mod schema;
 mod tls;
 mod tx;
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -102,22 +102,25 @@ fn lost_race(err: &postgres::Error) -> bool {
 
 /// What this host is working on, by id (the sessions it runs a turn of,
 /// the deployments it builds): their leases are renewed, and this host
-/// never takes them over as orphans.
+/// never takes them over as orphans. Counted: one session's next turn may
+/// start here (a queued input, an input sent right after TURN_ENDED) before
+/// the previous turn's runner has let go of its hold, and that runner's
+/// release must not drop the new turn's lease.
 #[derive(Default)]
-pub(crate) struct Held(Mutex<HashSet<Uuid>>);
+pub(crate) struct Held(Mutex<HashMap<Uuid, usize>>);
 
 impl Held {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<Uuid>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, usize>> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     pub(super) fn snapshot(&self) -> Vec<Uuid> {
-        self.lock().iter().copied().collect()
+        self.lock().keys().copied().collect()
     }
 
-    /// Holds `id` until the returned value is dropped.
+    /// Holds `id` until the returned value (and every other hold of it) is dropped.
     fn hold(self: &Arc<Self>, id: Uuid) -> Hold {
-        self.lock().insert(id);
+        *self.lock().entry(id).or_default() += 1;
         Hold {
             held: self.clone(),
             id,
@@ -133,7 +136,31 @@ pub(crate) struct Hold {
 
 impl Drop for Hold {
     fn drop(&mut self) {
-        self.held.lock().remove(&self.id);
+        let mut held = self.held.lock();
+        if let Some(count) = held.get_mut(&self.id) {
+            *count -= 1;
+            if *count == 0 {
+                held.remove(&self.id);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod held_tests {
+    use super::*;
+
+    #[test]
+    fn a_session_stays_held_until_its_last_hold_is_dropped() {
+        let held = Arc::new(Held::default());
+        let session = Uuid::now_v7();
+        let finishing = held.hold(session);
+        // The next turn starts before the finishing one's runner let go.
+        let next = held.hold(session);
+        drop(finishing);
+        assert_eq!(held.snapshot(), [session]);
+        drop(next);
+        assert!(held.snapshot().is_empty());
     }
 }
 
