@@ -26,6 +26,7 @@ pub(crate) mod health;
 mod idempotency;
 mod keys;
 pub(crate) mod limits;
+mod mcp;
 mod openapi;
 pub(crate) mod overload;
 mod paging;
@@ -159,6 +160,12 @@ pub(crate) fn router(state: AppState) -> Router {
                 (state.clone(), access),
                 auth::require_key,
             )),
+        };
+        // MCP's Origin check comes before everything (docs/mcp.md).
+        let handler = if endpoint.path == "/mcp" {
+            handler.route_layer(middleware::from_fn_with_state(state.clone(), mcp::origin))
+        } else {
+            handler
         };
         router = router.route(endpoint.path, handler);
     }

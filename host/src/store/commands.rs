@@ -18,8 +18,8 @@ use super::domain::{
     Activate, Answered, Append, BuildOutcome, CloseTurn, CreateDeployment, CreateSession, Decide,
     DecideAt, Decision, DecisionAnswer, DeleteApiKey, DeleteSecret, DeleteSession,
     DeploymentAnswer, EndSession, FinishBuild, FinishTurn, Idempotency, NewDeployment, Once,
-    OpenThread, PostInput, PurgeFeed, PurgeIdempotency, PutApiKey, PutSecret, Recover, Recovery,
-    SetArtifact, ThreadTurn, TouchApiKey, TurnAnswer, TurnOutcome,
+    OpenThread, PostInput, PostInputAt, PurgeFeed, PurgeIdempotency, PutApiKey, PutSecret, Recover,
+    Recovery, SetArtifact, ThreadTurn, TouchApiKey, TurnAnswer, TurnOutcome,
 };
 use super::outbox::Outbox;
 use super::records::{ApiKeyRecord, Artifact, DeploymentRecord, SecretRecord, SessionRecord};
@@ -191,6 +191,16 @@ impl WriterHandle {
     /// Journals a follow-up input and starts its turn, or refuses (409).
     pub async fn post_input(&self, session: Uuid, input: Value) -> Result<TurnTicket, StoreError> {
         self.call(PostInput { session, input }).await
+    }
+
+    /// `post_input`, also answering the seq of the turn's `TURN_STARTED`
+    /// (an MCP `tools/call` streams the turn from it).
+    pub(crate) async fn post_input_at(
+        &self,
+        session: Uuid,
+        input: Value,
+    ) -> Result<(TurnTicket, u64), StoreError> {
+        self.call(PostInputAt(PostInput { session, input })).await
     }
 
     /// An AG-UI run's input on a thread: the next input of the thread's

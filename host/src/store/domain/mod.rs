@@ -36,7 +36,9 @@ pub(super) use keys::{DeleteApiKey, PutApiKey, TouchApiKey};
 pub(crate) use recovery::Recovery;
 pub(super) use recovery::{CloseTurn, Recover};
 pub(super) use secrets::{DeleteSecret, PutSecret};
-pub(super) use sessions::{Append, CreateSession, Decide, EndSession, FinishTurn, PostInput};
+pub(super) use sessions::{
+    Append, CreateSession, Decide, EndSession, FinishTurn, PostInput, PostInputAt,
+};
 pub(super) use threads::{DecideAt, OpenThread};
 pub(crate) use threads::{ThreadTurn, thread_key};
 

@@ -171,6 +171,24 @@ impl Op for PostInput {
     }
 }
 
+/// `PostInput`, answering also the seq of its turn's `TURN_STARTED`: an MCP
+/// `tools/call` that continues a session streams its turn from there.
+pub(in crate::store) struct PostInputAt(pub PostInput);
+
+impl Op for PostInputAt {
+    type Output = (TurnTicket, u64);
+
+    fn tickets(output: &(TurnTicket, u64)) -> Vec<TurnTicket> {
+        vec![output.0.clone()]
+    }
+
+    fn apply(&mut self, batch: &mut Batch<'_>) -> Result<(TurnTicket, u64), StoreError> {
+        let started_seq = batch.session(self.0.session)?.next_seq;
+        let ticket = self.0.apply(batch)?;
+        Ok((ticket, started_seq))
+    }
+}
+
 /// Checks that `turn` is the session's running turn, and that this host
 /// still owns it (the fencing check: an owner is a host's boot id, and a
 /// host never runs two runners of one turn at once).
