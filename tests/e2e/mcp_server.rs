@@ -255,3 +255,201 @@ async fn the_official_clients_list_call_and_stream_and_a_decided_approval_goes_o
         assert_eq!(result["structuredContent"]["turn"], 4);
     }
 }
+
+#[tokio::test]
+async fn an_invocation_key_and_an_end_user_see_and_call_only_their_app() {
+    let (_data, server) = hello_and_ops(&[], &[]).await;
+    let (_, ops_key) = server.mint_key("invocation", "ops-web", Some("ops")).await;
+    for sdk in [Sdk::Python, Sdk::TypeScript] {
+        let report = run_client(sdk, &server.url, &ops_key, "scoped").await;
+        assert_eq!(report["error"], Value::Null, "{sdk:?}: {report:#}");
+        assert_eq!(names(&report["tools"]), ["ops_ops"], "{sdk:?}");
+        // Another app's tool does not exist for this key.
+        let other = &report["calls"]["other"];
+        assert!(
+            other["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("unknown tool `hello_chat`")),
+            "{sdk:?}: {other:#}"
+        );
+    }
+    // The same over plain HTTP, for an end user of the app too: a listed
+    // tool runs, another app's is refused before anything is written.
+    let ada = server.end_user_token("ops", "ada").await;
+    for credential in [ops_key.as_str(), ada.as_str()] {
+        let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string();
+        let (status, _, messages) = mcp(&server, Some(credential), &[], &list).await;
+        assert_eq!(status, 200, "{messages:?}");
+        assert_eq!(names(&messages[0]["result"]["tools"]), ["ops_ops"]);
+        let (status, _, messages) = mcp(
+            &server,
+            Some(credential),
+            &[],
+            &call("hello_chat", json!({"message": "hi"})),
+        )
+        .await;
+        assert_eq!(status, 200);
+        assert_eq!(messages[0]["error"]["code"], -32602, "{messages:?}");
+        let (status, _, messages) = mcp(
+            &server,
+            Some(credential),
+            &[],
+            &call("ops_ops", json!({"message": "list"})),
+        )
+        .await;
+        assert_eq!(status, 200);
+        let result = &messages.last().unwrap()["result"];
+        assert_eq!(
+            result["content"][0]["text"], "Records: none.",
+            "{messages:?}"
+        );
+    }
+    // A session of the app that is not the end user's is no session for
+    // them (a bare invocation key reaches its app's sessions, as over HTTP).
+    let theirs = server.session("ops", "/ops", json!("list")).await;
+    wait_status(&server, &theirs, "idle").await;
+    let (_, _, messages) = mcp(
+        &server,
+        Some(&ada),
+        &[],
+        &call("ops_ops", json!({"message": "list", "session_id": theirs})),
+    )
+    .await;
+    assert_eq!(messages[0]["error"]["code"], -32602, "{messages:?}");
+    let (_, body) = server.get("/sessions?app=hello").await;
+    assert_eq!(body["items"], json!([]), "no hello session was created");
+}
+
+#[tokio::test]
+async fn credentials_and_origins_are_checked_before_anything_else() {
+    let (_data, server) = hello_and_ops(&["--cors-origin", "https://app.example"], &[]).await;
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"}}})
+    .to_string();
+    let (status, _, body) = mcp(&server, None, &[], &init).await;
+    assert_eq!(status, 401, "{body:?}");
+    let (status, _, body) = mcp(&server, Some("ak_not-a-key"), &[], &init).await;
+    assert_eq!(status, 401, "{body:?}");
+    // The official clients are refused too.
+    for sdk in [Sdk::Python, Sdk::TypeScript] {
+        let report = run_client(sdk, &server.url, "ak_not-a-key", "list").await;
+        // (The Python client reports no status: `Server returned an error response`.)
+        assert!(report["error"].is_string(), "{sdk:?}: {report:#}");
+        assert_eq!(report["tools"], Value::Null, "{sdk:?}");
+    }
+    // A browser page of another origin (DNS rebinding) is refused, with a
+    // valid key, before the key is even looked at.
+    for key in [Some(KEY), None] {
+        let (status, _, body) = mcp(
+            &server,
+            key,
+            &[("origin", "http://rebound.example:8080")],
+            &init,
+        )
+        .await;
+        assert_eq!(status, 403, "{body:?}");
+        assert_eq!(body[0]["error"]["code"], "origin_not_allowed", "{body:?}");
+    }
+    let (status, _, body) = mcp(
+        &server,
+        Some(KEY),
+        &[("origin", "https://app.example")],
+        &init,
+    )
+    .await;
+    assert_eq!(status, 200, "an allowed origin: {body:?}");
+    assert_eq!(body[0]["result"]["protocolVersion"], "2025-06-18");
+    assert!(body[0]["result"]["capabilities"]["tools"].is_object());
+}
+
+#[tokio::test]
+async fn the_transports_refusals_and_bounds() {
+    let dir = support::data_dir();
+    let server = Server::start_with(dir.path(), &["--max-streams-per-key", "1"]).await;
+    server.deploy("ops", &support::guest("ops")).await;
+    let rpc = |method: &str, params: Value| {
+        json!({"jsonrpc": "2.0", "id": "x", "method": method, "params": params}).to_string()
+    };
+    // No SSE stream of its own (stateless): GET is 405.
+    let response = (server.client.get(server.url("/mcp")))
+        .bearer_auth(KEY)
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 405);
+    // Notifications and responses: 202, no body; no session id is handed out.
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
+    let (status, _, body) = mcp(&server, Some(KEY), &[], &note).await;
+    assert_eq!((status, body.len()), (202, 0));
+    let (status, _, body) = mcp(&server, Some(KEY), &[], &rpc("ping", json!({}))).await;
+    assert_eq!((status, &body[0]["result"]), (200, &json!({})));
+    assert_eq!(body[0]["id"], "x");
+    let (_, _, body) = mcp(&server, Some(KEY), &[], &rpc("resources/list", json!({}))).await;
+    assert_eq!(body[0]["error"]["code"], -32601, "{body:?}");
+    // Not JSON-RPC, a batch, an unknown protocol revision: 400.
+    for bad in ["{", "[]", r#"{"jsonrpc":"2.0","id":1}"#] {
+        let (status, _, body) = mcp(&server, Some(KEY), &[], bad).await;
+        assert_eq!(status, 400, "{bad}: {body:?}");
+    }
+    let (status, _, _) = mcp(
+        &server,
+        Some(KEY),
+        &[("mcp-protocol-version", "1999-01-01")],
+        &rpc("ping", json!({})),
+    )
+    .await;
+    assert_eq!(status, 400);
+    // Bad calls are invalid params, and start nothing.
+    for arguments in [
+        json!({}),
+        json!({"message": 7}),
+        json!({"message": "x", "extra": 1}),
+        json!({"message": "x", "session_id": "nope"}),
+        json!({"message": "a\u{0}b"}),
+    ] {
+        let (status, _, body) =
+            mcp(&server, Some(KEY), &[], &call("ops_ops", arguments.clone())).await;
+        assert_eq!(status, 200);
+        assert_eq!(body[0]["error"]["code"], -32602, "{arguments}: {body:?}");
+    }
+    let (_, list) = server.get("/sessions").await;
+    assert_eq!(list["items"], json!([]), "nothing started");
+    // The body limit of the JSON endpoints (1 MiB).
+    let huge = call("ops_ops", json!({"message": "x".repeat(1 << 20)}));
+    let (status, _, _) = mcp(&server, Some(KEY), &[], &huge).await;
+    assert_eq!(status, 413);
+    // A call on a session that cannot take input is an error result.
+    let (_, _, body) = mcp(
+        &server,
+        Some(KEY),
+        &[],
+        &call("ops_ops", json!({"message": "delete pears"})),
+    )
+    .await;
+    let pending = &body.last().unwrap()["result"]["structuredContent"];
+    assert_eq!(pending["outcome"], "approval_pending", "{body:?}");
+    let session = pending["session_id"].as_str().unwrap();
+    let again = call("ops_ops", json!({"message": "list", "session_id": session}));
+    let (_, _, body) = mcp(&server, Some(KEY), &[], &again).await;
+    let refused = &body[0]["result"];
+    assert_eq!(refused["isError"], true, "{body:?}");
+    assert_eq!(refused["structuredContent"]["outcome"], "refused");
+    // An MCP answer holds a place under the key's stream cap (1 here):
+    // with an event stream open, /mcp is refused until it closes.
+    let stream = server.events(session, None).await;
+    let (status, _, body) = mcp(&server, Some(KEY), &[], &rpc("ping", json!({}))).await;
+    assert_eq!(status, 429, "{body:?}");
+    assert_eq!(body[0]["error"]["code"], "too_many_streams");
+    drop(stream);
+    let mut status = 0;
+    for _ in 0..100 {
+        (status, _, _) = mcp(&server, Some(KEY), &[], &rpc("ping", json!({}))).await;
+        if status == 200 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(status, 200, "the place is given back");
+}
