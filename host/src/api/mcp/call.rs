@@ -346,3 +346,44 @@ impl TurnReader {
         }))
     }
 }
+
+/// The messages a call's stream sends, from fixed samples, for the golden
+/// files (`api::golden_tests`): they are a contract (docs/mcp.md).
+#[cfg(test)]
+pub(super) fn golden_samples() -> Vec<(&'static str, Value)> {
+    let session = Uuid::parse_str("019aa8e2-7b3c-7d4e-8f10-1234567890ab").unwrap_or_default();
+    let event = Uuid::parse_str("019aa8e2-7b3c-7d4e-8f10-abcdef012345").unwrap_or_default();
+    let mut reader = TurnReader {
+        id: json!(3),
+        session,
+        turn: 2,
+        progress_token: Some(json!("tok")),
+        progress: 0,
+        assistant: Some("msg_1".into()),
+        last_message: Some("Deleting apples.".into()),
+    };
+    let delta = StoredEvent {
+        id: event,
+        seq: 5,
+        // In the envelope's own order: its `type` before the payload's.
+        json: format!(
+            r#"{{"id":"{event}","seq":5,"type":"MESSAGE_DELTA","payload":{{"message_id":"msg_1","delta":{{"type":"text","text":"Deleting"}}}}}}"#
+        )
+        .into(),
+    };
+    let (progress, _) = reader.read(&delta);
+    let approval = payloads::ToolApprovalRequired {
+        tool_call_id: "call_2_1".into(),
+        name: "delete_record".into(),
+        arguments: json!({"name": "apples"}),
+        reason: Some("the user asked to delete apples".into()),
+        gated_by: vec!["code".into()],
+        expires_at: None,
+    };
+    vec![
+        ("progress", progress.into_iter().next().unwrap_or_default()),
+        ("completed", reader.completed()),
+        ("failed", reader.failed("trap", "the agent trapped")),
+        ("approval_pending", reader.pending(event, approval)),
+    ]
+}

@@ -134,6 +134,24 @@ async fn list(
     Ok(rpc::result(id, result))
 }
 
+/// The messages of `/mcp` that are a contract, from fixed samples, for
+/// the golden files (`api::golden_tests`).
+#[cfg(test)]
+pub(super) fn golden_samples() -> Vec<(&'static str, Value)> {
+    let tool = tools::Tool {
+        name: "ops_ops".into(),
+        app_id: uuid::Uuid::nil(),
+        slug: "ops".into(),
+        route: "/ops".into(),
+    };
+    let mut init = initialize(&Map::new());
+    // The release's version, not the contract's.
+    init["serverInfo"]["version"] = json!("<version>");
+    let mut samples = vec![("initialize", init), ("tools_list_entry", tool.listed())];
+    samples.extend(call::golden_samples());
+    samples
+}
+
 /// Whether an `Origin` may call `/mcp`: one of the `--cors-origin` list
 /// (`*`: any). A request without one (not from a browser) passes.
 fn origin_allowed(origins: &[String], origin: Option<&str>) -> bool {
