@@ -65,7 +65,7 @@ pub(super) async fn post(
             .to_str()
             .is_ok_and(|v| PROTOCOL_VERSIONS.contains(&v));
         if !known {
-            return Ok(rpc::refusal(format!(
+            return Err(rpc::refusal(format!(
                 "unsupported MCP-Protocol-Version: this server speaks {}",
                 PROTOCOL_VERSIONS.join(", ")
             )));
@@ -74,7 +74,7 @@ pub(super) async fn post(
     let (id, method, params) = match rpc::read(&body) {
         Ok(Message::Request { id, method, params }) => (id, method, params),
         Ok(Message::Accepted) => return Ok(StatusCode::ACCEPTED.into_response()),
-        Err(refused) => return Ok(refused),
+        Err(refused) => return Err(refused),
     };
     let answer = match method.as_str() {
         "initialize" => rpc::result(&id, initialize(&params)),

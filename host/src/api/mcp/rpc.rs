@@ -29,7 +29,7 @@ pub(super) enum Message {
 }
 
 /// Reads a POST body; a refusal is the HTTP answer to send.
-pub(super) fn read(body: &[u8]) -> Result<Message, Response> {
+pub(super) fn read(body: &[u8]) -> Result<Message, ApiError> {
     let value: Value = serde_json::from_slice(body)
         .map_err(|err| refusal(format!("the body is not JSON: {err}")))?;
     let Value::Object(mut fields) = value else {
@@ -91,8 +91,8 @@ pub(super) fn frame(message: &Value) -> Event {
 
 /// A message refused before it was read as a request: `400` with the
 /// API's error body (the transport allows any body).
-pub(super) fn refusal(message: impl Into<String>) -> Response {
-    ApiError::bad_request("invalid_body", message).into_response()
+pub(super) fn refusal(message: impl Into<String>) -> ApiError {
+    ApiError::bad_request("invalid_body", message)
 }
 
 #[cfg(test)]
@@ -122,7 +122,7 @@ mod tests {
             br#"{"jsonrpc":"2.0","id":1}"#,
         ] {
             let refused = read(bad).expect_err("refused");
-            assert_eq!(refused.status(), axum::http::StatusCode::BAD_REQUEST);
+            assert_eq!(refused.status, axum::http::StatusCode::BAD_REQUEST);
         }
     }
 }
