@@ -453,3 +453,51 @@ async fn the_transports_refusals_and_bounds() {
     }
     assert_eq!(status, 200, "the place is given back");
 }
+
+#[tokio::test]
+async fn the_manifest_describes_a_routes_tool_and_its_arguments_are_the_input() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    let manifest = r#"[app]
+slug = "hello"
+[agent]
+entry = "agent.wasm"
+[routes."/chat"]
+description = "Says back what it is told."
+input_schema = { type = "object", properties = { city = { type = "string" } }, required = ["city"] }
+"#;
+    let bundle = support::bundle(&[("agent.wasm", &support::guest("hello"))]);
+    let (status, row) = server.upload(bundle, manifest).await;
+    assert_eq!(status, 202, "{row}");
+    server.wait_built(&row).await;
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string();
+    let (_, _, messages) = mcp(&server, Some(KEY), &[], &list).await;
+    let tool = &messages[0]["result"]["tools"][0];
+    assert_eq!(tool["name"], "hello_chat");
+    assert_eq!(tool["description"], "Says back what it is told.");
+    let schema = &tool["inputSchema"];
+    assert_eq!(schema["required"], json!(["city"]));
+    assert_eq!(schema["properties"]["city"]["type"], "string");
+    assert_eq!(
+        schema["properties"]["session_id"]["type"], "string",
+        "{schema}"
+    );
+    // The arguments, without session_id, are the turn's input.
+    let (_, _, messages) = mcp(
+        &server,
+        Some(KEY),
+        &[],
+        &call("hello_chat", json!({"city": "Paris"})),
+    )
+    .await;
+    let result = &messages.last().unwrap()["result"];
+    let session = result["structuredContent"]["session_id"].as_str().unwrap();
+    let mut stream = server.events(session, None).await;
+    let events = stream.until(&["TURN_STARTED"]).await;
+    assert_eq!(
+        events.last().unwrap()["payload"]["input"],
+        json!({"city": "Paris"})
+    );
+    // (hello takes only text: its turn fails, and says so.)
+    assert_eq!(result["isError"], true, "{result}");
+}

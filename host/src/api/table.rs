@@ -245,7 +245,7 @@ pub(super) fn table() -> Vec<(Endpoint, Doc, MethodRouter<AppState>)> {
                 200,
                 Reply::Mcp,
             )
-            .body(Body::Json(schema::<mcp::McpMessage>))
+            .body(Body::Json(mcp::message_schema))
             .empty(&[202])
             .errors(&[403]),
             post(mcp::post),

@@ -26,7 +26,7 @@ const KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(15);
 /// What a call asks for, read from its `params`.
 struct Call {
     tool: Tool,
-    message: String,
+    input: Value,
     session: Option<Uuid>,
     progress_token: Option<Value>,
 }
@@ -47,12 +47,11 @@ pub(super) async fn call(
     }
     let Call {
         tool,
-        message,
+        input,
         session,
         progress_token,
     } = call;
     let policy = end_users::refuse_bare_key_if_required(&state, &principal, tool.app_id).await?;
-    let input = Value::String(message);
     let started = match session {
         None => {
             let owner = end_users::owner(&principal, policy.as_ref());
@@ -140,19 +139,30 @@ async fn read(
         Some(Value::Object(arguments)) => arguments,
         Some(_) => return Ok(Err("`arguments` must be an object".into())),
     };
-    if let Some(other) = arguments
-        .keys()
-        .find(|k| *k != "message" && *k != "session_id")
-    {
-        return Ok(Err(format!(
-            "unknown argument `{other}`: give `message` and, to continue a session, `session_id`"
-        )));
-    }
-    let Some(message) = arguments.get("message").and_then(Value::as_str) else {
-        return Ok(Err("`message` must be a string: the turn's input".into()));
+    let input = match &tool.input_schema {
+        // The manifest's schema: the arguments are the input (the agent
+        // checks them; the host does not validate against the schema).
+        Some(_) => {
+            let mut input = arguments.clone();
+            input.remove("session_id");
+            Value::Object(input)
+        }
+        None => {
+            if let Some(other) = (arguments.keys()).find(|k| *k != "message" && *k != "session_id")
+            {
+                return Ok(Err(format!(
+                    "unknown argument `{other}`: give `message` and, to continue a session, `session_id`"
+                )));
+            }
+            let Some(message) = arguments.get("message").and_then(Value::as_str) else {
+                return Ok(Err("`message` must be a string: the turn's input".into()));
+            };
+            Value::String(message.to_string())
+        }
     };
-    if message.contains('\0') {
-        return Ok(Err("`message` must not hold a NUL character".into()));
+    // PostgreSQL cannot store a NUL (docs/api.md).
+    if crate::util::json_has_nul(&input.to_string()) {
+        return Ok(Err("the arguments must not hold a NUL character".into()));
     }
     let session = match arguments.get("session_id") {
         None | Some(Value::Null) => None,
@@ -168,7 +178,7 @@ async fn read(
         .cloned();
     Ok(Ok(Call {
         tool,
-        message: message.to_string(),
+        input,
         session,
         progress_token,
     }))

@@ -21,6 +21,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
+use utoipa::openapi::{RefOr, Schema};
 
 use super::{ApiError, AppState};
 use crate::keys::Principal;
@@ -31,20 +32,35 @@ use rpc::Message;
 /// none newer than 2025-11-25, and the Python SDK falls back to it.
 pub(super) const PROTOCOL_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
 
-/// One JSON-RPC 2.0 message, as `POST /mcp` takes it (the OpenAPI
-/// document's body; `rpc::read` reads it).
-#[derive(serde::Serialize, utoipa::ToSchema)]
-pub(crate) struct McpMessage {
-    /// Always `2.0`.
-    jsonrpc: String,
-    /// A request's id (a string or an integer); none in a notification.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    id: Option<Value>,
-    /// `initialize`, `ping`, `tools/list`, `tools/call`, or a notification's.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    method: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    params: Option<Map<String, Value>>,
+/// The schema of `POST /mcp`'s body in the OpenAPI document: one JSON-RPC
+/// 2.0 request or notification (`rpc::read` also takes a response, which
+/// it answers with 202).
+pub(super) fn message_schema(_: &mut super::openapi::Schemas) -> RefOr<Schema> {
+    use utoipa::openapi::ObjectBuilder;
+    use utoipa::openapi::schema::{SchemaType, Type};
+    let text = || ObjectBuilder::new().schema_type(Type::String);
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .description(Some(
+            "One JSON-RPC 2.0 request (with an `id`) or notification (without one)",
+        ))
+        .property("jsonrpc", text().enum_values(Some(["2.0"])))
+        .required("jsonrpc")
+        .property(
+            "id",
+            ObjectBuilder::new()
+                .schema_type(SchemaType::from_iter([Type::String, Type::Integer]))
+                .description(Some("A request's id; none in a notification")),
+        )
+        .property(
+            "method",
+            text().description(Some(
+                "`initialize`, `ping`, `tools/list`, `tools/call`, or a notification's",
+            )),
+        )
+        .required("method")
+        .property("params", ObjectBuilder::new().schema_type(Type::Object))
+        .into()
 }
 
 /// Tools per `tools/list` page.
@@ -143,6 +159,8 @@ pub(super) fn golden_samples() -> Vec<(&'static str, Value)> {
         app_id: uuid::Uuid::nil(),
         slug: "ops".into(),
         route: "/ops".into(),
+        description: None,
+        input_schema: None,
     };
     let mut init = initialize(&Map::new());
     // The release's version, not the contract's.

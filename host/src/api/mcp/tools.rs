@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::api::{ApiError, AppState};
+use crate::build::manifest::Manifest;
 use crate::keys::{Principal, Scope};
 use crate::store::DeploymentRecord;
 
@@ -27,21 +28,48 @@ pub(super) struct Tool {
     pub app_id: Uuid,
     pub slug: String,
     pub route: String,
+    /// `[routes."<route>"]` of the manifest: what the tool says of itself.
+    pub description: Option<String>,
+    /// ... and the arguments it takes (then the turn's input is the
+    /// arguments, without `session_id`).
+    pub input_schema: Option<Value>,
 }
 
 impl Tool {
     /// The tool as `tools/list` shows it.
     pub(super) fn listed(&self) -> Value {
+        let description = self.description.clone().unwrap_or_else(|| {
+            format!(
+                "Runs a turn of the agenthost agent `{}` on its route `{}`: `message` is the turn's input. Continues an earlier conversation when `session_id` names its session (every result names it). Returns the agent's final message.",
+                self.slug, self.route
+            )
+        });
+        let schema = match &self.input_schema {
+            Some(schema) => with_session_id(schema.clone()),
+            None => input_schema(),
+        };
         json!({
             "name": self.name,
             "title": format!("{} {}", self.slug, self.route),
-            "description": format!(
-                "Runs a turn of the agenthost agent `{}` on its route `{}`: `message` is the turn's input. Continues an earlier conversation when `session_id` names its session (every result names it). Returns the agent's final message.",
-                self.slug, self.route
-            ),
-            "inputSchema": input_schema(),
+            "description": description,
+            "inputSchema": schema,
         })
     }
+}
+
+/// A manifest's input schema with the `session_id` every tool takes.
+fn with_session_id(mut schema: Value) -> Value {
+    if let Some(properties) = schema.as_object_mut().map(|s| {
+        s.entry("properties")
+            .or_insert_with(|| json!({}))
+            .as_object_mut()
+    }) && let Some(properties) = properties
+    {
+        properties.entry("session_id").or_insert_with(|| {
+            json!({"type": "string", "description": "Continue this session (the `session_id` of an earlier result) instead of starting a new one"})
+        });
+    }
+    schema
 }
 
 /// The input schema of every tool: a message, and optionally the session
@@ -79,17 +107,24 @@ pub(super) fn tool_name(slug: &str, route: &str) -> String {
 /// The tools of one app's current deployment, in its routes' order.
 fn app_tools(app_id: Uuid, slug: &str, current: Option<&DeploymentRecord>) -> Vec<Tool> {
     let routes = (current.and_then(|d| d.description.as_ref())).map(|d| d.routes.as_slice());
+    // The stored manifest passed this parse at upload.
+    let mut settings = (current.and_then(|d| Manifest::parse(&d.manifest).ok()))
+        .map(|m| m.routes)
+        .unwrap_or_default();
     let mut tools: Vec<Tool> = Vec::new();
     for route in routes.unwrap_or_default() {
         let name = tool_name(slug, route);
         if name.len() > MAX_NAME || tools.iter().any(|t| t.name == name) {
             continue;
         }
+        let own = settings.remove(route).unwrap_or_default();
         tools.push(Tool {
             name,
             app_id,
             slug: slug.to_string(),
             route: route.clone(),
+            description: own.description,
+            input_schema: own.input_schema,
         });
     }
     tools
