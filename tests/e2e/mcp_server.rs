@@ -360,6 +360,22 @@ async fn credentials_and_origins_are_checked_before_anything_else() {
     .await;
     assert_eq!(status, 200, "an allowed origin: {body:?}");
     assert_eq!(body[0]["result"]["protocolVersion"], "2025-06-18");
+    // A browser MCP client of that origin passes CORS's preflight.
+    let preflight = (server.client)
+        .request(reqwest::Method::OPTIONS, server.url("/mcp"))
+        .header("origin", "https://app.example")
+        .header("access-control-request-method", "POST")
+        .header(
+            "access-control-request-headers",
+            "authorization, content-type, mcp-protocol-version",
+        )
+        .send()
+        .await
+        .unwrap();
+    let allowed = (preflight.headers().get("access-control-allow-headers"))
+        .map(|v| v.to_str().unwrap_or_default().to_ascii_lowercase())
+        .unwrap_or_default();
+    assert!(allowed.contains("mcp-protocol-version"), "{allowed}");
     assert!(body[0]["result"]["capabilities"]["tools"].is_object());
 }
 

@@ -187,7 +187,8 @@ pub(crate) fn router(state: AppState) -> Router {
 }
 
 /// CORS for browser clients on other origins: preflights allow
-/// `Authorization`, `Content-Type`, `Last-Event-ID` and `Idempotency-Key`. No origin is allowed
+/// `Authorization`, `Content-Type`, `Last-Event-ID`, `Idempotency-Key` and
+/// `MCP-Protocol-Version`. No origin is allowed
 /// unless configured (`--cors-origin`); `*` allows any.
 fn cors(origins: &[String]) -> CorsLayer {
     let allow_origin = if origins.iter().any(|o| o == "*") {
@@ -207,6 +208,8 @@ fn cors(origins: &[String]) -> CorsLayer {
             header::CONTENT_TYPE,
             HeaderName::from_static("last-event-id"),
             idempotency::HEADER,
+            // A browser's MCP client sends it on every request (docs/mcp.md).
+            HeaderName::from_static("mcp-protocol-version"),
         ])
         .max_age(std::time::Duration::from_secs(600))
 }

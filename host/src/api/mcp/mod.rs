@@ -49,7 +49,7 @@ pub(super) fn message_schema(_: &mut super::openapi::Schemas) -> RefOr<Schema> {
         .property(
             "id",
             ObjectBuilder::new()
-                .schema_type(SchemaType::from_iter([Type::String, Type::Integer]))
+                .schema_type(SchemaType::from_iter([Type::String, Type::Number]))
                 .description(Some("A request's id; none in a notification")),
         )
         .property(

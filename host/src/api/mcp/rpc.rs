@@ -41,15 +41,14 @@ pub(super) fn read(body: &[u8]) -> Result<Message, ApiError> {
         return Err(refusal("`jsonrpc` must be \"2.0\""));
     }
     let id = fields.remove("id");
+    // Left out, or an object (JSON-RPC allows an array; MCP never sends one).
+    let params = match fields.remove("params") {
+        None => Map::new(),
+        Some(Value::Object(params)) => params,
+        Some(_) => return Err(refusal("`params` must be an object")),
+    };
     match (fields.remove("method"), id) {
         (Some(Value::String(method)), Some(id)) if id.is_string() || id.is_number() => {
-            let params = match fields.remove("params") {
-                None | Some(Value::Null) => Map::new(),
-                Some(Value::Object(params)) => params,
-                Some(_) => {
-                    return Err(refusal("`params` must be an object"));
-                }
-            };
             Ok(Message::Request { id, method, params })
         }
         (Some(Value::String(_)), None) => Ok(Message::Accepted),
@@ -119,6 +118,8 @@ mod tests {
             br#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#,
             br#"{"jsonrpc":"2.0","id":{},"method":"ping"}"#,
             br#"{"jsonrpc":"2.0","id":1,"method":"ping","params":[1]}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"ping","params":null}"#,
+            br#"{"jsonrpc":"2.0","method":"notifications/x","params":7}"#,
             br#"{"jsonrpc":"2.0","id":1}"#,
         ] {
             let refused = read(bad).expect_err("refused");
