@@ -96,6 +96,8 @@ fn request(
             "threadId": "matrix", "runId": "matrix",
             "messages": [{"id": "m", "role": "user", "content": "hi"}],
         }),
+        // MCP names no app or session: every credential lists its own tools.
+        ("POST", "/mcp") => json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
         ("POST", "/api-keys") => json!({"class": "platform", "name": "matrix"}),
         ("PUT", _) => json!({"value": "matrix value"}),
         _ => json!({}),
@@ -186,6 +188,8 @@ async fn every_endpoint_answers_every_kind_of_key_as_the_matrix_says() {
                     assert_eq!(body["error"]["code"], "forbidden", "{what}");
                 }
                 (Access::EndUser, _) if !names_session => assert_eq!(status, 200, "{what}"),
+                // Each credential sees its own tools (tests/e2e/mcp_server.rs).
+                (_, _) if endpoint.path == "/mcp" => assert_eq!(status, 200, "{what}"),
                 (_, "own-app end user" | "other-app end user") if names_session => {
                     assert_eq!(
                         status, 404,

@@ -32,6 +32,7 @@ mod idempotency;
 mod keys;
 mod limits;
 mod logs;
+mod mcp_server;
 mod old_stores;
 mod on_busy;
 mod outbound;

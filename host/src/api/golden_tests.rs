@@ -490,3 +490,14 @@ fn golden_every_view_is_pinned() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
+
+#[test]
+fn golden_mcp_messages_are_pinned() {
+    let mut failures = Vec::new();
+    for (name, value) in super::mcp::golden_samples() {
+        if let Err(failure) = check(&format!("mcp/{name}.json"), &value) {
+            failures.push(failure);
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}

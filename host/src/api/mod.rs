@@ -26,6 +26,7 @@ pub(crate) mod health;
 mod idempotency;
 mod keys;
 pub(crate) mod limits;
+mod mcp;
 mod openapi;
 pub(crate) mod overload;
 mod paging;
@@ -160,6 +161,12 @@ pub(crate) fn router(state: AppState) -> Router {
                 auth::require_key,
             )),
         };
+        // MCP's Origin check comes before everything (docs/mcp.md).
+        let handler = if endpoint.path == "/mcp" {
+            handler.route_layer(middleware::from_fn_with_state(state.clone(), mcp::origin))
+        } else {
+            handler
+        };
         router = router.route(endpoint.path, handler);
     }
     if idempotency::exit_after_commit_suffix().is_some() {
@@ -180,7 +187,8 @@ pub(crate) fn router(state: AppState) -> Router {
 }
 
 /// CORS for browser clients on other origins: preflights allow
-/// `Authorization`, `Content-Type`, `Last-Event-ID` and `Idempotency-Key`. No origin is allowed
+/// `Authorization`, `Content-Type`, `Last-Event-ID`, `Idempotency-Key` and
+/// `MCP-Protocol-Version`. No origin is allowed
 /// unless configured (`--cors-origin`); `*` allows any.
 fn cors(origins: &[String]) -> CorsLayer {
     let allow_origin = if origins.iter().any(|o| o == "*") {
@@ -200,6 +208,8 @@ fn cors(origins: &[String]) -> CorsLayer {
             header::CONTENT_TYPE,
             HeaderName::from_static("last-event-id"),
             idempotency::HEADER,
+            // A browser's MCP client sends it on every request (docs/mcp.md).
+            HeaderName::from_static("mcp-protocol-version"),
         ])
         .max_age(std::time::Duration::from_secs(600))
 }

@@ -65,6 +65,8 @@ pub(super) enum Reply {
     ApprovalFeed,
     /// A file of the web console, or the metrics text, in this media type.
     Text(&'static str),
+    /// MCP's answer: a JSON-RPC response, or SSE (docs/mcp.md).
+    Mcp,
 }
 
 /// The values a query parameter takes.
@@ -321,6 +323,16 @@ fn operation(endpoint: &Endpoint, doc: &Doc, schemas: &mut Schemas) -> Operation
                     ContentBuilder::new().schema(Some(feed_frame_schema(schemas))).build(),
                 )
         }
+        Reply::Mcp => ResponseBuilder::new()
+            .description("A JSON-RPC response (`application/json`), or for `tools/call` Server-Sent Events: `data:` progress notifications, then the response (docs/mcp.md)")
+            .content(
+                "application/json",
+                ContentBuilder::new().schema(Some(ObjectBuilder::new().schema_type(Type::Object))).build(),
+            )
+            .content(
+                "text/event-stream",
+                ContentBuilder::new().schema(Some(String::schema())).build(),
+            ),
         Reply::Text(media) => ResponseBuilder::new().description("OK").content(
             media,
             ContentBuilder::new().schema(Some(String::schema())).build(),

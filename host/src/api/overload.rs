@@ -33,10 +33,19 @@ pub(crate) async fn refuse(
     request: Request,
     next: Next,
 ) -> Response {
+    match overloaded(&state) {
+        Some(refused) => refused,
+        None => next.run(request).await,
+    }
+}
+
+/// The refusal of one more turn while the queue is at its bound (also
+/// for MCP's `tools/call`, whose endpoint answers other methods too).
+pub(crate) fn overloaded(state: &AppState) -> Option<Response> {
     let max = state.limits.max_queued_turns;
     let waiting = state.runtime.turns_waiting();
     if max == 0 || waiting < max {
-        return next.run(request).await;
+        return None;
     }
     crate::metrics::get().quota_refusal("queued_turns");
     let mut response = ApiError::new(
@@ -48,5 +57,5 @@ pub(crate) async fn refuse(
     )
     .into_response();
     (response.headers_mut()).insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-    response
+    Some(response)
 }

@@ -112,9 +112,11 @@ impl StreamSlots {
 }
 
 /// Whether an endpoint answers with an event stream: the `…/events`
-/// streams and AG-UI runs.
+/// streams, AG-UI runs and MCP (whose `tools/call` streams its turn).
 pub(crate) fn applies(endpoint: &Endpoint) -> bool {
-    endpoint.path.ends_with("/events") || endpoint.path.starts_with("/ag-ui/")
+    endpoint.path.ends_with("/events")
+        || endpoint.path.starts_with("/ag-ui/")
+        || endpoint.path == "/mcp"
 }
 
 /// The middleware, after authentication and the rate limit.

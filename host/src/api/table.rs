@@ -13,7 +13,7 @@ use axum::routing::{MethodRouter, delete, get, post, put};
 use super::openapi::{self, Doc};
 use super::{
     Access, AppState, BUNDLE_BODY_LIMIT, Endpoint, agui, approval_feed, approvals, apps, console,
-    controls, deployments, end_users, events, health, keys, secrets, sessions, views,
+    controls, deployments, end_users, events, health, keys, mcp, secrets, sessions, views,
 };
 
 /// Every endpoint of the API, in one table: the router is built from it,
@@ -235,6 +235,20 @@ pub(super) fn table() -> Vec<(Endpoint, Doc, MethodRouter<AppState>)> {
             .body(Body::Json(schema::<agui::RunAgentInput>))
             .errors(&[403, 404]),
             post(agui::run),
+        ),
+        row(
+            "POST",
+            "/mcp",
+            Session,
+            Doc::new(
+                "MCP over Streamable HTTP (docs/mcp.md): each app route is a tool; 202 for a notification",
+                200,
+                Reply::Mcp,
+            )
+            .body(Body::Json(mcp::message_schema))
+            .empty(&[202])
+            .errors(&[403]),
+            post(mcp::post),
         ),
         row(
             "POST",

@@ -35,6 +35,55 @@ pub(crate) struct Manifest {
     /// End users as principals (see docs/end-users.md).
     #[serde(default)]
     pub end_users: Option<EndUsersSection>,
+    /// What MCP clients are told of each route's tool (docs/mcp.md).
+    #[serde(default)]
+    pub routes: BTreeMap<String, RouteSettings>,
+}
+
+/// Longest `[routes."<route>"] description`, in characters.
+pub(crate) const MAX_ROUTE_DESCRIPTION: usize = 1024;
+/// Largest `[routes."<route>"] input_schema`, as JSON.
+pub(crate) const MAX_INPUT_SCHEMA_BYTES: usize = 16 * 1024;
+
+/// `[routes."<route>"]`: a route's tool as MCP clients see it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RouteSettings {
+    /// The tool's description.
+    pub description: Option<String>,
+    /// The tool's input schema (a JSON Schema of `"type": "object"`): the
+    /// call's arguments, without `session_id`, are the turn's input.
+    pub input_schema: Option<serde_json::Value>,
+}
+
+impl RouteSettings {
+    fn check(&self, route: &str) -> Result<(), ManifestError> {
+        let invalid =
+            |what: String| ManifestError::Invalid(format!("`[routes.\"{route}\"]`: {what}"));
+        if !route.starts_with('/') {
+            return Err(invalid("a route starts with `/`".into()));
+        }
+        if let Some(description) = &self.description
+            && description.chars().count() > MAX_ROUTE_DESCRIPTION
+        {
+            return Err(invalid(format!(
+                "`description` is longer than {MAX_ROUTE_DESCRIPTION} characters"
+            )));
+        }
+        if let Some(schema) = &self.input_schema {
+            if schema.get("type").and_then(|t| t.as_str()) != Some("object") {
+                return Err(invalid(
+                    "`input_schema` must be a JSON Schema with `type = \"object\"`".into(),
+                ));
+            }
+            if schema.to_string().len() > MAX_INPUT_SCHEMA_BYTES {
+                return Err(invalid(format!(
+                    "`input_schema` is larger than {MAX_INPUT_SCHEMA_BYTES} bytes as JSON"
+                )));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Most claims `[end_users] claims` may list.
@@ -305,6 +354,9 @@ impl Manifest {
         if let Some(end_users) = &manifest.end_users {
             end_users.check()?;
         }
+        for (route, settings) in &manifest.routes {
+            settings.check(route)?;
+        }
         let limits = &manifest.limits;
         let set = [
             (limits.wall_clock_secs, &WALL_CLOCK_SECS),
@@ -494,6 +546,34 @@ mod tests {
         ] {
             let err = Manifest::parse(text).unwrap_err().to_string();
             assert!(err.contains(needle), "{text:?} gave {err}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod route_tests {
+    use super::*;
+
+    #[test]
+    fn a_routes_tool_settings_are_checked() {
+        let base = "[app]\nslug = \"a\"\n[agent]\nentry = \"a.wasm\"\n";
+        let m = Manifest::parse(&format!(
+            "{base}[routes.\"/chat\"]\ndescription = \"Talk\"\ninput_schema = {{ type = \"object\", properties = {{ city = {{ type = \"string\" }} }} }}\n"
+        ))
+        .unwrap();
+        let chat = &m.routes["/chat"];
+        assert_eq!(chat.description.as_deref(), Some("Talk"));
+        assert_eq!(
+            chat.input_schema.as_ref().unwrap()["properties"]["city"]["type"],
+            "string"
+        );
+        for bad in [
+            "[routes.\"chat\"]\ndescription = \"x\"\n".to_string(),
+            "[routes.\"/c\"]\ninput_schema = { type = \"string\" }\n".to_string(),
+            format!("[routes.\"/c\"]\ndescription = \"{}\"\n", "x".repeat(1025)),
+            "[routes.\"/c\"]\nother = 1\n".to_string(),
+        ] {
+            assert!(Manifest::parse(&format!("{base}{bad}")).is_err(), "{bad}");
         }
     }
 }

@@ -18,8 +18,9 @@ use super::domain::{
     Activate, Answered, Append, BuildOutcome, CloseTurn, CreateDeployment, CreateSession, Decide,
     DecideAt, Decision, DecisionAnswer, DeleteApiKey, DeleteSecret, DeleteSession,
     DeploymentAnswer, EndSession, FinishBuild, FinishTurn, Idempotency, InputOutcome,
-    NewDeployment, OnBusy, Once, OpenThread, PostInput, PurgeFeed, PurgeIdempotency, PutApiKey,
-    PutSecret, Recover, Recovery, SetArtifact, ThreadTurn, TouchApiKey, TurnAnswer, TurnOutcome,
+    NewDeployment, OnBusy, Once, OpenThread, PostInput, PostInputAt, PurgeFeed, PurgeIdempotency,
+    PutApiKey, PutSecret, Recover, Recovery, SetArtifact, ThreadTurn, TouchApiKey, TurnAnswer,
+    TurnOutcome,
 };
 use super::outbox::Outbox;
 use super::records::{ApiKeyRecord, Artifact, DeploymentRecord, SecretRecord, SessionRecord};
@@ -202,6 +203,21 @@ impl WriterHandle {
             InputOutcome::Started(ticket) => Ok(ticket),
             InputOutcome::Queued(_) => Err(StoreError::Corrupt("an input was queued".into())),
         }
+    }
+
+    /// `post_input`, also answering the seq of the turn's `TURN_STARTED`
+    /// (an MCP `tools/call` streams the turn from it).
+    pub(crate) async fn post_input_at(
+        &self,
+        session: Uuid,
+        input: Value,
+    ) -> Result<(TurnTicket, u64), StoreError> {
+        self.call(PostInputAt(PostInput {
+            session,
+            input,
+            on_busy: OnBusy::Reject,
+        }))
+        .await
     }
 
     /// An AG-UI run's input on a thread: the next input of the thread's

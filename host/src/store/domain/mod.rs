@@ -41,7 +41,9 @@ pub(crate) use recovery::Recovery;
 pub(super) use recovery::{CloseTurn, Recover};
 pub(super) use secrets::{DeleteSecret, PutSecret};
 pub(crate) use sessions::InputOutcome;
-pub(super) use sessions::{Append, CreateSession, Decide, EndSession, FinishTurn, PostInput};
+pub(super) use sessions::{
+    Append, CreateSession, Decide, EndSession, FinishTurn, PostInput, PostInputAt,
+};
 pub(super) use threads::{DecideAt, OpenThread};
 pub(crate) use threads::{ThreadTurn, thread_key};
 

@@ -194,6 +194,27 @@ impl Op for PostInput {
     }
 }
 
+/// `PostInput`, answering also the seq of its turn's `TURN_STARTED`: an MCP
+/// `tools/call` that continues a session streams its turn from there.
+pub(in crate::store) struct PostInputAt(pub PostInput);
+
+impl Op for PostInputAt {
+    type Output = (TurnTicket, u64);
+
+    fn tickets(output: &(TurnTicket, u64)) -> Vec<TurnTicket> {
+        vec![output.0.clone()]
+    }
+
+    fn apply(&mut self, batch: &mut Batch<'_>) -> Result<(TurnTicket, u64), StoreError> {
+        let started_seq = batch.session(self.0.session)?.next_seq;
+        match self.0.apply(batch)? {
+            InputOutcome::Started(ticket) => Ok((ticket, started_seq)),
+            // Only an input with `on_busy` is queued.
+            InputOutcome::Queued(_) => Err(StoreError::Corrupt("an input was queued".into())),
+        }
+    }
+}
+
 /// Checks that `turn` is the session's running turn, and that this host
 /// still owns it (the fencing check: an owner is a host's boot id, and a
 /// host never runs two runners of one turn at once).
