@@ -422,6 +422,21 @@ fn golden_every_view_is_pinned() {
                 updated_at: "2026-11-22T09:30:00.000Z".into(),
             })),
         ),
+        ("webhook", json!(WebhookView::from(&webhook_record()))),
+        (
+            "created_webhook",
+            json!(CreatedWebhook {
+                webhook: WebhookView::from(&webhook_record()),
+                secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into(),
+            }),
+        ),
+        (
+            "delivery_page",
+            json!(DeliveryPage {
+                items: vec![DeliveryView::from(&delivery_record())],
+                next_cursor: Some(ID.into()),
+            }),
+        ),
         (
             "health",
             json!([
@@ -452,4 +467,61 @@ fn golden_every_view_is_pinned() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+fn webhook_record() -> crate::store::WebhookRecord {
+    let sealed = SecretRecord {
+        name: format!("webhook:{ID}"),
+        nonce: String::new(),
+        ciphertext: String::new(),
+        created_at: "2026-11-22T09:00:00.000Z".into(),
+        updated_at: "2026-11-22T09:00:00.000Z".into(),
+    };
+    crate::store::WebhookRecord {
+        id: id(),
+        url: "https://hooks.example.com/agenthost".into(),
+        events: vec!["approval.requested".into(), "turn.failed".into()],
+        app_id: Some(other()),
+        app: Some("ops".into()),
+        decision_links: true,
+        secret: sealed.clone(),
+        previous: Some(sealed),
+        previous_until_ms: Some(1_795_000_000_000),
+        disabled: None,
+        created_at: "2026-11-22T09:00:00.000Z".into(),
+        key_id: "key_0123".into(),
+    }
+}
+
+fn delivery_record() -> crate::store::DeliveryRecord {
+    crate::store::DeliveryRecord {
+        id: id(),
+        webhook_id: other(),
+        event_type: "turn.failed".into(),
+        payload: json!({"type": "turn.failed", "timestamp": "2026-11-22T10:00:01.456Z",
+            "data": {"summary": "turn 2 of `ops` failed (trap)", "session_id": ID,
+                     "app_id": OTHER, "app": "ops", "event_id": ID, "turn": 2,
+                     "kind": "trap", "message": "wasm trap"}})
+        .to_string(),
+        created_at_ms: 1_795_000_000_000,
+        state: crate::store::DeliveryState::Pending,
+        next_at_ms: 1_795_000_005_000,
+        lease_host: None,
+        lease_until_ms: 0,
+        attempt_count: 2,
+        attempts: vec![
+            crate::store::DeliveryAttempt {
+                at: "2026-11-22T10:00:02.000Z".into(),
+                status: Some(500),
+                error: None,
+                body: Some("try later".into()),
+            },
+            crate::store::DeliveryAttempt {
+                at: "2026-11-22T10:00:07.000Z".into(),
+                status: None,
+                error: Some("connection refused".into()),
+                body: None,
+            },
+        ],
+    }
 }

@@ -21,6 +21,8 @@ pub(crate) mod postgres;
 mod records;
 pub(crate) mod redb;
 mod start;
+mod webhook_commands;
+mod webhook_records;
 mod writer;
 
 use std::ops::Deref;
@@ -32,10 +34,11 @@ pub(crate) use batch::Quotas;
 pub use commands::WriterHandle;
 #[cfg(test)]
 use domain::IDEMPOTENCY_TTL;
-pub use domain::{BuildOutcome, NewDeployment};
 pub(crate) use domain::{
-    Decision, Idempotency, MAX_KEY_LEN, ThreadTurn, TurnOutcome, thread_key, unix_ms,
+    AttemptOutcome, Decision, Idempotency, MAX_KEY_LEN, ThreadTurn, TurnOutcome,
+    WEBHOOK_MAX_PENDING, thread_key, unix_ms,
 };
+pub use domain::{BuildOutcome, NewDeployment};
 pub use engine::SessionFilter;
 pub(crate) use engine::{ApprovalItem, Engine, FeedPage};
 pub(crate) use error::StoreError;
@@ -51,6 +54,9 @@ pub(crate) use records::{
 };
 pub use redb::RedbOptions;
 pub(crate) use start::{Committed, TurnReason, TurnSink, TurnTicket};
+pub(crate) use webhook_records::{
+    DeliveryAttempt, DeliveryRecord, DeliveryState, WEBHOOK_EVENTS, WebhookRecord,
+};
 pub use writer::Writer;
 
 /// The `Redactor` of every secret stored now, for the texts the writer

@@ -19,6 +19,7 @@ mod recovery;
 mod secrets;
 mod sessions;
 mod threads;
+mod webhooks;
 
 use super::records::{AgentDescription, Artifact, LimitsRecord, PendingApproval};
 use super::start::{TurnReason, TurnTicket};
@@ -39,6 +40,11 @@ pub(super) use secrets::{DeleteSecret, PutSecret};
 pub(super) use sessions::{Append, CreateSession, Decide, EndSession, FinishTurn, PostInput};
 pub(super) use threads::{DecideAt, OpenThread};
 pub(crate) use threads::{ThreadTurn, thread_key};
+pub(crate) use webhooks::{AttemptOutcome, MAX_PENDING as WEBHOOK_MAX_PENDING};
+pub(super) use webhooks::{
+    ClaimDeliveries, CreateWebhook, DeleteWebhook, FinishAttempt, ResendDelivery, RotateWebhook,
+    enqueue as enqueue_webhooks,
+};
 
 /// A deployment to register (the writer assigns the version).
 #[derive(Debug, Clone)]
