@@ -723,3 +723,44 @@ async fn an_expired_decision_link_decides_nothing() {
     assert_eq!(denied["payload"]["approver"], "timeout");
     assert!(events.iter().all(|e| e["type"] != "TOOL_APPROVAL_GRANTED"));
 }
+
+#[tokio::test]
+async fn a_name_that_resolves_to_loopback_is_refused_at_delivery() {
+    // Without --allow-private-webhooks. Anything connecting here is counted.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let dir = support::data_dir();
+    let server = Server::start_with(dir.path(), &["--webhook-retry-base", "100ms"]).await;
+    let url = format!("https://localhost:{port}/hook");
+    let (id, _) = create(
+        &server,
+        json!({"url": url, "events": ["deployment.succeeded"]}),
+    )
+    .await;
+    server.deploy("hello", &support::guest("hello")).await;
+    let started = Instant::now();
+    let stored = loop {
+        let stored = deliveries(&server, &id).await;
+        if stored[0]["attempt_count"].as_u64().unwrap_or(0) >= 2 {
+            break stored;
+        }
+        assert!(started.elapsed() < DEADLINE, "{stored:#?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let error = stored[0]["attempts"][0]["error"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(error.contains("--allow-private-webhooks"), "{stored:#?}");
+    assert_eq!(stored[0]["state"], "pending", "retried, never sent");
+    let accepted = listener.accept();
+    assert!(
+        matches!(&accepted, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "nothing connected: {accepted:?}"
+    );
+    assert!(
+        metrics(&server)
+            .await
+            .contains("agenthost_webhook_attempts_total{outcome=\"refused\"}")
+    );
+}

@@ -6,8 +6,8 @@ use uuid::Uuid;
 use super::StoreError;
 use super::commands::WriterHandle;
 use super::domain::{
-    AttemptOutcome, ClaimDeliveries, CreateWebhook, DeleteWebhook, FinishAttempt, ResendDelivery,
-    RotateWebhook,
+    AttemptOutcome, ClaimDeliveries, CreateWebhook, DeleteWebhook, FinishAttempt,
+    ReleaseDeliveries, ResendDelivery, RotateWebhook,
 };
 use super::records::SecretRecord;
 use super::webhook_records::{DeliveryAttempt, DeliveryRecord, WebhookRecord};
@@ -68,6 +68,11 @@ impl WriterHandle {
             outcome,
         }))
         .await
+    }
+
+    /// Frees the leases of these deliveries (their host is gone); how many were held.
+    pub async fn release_deliveries(&self, ids: Vec<Uuid>) -> Result<usize, StoreError> {
+        self.call(ReleaseDeliveries(ids)).await
     }
 
     /// Sends a finished delivery again.

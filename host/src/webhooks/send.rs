@@ -65,6 +65,11 @@ pub(crate) fn start(sender: Sender) -> anyhow::Result<()> {
     let sender = Arc::new(sender);
     let tick = (sender.options.retry_base).clamp(Duration::from_millis(50), Duration::from_secs(1));
     tokio::spawn(async move {
+        if !sender.store.shared()
+            && let Err(err) = release_own(&sender).await
+        {
+            tracing::warn!(error = %err, "cannot release the webhook leases of the previous run");
+        }
         let slots = Arc::new(Semaphore::new(IN_FLIGHT));
         loop {
             if let Err(err) = round(&sender, &client, &slots).await {
@@ -73,6 +78,27 @@ pub(crate) fn start(sender: Sender) -> anyhow::Result<()> {
             tokio::time::sleep(tick).await;
         }
     });
+    Ok(())
+}
+
+/// On the embedded engine this process is the only host: the leases a
+/// previous run held (it died mid-attempt) are freed at once instead of
+/// after `LEASE`.
+async fn release_own(sender: &Sender) -> Result<(), crate::store::StoreError> {
+    let pending = (sender.store)
+        .read(|s| s.due_deliveries(u64::MAX, usize::MAX))
+        .await?;
+    let held: Vec<_> = (pending.iter())
+        .filter(|d| d.lease_host.is_some())
+        .map(|d| d.id)
+        .collect();
+    if !held.is_empty() {
+        let released = sender.writer.release_deliveries(held).await?;
+        tracing::info!(
+            released,
+            "released the webhook deliveries the previous run was attempting"
+        );
+    }
     Ok(())
 }
 

@@ -258,6 +258,8 @@ impl Op for ClaimDeliveries {
 
     fn apply(&mut self, batch: &mut Batch<'_>) -> Result<Self::Output, StoreError> {
         let mut claimed = Vec::new();
+        // Rows locked in one order on every host (no deadlock between claims).
+        self.ids.sort_unstable();
         for id in &self.ids {
             let Some(mut delivery) = batch.tx.delivery(*id)? else {
                 continue;
@@ -373,5 +375,29 @@ impl Op for ResendDelivery {
         delivery.lease_until_ms = 0;
         batch.tx.put_delivery(&delivery)?;
         Ok(delivery)
+    }
+}
+
+/// Frees the leases of `ids` (pending deliveries a host that is gone was
+/// attempting): on the embedded engine, the one host's restart.
+pub(in crate::store) struct ReleaseDeliveries(pub Vec<Uuid>);
+
+impl Op for ReleaseDeliveries {
+    type Output = usize;
+
+    fn apply(&mut self, batch: &mut Batch<'_>) -> Result<usize, StoreError> {
+        let mut released = 0;
+        for id in &self.0 {
+            let Some(mut delivery) = batch.tx.delivery(*id)? else {
+                continue;
+            };
+            if delivery.state == DeliveryState::Pending && delivery.lease_host.is_some() {
+                delivery.lease_host = None;
+                delivery.lease_until_ms = 0;
+                batch.tx.put_delivery(&delivery)?;
+                released += 1;
+            }
+        }
+        Ok(released)
     }
 }

@@ -604,10 +604,9 @@ impl WriteTx for PgTx<'_> {
     }
 
     fn webhook(&mut self, id: Uuid) -> Result<Option<WebhookRecord>, StoreError> {
-        self.one(
-            "SELECT record FROM webhooks WHERE id = $1 FOR UPDATE",
-            &[&id],
-        )
+        // Not locked: claims read it for every delivery, and rows locked
+        // in two orders could deadlock two hosts' claims.
+        self.one("SELECT record FROM webhooks WHERE id = $1", &[&id])
     }
 
     fn put_webhook(&mut self, record: &WebhookRecord) -> Result<(), StoreError> {
