@@ -764,3 +764,49 @@ async fn a_name_that_resolves_to_loopback_is_refused_at_delivery() {
             .contains("agenthost_webhook_attempts_total{outcome=\"refused\"}")
     );
 }
+
+#[tokio::test]
+async fn an_exit_right_after_the_events_commit_loses_no_delivery() {
+    let receiver = Receiver::start();
+    let dir = support::data_dir();
+    let env = [
+        ("AGENTHOST_ALLOW_PRIVATE_WEBHOOKS", "true"),
+        ("AGENTHOST_WEBHOOK_RETRY_BASE", "100ms"),
+    ];
+    let server = Server::start_with_env(dir.path(), &env).await;
+    let url = format!("{}/ended", receiver.url);
+    let (_, secret) = create(&server, json!({"url": url, "events": ["session.ended"]})).await;
+    receiver.config("/ended", &[&secret], 0, 500, 200).await;
+    server.deploy("hello", &support::guest("hello")).await;
+    let session = server.session("hello", "/chat", json!("hi")).await;
+    server
+        .events(&session, None)
+        .await
+        .until(&["TURN_ENDED"])
+        .await;
+    drop(server);
+
+    // The process exits (137, as killed) as soon as SESSION_ENDED is committed.
+    let exiting = [env[0], env[1], ("AGENTHOST_TEST_EXIT_AFTER_COMMIT", "/end")];
+    let mut server = Server::start_with_env(dir.path(), &exiting).await;
+    let sent = (server
+        .client
+        .post(server.url(&format!("/sessions/{session}/end"))))
+    .bearer_auth(support::KEY)
+    .json(&json!({}))
+    .send()
+    .await;
+    assert!(sent.is_err(), "answered: {sent:?}");
+    assert_eq!(
+        server.wait_exit(Duration::from_secs(30)).await.code(),
+        Some(137)
+    );
+    drop(server);
+
+    let _server = Server::start_with_env(dir.path(), &env).await;
+    let log = receiver
+        .wait("/ended", "the end", |log| !log.is_empty())
+        .await;
+    assert_eq!(log[0]["body"]["data"]["session_id"], session);
+    assert_eq!(log[0]["verified"], json!([0]));
+}
