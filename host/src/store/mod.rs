@@ -147,3 +147,5 @@ mod pg_cluster;
 mod start_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod webhook_tests;
