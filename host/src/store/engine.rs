@@ -396,4 +396,7 @@ pub trait WriteTx {
     fn put_delivery(&mut self, record: &DeliveryRecord) -> Result<(), StoreError>;
     /// How many deliveries of an endpoint are pending, as committed.
     fn pending_deliveries(&mut self, webhook: Uuid) -> Result<u64, StoreError>;
+    /// Removes up to `limit` finished (delivered or failed) deliveries
+    /// made before `before_ms` (Unix ms), oldest first; returns how many.
+    fn purge_deliveries(&mut self, before_ms: u64, limit: usize) -> Result<usize, StoreError>;
 }

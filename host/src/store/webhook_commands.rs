@@ -6,7 +6,7 @@ use uuid::Uuid;
 use super::StoreError;
 use super::commands::WriterHandle;
 use super::domain::{
-    AttemptOutcome, ClaimDeliveries, CreateWebhook, DeleteWebhook, FinishAttempt,
+    AttemptOutcome, ClaimDeliveries, CreateWebhook, DeleteWebhook, FinishAttempt, PurgeDeliveries,
     ReleaseDeliveries, ResendDelivery, RotateWebhook,
 };
 use super::records::SecretRecord;
@@ -73,6 +73,15 @@ impl WriterHandle {
     /// Frees the leases of these deliveries (their host is gone); how many were held.
     pub async fn release_deliveries(&self, ids: Vec<Uuid>) -> Result<usize, StoreError> {
         self.call(ReleaseDeliveries(ids)).await
+    }
+
+    /// Forgets up to `limit` finished deliveries made before `before_ms`.
+    pub async fn purge_deliveries(
+        &self,
+        before_ms: u64,
+        limit: usize,
+    ) -> Result<usize, StoreError> {
+        self.call(PurgeDeliveries { before_ms, limit }).await
     }
 
     /// Sends a finished delivery again.

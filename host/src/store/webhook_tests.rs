@@ -1,7 +1,8 @@
 //! Webhook deliveries at the store: recorded by the writer in the commit
 //! of the event behind them, for the endpoints that want it (event type,
 //! app, not disabled) and only for events that were committed; a claim
-//! holds a delivery until its attempt is recorded.
+//! holds a delivery until its attempt is recorded; finished ones purged by
+//! age. On redb and on PostgreSQL.
 
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -11,11 +12,20 @@ use super::*;
 use crate::journal::NewEvent;
 use crate::journal::payloads::TurnEnded;
 
-fn open() -> (tempfile::TempDir, Db, WriterHandle) {
+use super::idempotency_tests::{Backend, start};
+
+/// Both engines: a temp redb file (kept in the returned dir), a fresh database.
+fn backends() -> Vec<(Option<tempfile::TempDir>, Backend)> {
     let dir = tempfile::tempdir().unwrap();
-    let store = Db::open(&dir.path().join("db.redb")).unwrap();
-    let writer = Writer::spawn(store.clone()).unwrap();
-    (dir, store, writer)
+    let redb = Backend::Redb(dir.path().join("db.redb"));
+    let name = format!("webhooks_{}", Uuid::now_v7().simple());
+    let url = tokio::task::block_in_place(|| super::pg_cluster::database(&name));
+    vec![(Some(dir), redb), (None, Backend::Postgres(url))]
+}
+
+/// A read of the store (PostgreSQL's client blocks).
+fn read<T>(f: impl FnOnce() -> T) -> T {
+    tokio::task::block_in_place(f)
 }
 
 fn endpoint(events: &[&str], app: Option<&str>) -> WebhookRecord {
@@ -46,9 +56,15 @@ fn payload(delivery: &DeliveryRecord) -> Value {
     serde_json::from_str(&delivery.payload).unwrap()
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deliveries_are_recorded_with_their_event_for_the_endpoints_that_want_it() {
-    let (_dir, store, writer) = open();
+    for (_dir, backend) in backends() {
+        recorded_with_their_event(backend).await;
+    }
+}
+
+async fn recorded_with_their_event(backend: Backend) {
+    let (store, writer) = start(&backend).await;
     let every = writer
         .create_webhook(endpoint(&["turn.ended"], None))
         .await
@@ -85,7 +101,7 @@ async fn deliveries_are_recorded_with_their_event_for_the_endpoints_that_want_it
             .is_err()
     );
 
-    let of = |id: Uuid| store.deliveries(id, None, 100).unwrap();
+    let of = |id: Uuid| read(|| store.deliveries(id, None, 100).unwrap());
     let turns = of(every.id);
     assert_eq!(turns.len(), 1);
     let body = payload(&turns[0]);
@@ -100,9 +116,15 @@ async fn deliveries_are_recorded_with_their_event_for_the_endpoints_that_want_it
     assert!(of(gone.id).is_empty(), "a disabled endpoint gets nothing");
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_holds_a_delivery_until_its_attempt_is_recorded() {
-    let (_dir, store, writer) = open();
+    for (_dir, backend) in backends() {
+        claims_and_purges(backend).await;
+    }
+}
+
+async fn claims_and_purges(backend: Backend) {
+    let (store, writer) = start(&backend).await;
     let hook = writer
         .create_webhook(endpoint(&["deployment.succeeded"], None))
         .await
@@ -113,7 +135,7 @@ async fn a_claim_holds_a_delivery_until_its_attempt_is_recorded() {
         .unwrap();
     writer.finish_build(d.id, success()).await.unwrap();
     let now = unix_ms(std::time::SystemTime::now()) + 1;
-    let due = store.due_deliveries(now, 10).unwrap();
+    let due = read(|| store.due_deliveries(now, 10).unwrap());
     assert_eq!(due.len(), 1);
     let ids = vec![due[0].id];
     let claimed = writer
@@ -123,7 +145,7 @@ async fn a_claim_holds_a_delivery_until_its_attempt_is_recorded() {
     assert_eq!(claimed.len(), 1);
     assert_eq!(claimed[0].1.id, hook.id);
     // Held: neither due nor claimable again.
-    assert!(store.due_deliveries(now, 10).unwrap().is_empty());
+    assert!(read(|| store.due_deliveries(now, 10).unwrap()).is_empty());
     assert!(
         writer
             .claim_deliveries(ids.clone(), now, now + 60_000)
@@ -142,8 +164,11 @@ async fn a_claim_holds_a_delivery_until_its_attempt_is_recorded() {
         .finish_attempt(ids[0], attempt.clone(), retry)
         .await
         .unwrap();
-    assert!(store.due_deliveries(now, 10).unwrap().is_empty(), "not yet");
-    let later = store.due_deliveries(now + 1000, 10).unwrap();
+    assert!(
+        read(|| store.due_deliveries(now, 10).unwrap()).is_empty(),
+        "not yet"
+    );
+    let later = read(|| store.due_deliveries(now + 1000, 10).unwrap());
     assert_eq!((later.len(), later[0].attempt_count), (1, 1));
     // Its lease released (a restart of the one host), it is claimable at once.
     writer
@@ -158,11 +183,33 @@ async fn a_claim_holds_a_delivery_until_its_attempt_is_recorded() {
         .unwrap();
     assert_eq!(claimed.len(), 1);
     writer.finish_attempt(ids[0], attempt, gone).await.unwrap();
-    let stored = store.deliveries(hook.id, None, 10).unwrap();
+    let stored = read(|| store.deliveries(hook.id, None, 10).unwrap());
     assert_eq!(
         (stored[0].state, stored[0].attempt_count),
         (DeliveryState::Failed, 2)
     );
-    let hooks = store.webhooks().unwrap();
+    let hooks = read(|| store.webhooks().unwrap());
     assert!(hooks[0].disabled.is_some(), "a 410 disables the endpoint");
+
+    // Finished deliveries are purged by age, pending ones kept.
+    let pending = (writer.create_webhook(endpoint(&["deployment.succeeded"], None)))
+        .await
+        .unwrap();
+    let d = writer
+        .create_deployment(new_deployment(None))
+        .await
+        .unwrap();
+    writer.finish_build(d.id, success()).await.unwrap();
+    assert_eq!(
+        writer.purge_deliveries(0, 10).await.unwrap(),
+        0,
+        "none that old"
+    );
+    let later = unix_ms(std::time::SystemTime::now()) + 1;
+    assert_eq!(writer.purge_deliveries(later, 10).await.unwrap(), 1);
+    assert!(read(|| store.deliveries(hook.id, None, 10).unwrap()).is_empty());
+    assert_eq!(
+        read(|| store.deliveries(pending.id, None, 10).unwrap()).len(),
+        1
+    );
 }

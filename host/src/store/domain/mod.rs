@@ -42,8 +42,8 @@ pub(super) use threads::{DecideAt, OpenThread};
 pub(crate) use threads::{ThreadTurn, thread_key};
 pub(crate) use webhooks::{AttemptOutcome, MAX_PENDING as WEBHOOK_MAX_PENDING};
 pub(super) use webhooks::{
-    ClaimDeliveries, CreateWebhook, DeleteWebhook, FinishAttempt, ReleaseDeliveries,
-    ResendDelivery, RotateWebhook, enqueue as enqueue_webhooks,
+    ClaimDeliveries, CreateWebhook, DeleteWebhook, FinishAttempt, PurgeDeliveries,
+    ReleaseDeliveries, ResendDelivery, RotateWebhook, enqueue as enqueue_webhooks,
 };
 
 /// A deployment to register (the writer assigns the version).

@@ -401,3 +401,17 @@ impl Op for ReleaseDeliveries {
         Ok(released)
     }
 }
+
+/// Forgets up to `limit` finished deliveries made before `before_ms` (Unix ms).
+pub(in crate::store) struct PurgeDeliveries {
+    pub before_ms: u64,
+    pub limit: usize,
+}
+
+impl Op for PurgeDeliveries {
+    type Output = usize;
+
+    fn apply(&mut self, batch: &mut Batch<'_>) -> Result<usize, StoreError> {
+        batch.tx.purge_deliveries(self.before_ms, self.limit)
+    }
+}

@@ -113,7 +113,8 @@ const MIGRATIONS: &[&str] = &[
         record jsonb NOT NULL
     );
     CREATE INDEX webhooks_deliveries_due ON webhooks_deliveries (next_at_ms) WHERE pending;
-    CREATE INDEX webhooks_deliveries_endpoint ON webhooks_deliveries (webhook_id, id);",
+    CREATE INDEX webhooks_deliveries_endpoint ON webhooks_deliveries (webhook_id, id);
+    CREATE INDEX webhooks_deliveries_pending ON webhooks_deliveries (webhook_id) WHERE pending;",
 ];
 
 /// The schema version this binary writes.

@@ -654,6 +654,17 @@ impl WriteTx for PgTx<'_> {
         Ok(())
     }
 
+    fn purge_deliveries(&mut self, before_ms: u64, limit: usize) -> Result<usize, StoreError> {
+        let bound = Uuid::from_u128(u128::from(before_ms) << 80);
+        let purged = self.execute(
+            "DELETE FROM webhooks_deliveries WHERE id IN (
+                 SELECT id FROM webhooks_deliveries WHERE NOT pending AND id < $1
+                 ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)",
+            &[&bound, &(limit as i64)],
+        )?;
+        Ok(purged as usize)
+    }
+
     fn pending_deliveries(&mut self, webhook: Uuid) -> Result<u64, StoreError> {
         let rows = self.query(
             "SELECT count(*) FROM webhooks_deliveries WHERE webhook_id = $1 AND pending",

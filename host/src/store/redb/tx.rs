@@ -548,4 +548,8 @@ impl WriteTx for RedbTx<'_> {
     fn pending_deliveries(&mut self, webhook: Uuid) -> Result<u64, StoreError> {
         webhooks::pending_count(self.txn, webhook)
     }
+
+    fn purge_deliveries(&mut self, before_ms: u64, limit: usize) -> Result<usize, StoreError> {
+        webhooks::purge(self.txn, before_ms, limit)
+    }
 }

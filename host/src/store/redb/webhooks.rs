@@ -179,3 +179,35 @@ pub(super) fn pending_count(txn: &WriteTransaction, webhook: Uuid) -> Result<u64
     }
     Ok(n)
 }
+
+/// Removes up to `limit` finished deliveries whose (UUIDv7) id was made
+/// before `before_ms`, oldest first.
+pub(super) fn purge(
+    txn: &WriteTransaction,
+    before_ms: u64,
+    limit: usize,
+) -> Result<usize, StoreError> {
+    let bound = u128::from(before_ms) << 80;
+    let mut deliveries = txn
+        .open_table(tables::WEBHOOK_DELIVERIES)
+        .map_err(storage)?;
+    let mut old = Vec::new();
+    for row in deliveries.range(..bound).map_err(storage)? {
+        if old.len() == limit {
+            break;
+        }
+        let (key, value) = row.map_err(storage)?;
+        let record: DeliveryRecord = decode(value.value())?;
+        if record.state != DeliveryState::Pending {
+            old.push((key.value(), record.webhook_id.as_u128()));
+        }
+    }
+    let mut index = txn
+        .open_table(tables::WEBHOOK_BY_ENDPOINT)
+        .map_err(storage)?;
+    for (id, webhook) in &old {
+        deliveries.remove(*id).map_err(storage)?;
+        index.remove((*webhook, *id)).map_err(storage)?;
+    }
+    Ok(old.len())
+}
