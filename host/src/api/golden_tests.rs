@@ -235,6 +235,60 @@ fn golden_every_event_payload_is_pinned() {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
+/// The `data` of every webhook event, made from the journal samples above
+/// (and a build of each outcome): a contract with receivers (docs/webhooks.md).
+#[test]
+fn golden_every_webhook_body_is_pinned() {
+    let session = session_record();
+    let mut bodies: std::collections::BTreeMap<&str, Vec<Value>> = Default::default();
+    for kind in EventType::ALL {
+        for (seq, event) in samples(kind).iter().enumerate() {
+            let at = "2026-11-22T10:00:01.456Z";
+            let (_, json) = crate::journal::encode_record(id(), seq as u64, id(), event, at);
+            let envelope: Value = serde_json::from_str(&json).unwrap_or(Value::Null);
+            if let Some((kind, data)) = crate::store::webhook_event_data(&envelope, &session) {
+                bodies.entry(kind).or_default().push(data);
+            }
+        }
+    }
+    for status in [DeploymentStatus::Active, DeploymentStatus::Failed] {
+        let mut record = deployment_record(status);
+        if status == DeploymentStatus::Failed {
+            record.error = Some("describe failed: boom".into());
+        }
+        let (kind, data) = crate::store::webhook_deployment_data(&record, "ops");
+        bodies.entry(kind).or_default().push(data);
+    }
+    let timeout = NewEvent::of(&ToolApprovalDenied {
+        tool_call_id: "call_1_1".into(),
+        name: "rm".into(),
+        approver: "timeout".into(),
+        key_id: "timeout".into(),
+    });
+    let (_, json) =
+        crate::journal::encode_record(id(), 9, id(), &timeout, "2026-11-22T11:00:00.000Z");
+    let envelope: Value = serde_json::from_str(&json).unwrap_or(Value::Null);
+    if let Some((kind, data)) = crate::store::webhook_event_data(&envelope, &session) {
+        bodies.entry(kind).or_default().push(data);
+    }
+    assert_eq!(
+        bodies.keys().copied().collect::<Vec<_>>(),
+        {
+            let mut all = crate::store::WEBHOOK_EVENTS.to_vec();
+            all.sort_unstable();
+            all
+        },
+        "a sample of every webhook event type"
+    );
+    let mut failures = Vec::new();
+    for (kind, data) in &bodies {
+        if let Err(failure) = check(&format!("webhooks/{kind}.json"), data) {
+            failures.push(failure);
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
 fn session_record() -> SessionRecord {
     let call = ToolCallRecord {
         tool_call_id: "call_1_1".into(),

@@ -39,6 +39,8 @@ pub(crate) use domain::{
     WEBHOOK_MAX_PENDING, thread_key, unix_ms,
 };
 pub use domain::{BuildOutcome, NewDeployment};
+#[cfg(test)]
+pub(crate) use domain::{webhook_deployment_data, webhook_event_data};
 pub use engine::SessionFilter;
 pub(crate) use engine::{ApprovalItem, Engine, FeedPage};
 pub(crate) use error::StoreError;

@@ -45,6 +45,10 @@ pub(super) use webhooks::{
     ClaimDeliveries, CreateWebhook, DeleteWebhook, FinishAttempt, PurgeDeliveries,
     ReleaseDeliveries, ResendDelivery, RotateWebhook, enqueue as enqueue_webhooks,
 };
+#[cfg(test)]
+pub(crate) use webhooks::{
+    deployment_data as webhook_deployment_data, event_data as webhook_event_data,
+};
 
 /// A deployment to register (the writer assigns the version).
 #[derive(Debug, Clone)]

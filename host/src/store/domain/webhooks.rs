@@ -10,7 +10,7 @@ use uuid::Uuid;
 use super::idempotency::unix_ms;
 use crate::store::batch::{Batch, Hook, Op};
 use crate::store::error::corrupt;
-use crate::store::records::{DeploymentRecord, DeploymentStatus, SecretRecord};
+use crate::store::records::{DeploymentRecord, DeploymentStatus, SecretRecord, SessionRecord};
 use crate::store::webhook_records::{
     DeliveryAttempt, DeliveryRecord, DeliveryState, MAX_KEPT_ATTEMPTS, WebhookRecord,
 };
@@ -79,7 +79,12 @@ fn announce(
     hook: &Hook,
 ) -> Result<Option<(&'static str, Uuid, Value)>, StoreError> {
     let (session, seq) = match hook {
-        Hook::Deployment(record) => return Ok(deployment(batch, record)),
+        Hook::Deployment(record) => {
+            let app = batch.tx.app(&record.app_id.to_string())?;
+            let slug = app.map(|a| a.slug).unwrap_or_default();
+            let (kind, data) = deployment_data(record, &slug);
+            return Ok(Some((kind, record.app_id, data)));
+        }
         Hook::Event { session, seq } => (*session, *seq),
     };
     let Some(event) = batch.written(session, seq) else {
@@ -87,14 +92,23 @@ fn announce(
     };
     let envelope: Value = serde_json::from_str(&event.json).map_err(corrupt)?;
     let record = batch.session(session)?.record.clone();
+    Ok(event_data(&envelope, &record).map(|(kind, data)| (kind, record.app_id, data)))
+}
+
+/// The type and `data` of the webhook event a journal event (its
+/// client-facing envelope) of `session` makes, if it makes one.
+pub(crate) fn event_data(
+    envelope: &Value,
+    session: &SessionRecord,
+) -> Option<(&'static str, Value)> {
     let p = &envelope["payload"];
     let str_of = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    let app = &session.app_slug;
     let (kind, summary, mut data) = match envelope["type"].as_str().unwrap_or_default() {
         "TOOL_APPROVAL_REQUIRED" => (
             "approval.requested",
             format!(
-                "`{}` asks to run `{}`{}",
-                record.app_slug,
+                "`{app}` asks to run `{}`{}",
                 str_of(&p["name"]),
                 p["reason"]
                     .as_str()
@@ -104,7 +118,7 @@ fn announce(
             json!({
                 "tool_call_id": p["tool_call_id"], "tool": p["name"],
                 "arguments": p["arguments"], "reason": p["reason"],
-                "expires_at": p["expires_at"], "event_seq": seq,
+                "expires_at": p["expires_at"], "event_seq": envelope["seq"],
             }),
         ),
         kind @ ("TOOL_APPROVAL_GRANTED" | "TOOL_APPROVAL_DENIED") => {
@@ -131,43 +145,38 @@ fn announce(
         }
         "TURN_ENDED" => (
             "turn.ended",
-            format!("turn {} of `{}` ended", p["turn"], record.app_slug),
+            format!("turn {} of `{app}` ended", p["turn"]),
             json!({"turn": p["turn"]}),
         ),
         "TURN_ERROR" => (
             "turn.failed",
             format!(
-                "turn {} of `{}` failed ({})",
+                "turn {} of `{app}` failed ({})",
                 p["turn"],
-                record.app_slug,
                 str_of(&p["kind"])
             ),
             json!({"turn": p["turn"], "kind": p["kind"], "message": p["message"]}),
         ),
         "SESSION_ENDED" => (
             "session.ended",
-            format!("a session of `{}` ended", record.app_slug),
+            format!("a session of `{app}` ended"),
             json!({"reason": p["reason"]}),
         ),
-        _ => return Ok(None),
+        _ => return None,
     };
     if let Some(map) = data.as_object_mut() {
         map.insert("summary".into(), summary.into());
-        map.insert("session_id".into(), json!(record.id));
-        map.insert("app_id".into(), json!(record.app_id));
-        map.insert("app".into(), json!(record.app_slug));
+        map.insert("session_id".into(), json!(session.id));
+        map.insert("app_id".into(), json!(session.app_id));
+        map.insert("app".into(), json!(app));
         map.insert("event_id".into(), envelope["id"].clone());
         map.retain(|_, v| !v.is_null());
     }
-    Ok(Some((kind, record.app_id, data)))
+    Some((kind, data))
 }
 
-fn deployment(
-    batch: &mut Batch<'_>,
-    record: &DeploymentRecord,
-) -> Option<(&'static str, Uuid, Value)> {
-    let app = batch.tx.app(&record.app_id.to_string()).ok().flatten();
-    let slug = app.map(|a| a.slug).unwrap_or_default();
+/// The type and `data` of the webhook event a finished build makes.
+pub(crate) fn deployment_data(record: &DeploymentRecord, slug: &str) -> (&'static str, Value) {
     let failed = record.status == DeploymentStatus::Failed;
     let (kind, summary) = if failed {
         (
@@ -188,7 +197,7 @@ fn deployment(
     if let Some(map) = data.as_object_mut() {
         map.retain(|_, v| !v.is_null());
     }
-    Some((kind, record.app_id, data))
+    (kind, data)
 }
 
 /// A new endpoint (its `app` given as slug or id is resolved here).
