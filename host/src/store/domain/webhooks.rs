@@ -139,7 +139,7 @@ pub(crate) fn event_data(
                 },
                 json!({
                     "tool_call_id": p["tool_call_id"], "tool": p["name"],
-                    "approved": approved, "approver": approver,
+                    "approved": approved, "approver": approver, "key_id": p["key_id"],
                 }),
             )
         }
