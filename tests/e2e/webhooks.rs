@@ -526,13 +526,9 @@ async fn an_endpoint_at_its_pending_cap_records_no_more() {
     let dir = support::data_dir();
     let flags = [FAST, &["--webhook-max-pending", "2"]].concat();
     let server = Server::start_with(dir.path(), &flags).await;
-    // Nothing listens there: deliveries stay pending.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let url = format!("http://127.0.0.1:{port}/nobody");
+    // TEST-NET-1 (RFC 5737) is never routed: nothing there ever answers,
+    // and the deliveries stay pending.
+    let url = "http://192.0.2.1:9/nobody";
     let (id, _) = create(
         &server,
         json!({"url": url, "events": ["deployment.succeeded"]}),
