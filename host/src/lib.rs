@@ -25,6 +25,7 @@ mod server;
 mod store;
 mod tokens;
 mod util;
+mod webhooks;
 
 // The server: what it is started with, and the running server.
 pub use runtime::TurnSettings;

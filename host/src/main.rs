@@ -141,6 +141,7 @@ async fn start(args: &ServeArgs, bootstrap_key: Option<String>) -> anyhow::Resul
         quotas: args.quotas()?,
         api_limits: args.api_limits()?,
         allow_insecure_jwks: args.allow_insecure_jwks,
+        webhooks: args.webhook_options(),
     })
     .await?;
     println!("agenthost listening on http://{}", server.local_addr);

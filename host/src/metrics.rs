@@ -34,6 +34,10 @@ pub(crate) struct Metrics {
     pub streams_refused: Counter,
     /// Reads of the store `GET /readyz` made (its answer is cached).
     pub ready_probes: Counter,
+    /// Webhook delivery attempts, by outcome (`delivered`, `failed`, `refused`, `gone`).
+    pub webhook_attempts: Family<[(&'static str, &'static str); 1], Counter>,
+    /// Webhook events not recorded for an endpoint at its pending cap.
+    pub webhook_dropped: Counter,
     registry: Registry,
 }
 
@@ -74,6 +78,8 @@ pub(crate) fn get() -> &'static Metrics {
             quota_refused: Family::default(),
             streams_refused: Counter::default(),
             ready_probes: Counter::default(),
+            webhook_attempts: Family::default(),
+            webhook_dropped: Counter::default(),
             registry: Registry::default(),
         };
         let mut registry = Registry::default();
@@ -136,6 +142,16 @@ pub(crate) fn get() -> &'static Metrics {
             "agenthost_ready_probes",
             "Reads of the store made by GET /readyz (its answer is reused for 1 s)",
             metrics.ready_probes.clone(),
+        );
+        registry.register(
+            "agenthost_webhook_attempts",
+            "Webhook delivery attempts, by outcome (delivered, failed, refused, gone)",
+            metrics.webhook_attempts.clone(),
+        );
+        registry.register(
+            "agenthost_webhook_dropped",
+            "Webhook events not recorded for an endpoint that had too many pending deliveries",
+            metrics.webhook_dropped.clone(),
         );
         registry.register_collector(Box::new(ProcessCollector));
         Metrics {

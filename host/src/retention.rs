@@ -4,7 +4,8 @@
 //! Off by default. With several hosts each purges; a session deleted by
 //! another host meanwhile is simply gone. Always: the first answers of
 //! idempotent requests, once expired (`store::IDEMPOTENCY_TTL`), and the
-//! approvals feed's entries past `FEED_RETENTION`.
+//! approvals feed's entries past `FEED_RETENTION`, finished webhook
+//! deliveries past `DELIVERY_RETENTION`.
 
 use std::time::{Duration, SystemTime};
 
@@ -78,6 +79,9 @@ const PURGE_PAGE: usize = 1000;
 /// How long the approvals feed keeps an entry: a feed reader away for
 /// longer resumes from a fresh snapshot (docs/approvals.md).
 pub(crate) const FEED_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
+/// How long a finished webhook delivery (delivered or failed) is kept
+/// for `GET /webhooks/{id}/deliveries` (docs/webhooks.md).
+pub(crate) const DELIVERY_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// Starts the purges that always run: expired idempotency keys, and
 /// approvals-feed entries past `FEED_RETENTION`.
@@ -97,6 +101,14 @@ pub(crate) fn start_purges(writer: WriterHandle) {
             );
             purge_pages("old approvals-feed entries", || {
                 writer.purge_feed(before_ms, PURGE_PAGE)
+            })
+            .await;
+            let before_ms = unix_ms(
+                now.checked_sub(DELIVERY_RETENTION)
+                    .unwrap_or(SystemTime::UNIX_EPOCH),
+            );
+            purge_pages("old webhook deliveries", || {
+                writer.purge_deliveries(before_ms, PURGE_PAGE)
             })
             .await;
         }

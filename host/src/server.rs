@@ -53,6 +53,8 @@ pub struct ServeOptions {
     /// Let apps' `[end_users] jwks_url` be plain `http` and loopback or
     /// private addresses (local identity providers, tests). Off by default.
     pub allow_insecure_jwks: bool,
+    /// Webhook deliveries' address rule, retries and decision links.
+    pub webhooks: crate::webhooks::WebhookOptions,
 }
 
 /// Where durable state lives (`--store`).
@@ -184,6 +186,17 @@ impl Server {
             .await
             .with_context(|| format!("cannot listen on {}", options.addr))?;
         let local_addr = listener.local_addr()?;
+        let links_key = crate::webhooks::links::key(&master);
+        let public_url =
+            (options.webhooks.public_url.clone()).unwrap_or_else(|| format!("http://{local_addr}"));
+        crate::webhooks::start(crate::webhooks::Sender {
+            store: store.clone(),
+            writer: writer.clone(),
+            vault: vault.clone(),
+            options: options.webhooks.clone(),
+            links_key,
+            public_url,
+        })?;
         let services = Arc::new(Services {
             store,
             writer,
@@ -205,6 +218,8 @@ impl Server {
                 options.api_limits.auth_failures_per_minute,
             ),
             limits: options.api_limits,
+            webhooks: options.webhooks,
+            links_key,
         });
         Ok(Server {
             listener,

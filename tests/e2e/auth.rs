@@ -169,6 +169,11 @@ async fn every_endpoint_answers_every_kind_of_key_as_the_matrix_says() {
             // The matrix's sessions belong to no end user.
             let names_session = endpoint.path.starts_with("/sessions/");
             match (endpoint.access, label) {
+                // A decision link's credential is its signed token (in
+                // the query): without one it names nothing, whatever the key.
+                (Access::Public, _) if endpoint.path == "/decision-links" => {
+                    assert_eq!(status, 404, "{what}")
+                }
                 (Access::Public, _) => assert!(status < 400, "{what}"),
                 (_, "no key" | "bad key" | "malformed key" | "revoked key") => {
                     assert_eq!(status, 401, "{what}");

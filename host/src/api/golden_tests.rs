@@ -249,6 +249,60 @@ fn golden_every_event_payload_is_pinned() {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
+/// The `data` of every webhook event, made from the journal samples above
+/// (and a build of each outcome): a contract with receivers (docs/webhooks.md).
+#[test]
+fn golden_every_webhook_body_is_pinned() {
+    let session = session_record();
+    let mut bodies: std::collections::BTreeMap<&str, Vec<Value>> = Default::default();
+    for kind in EventType::ALL {
+        for (seq, event) in samples(kind).iter().enumerate() {
+            let at = "2026-11-22T10:00:01.456Z";
+            let (_, json) = crate::journal::encode_record(id(), seq as u64, id(), event, at);
+            let envelope: Value = serde_json::from_str(&json).unwrap_or(Value::Null);
+            if let Some((kind, data)) = crate::store::webhook_event_data(&envelope, &session) {
+                bodies.entry(kind).or_default().push(data);
+            }
+        }
+    }
+    for status in [DeploymentStatus::Active, DeploymentStatus::Failed] {
+        let mut record = deployment_record(status);
+        if status == DeploymentStatus::Failed {
+            record.error = Some("describe failed: boom".into());
+        }
+        let (kind, data) = crate::store::webhook_deployment_data(&record, "ops");
+        bodies.entry(kind).or_default().push(data);
+    }
+    let timeout = NewEvent::of(&ToolApprovalDenied {
+        tool_call_id: "call_1_1".into(),
+        name: "rm".into(),
+        approver: "timeout".into(),
+        key_id: "timeout".into(),
+    });
+    let (_, json) =
+        crate::journal::encode_record(id(), 9, id(), &timeout, "2026-11-22T11:00:00.000Z");
+    let envelope: Value = serde_json::from_str(&json).unwrap_or(Value::Null);
+    if let Some((kind, data)) = crate::store::webhook_event_data(&envelope, &session) {
+        bodies.entry(kind).or_default().push(data);
+    }
+    assert_eq!(
+        bodies.keys().copied().collect::<Vec<_>>(),
+        {
+            let mut all = crate::store::WEBHOOK_EVENTS.to_vec();
+            all.sort_unstable();
+            all
+        },
+        "a sample of every webhook event type"
+    );
+    let mut failures = Vec::new();
+    for (kind, data) in &bodies {
+        if let Err(failure) = check(&format!("webhooks/{kind}.json"), data) {
+            failures.push(failure);
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
 fn session_record() -> SessionRecord {
     let call = ToolCallRecord {
         tool_call_id: "call_1_1".into(),
@@ -459,6 +513,21 @@ fn golden_every_view_is_pinned() {
                 updated_at: "2026-11-22T09:30:00.000Z".into(),
             })),
         ),
+        ("webhook", json!(WebhookView::from(&webhook_record()))),
+        (
+            "created_webhook",
+            json!(CreatedWebhook {
+                webhook: WebhookView::from(&webhook_record()),
+                secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into(),
+            }),
+        ),
+        (
+            "delivery_page",
+            json!(DeliveryPage {
+                items: vec![DeliveryView::from(&delivery_record())],
+                next_cursor: Some(ID.into()),
+            }),
+        ),
         (
             "health",
             json!([
@@ -500,4 +569,61 @@ fn golden_mcp_messages_are_pinned() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+fn webhook_record() -> crate::store::WebhookRecord {
+    let sealed = SecretRecord {
+        name: format!("webhook:{ID}"),
+        nonce: String::new(),
+        ciphertext: String::new(),
+        created_at: "2026-11-22T09:00:00.000Z".into(),
+        updated_at: "2026-11-22T09:00:00.000Z".into(),
+    };
+    crate::store::WebhookRecord {
+        id: id(),
+        url: "https://hooks.example.com/agenthost".into(),
+        events: vec!["approval.requested".into(), "turn.failed".into()],
+        app_id: Some(other()),
+        app: Some("ops".into()),
+        decision_links: true,
+        secret: sealed.clone(),
+        previous: Some(sealed),
+        previous_until_ms: Some(1_795_000_000_000),
+        disabled: None,
+        created_at: "2026-11-22T09:00:00.000Z".into(),
+        key_id: "key_0123".into(),
+    }
+}
+
+fn delivery_record() -> crate::store::DeliveryRecord {
+    crate::store::DeliveryRecord {
+        id: id(),
+        webhook_id: other(),
+        event_type: "turn.failed".into(),
+        payload: json!({"type": "turn.failed", "timestamp": "2026-11-22T10:00:01.456Z",
+            "data": {"summary": "turn 2 of `ops` failed (trap)", "session_id": ID,
+                     "app_id": OTHER, "app": "ops", "event_id": ID, "turn": 2,
+                     "kind": "trap", "message": "wasm trap"}})
+        .to_string(),
+        created_at_ms: 1_795_000_000_000,
+        state: crate::store::DeliveryState::Pending,
+        next_at_ms: 1_795_000_005_000,
+        lease_host: None,
+        lease_until_ms: 0,
+        attempt_count: 2,
+        attempts: vec![
+            crate::store::DeliveryAttempt {
+                at: "2026-11-22T10:00:02.000Z".into(),
+                status: Some(500),
+                error: None,
+                body: Some("try later".into()),
+            },
+            crate::store::DeliveryAttempt {
+                at: "2026-11-22T10:00:07.000Z".into(),
+                status: None,
+                error: Some("connection refused".into()),
+                body: None,
+            },
+        ],
+    }
 }

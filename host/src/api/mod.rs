@@ -15,6 +15,7 @@ pub(crate) mod auth_throttle;
 pub(crate) mod body_timeout;
 mod console;
 mod controls;
+mod decision_links;
 mod deployments;
 mod end_users;
 mod error;
@@ -37,6 +38,8 @@ mod sessions;
 pub(crate) mod stream_caps;
 mod table;
 pub(crate) mod views;
+mod webhook_views;
+mod webhooks;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -94,6 +97,10 @@ pub(crate) struct Services {
     pub auth_throttle: auth_throttle::AuthThrottle,
     /// `/readyz`'s cached probe of the store.
     pub ready: health::ReadyProbe,
+    /// The webhook settings (URL checks).
+    pub webhooks: crate::webhooks::WebhookOptions,
+    /// Signs and checks webhook decision links.
+    pub links_key: [u8; 32],
 }
 
 pub(crate) type AppState = Arc<Services>;

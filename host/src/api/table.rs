@@ -13,7 +13,8 @@ use axum::routing::{MethodRouter, delete, get, post, put};
 use super::openapi::{self, Doc};
 use super::{
     Access, AppState, BUNDLE_BODY_LIMIT, Endpoint, agui, approval_feed, approvals, apps, console,
-    controls, deployments, end_users, events, health, keys, mcp, secrets, sessions, views,
+    controls, decision_links, deployments, end_users, events, health, keys, mcp, secrets, sessions,
+    views, webhooks,
 };
 
 /// Every endpoint of the API, in one table: the router is built from it,
@@ -48,6 +49,23 @@ pub(super) fn table() -> Vec<(Endpoint, Doc, MethodRouter<AppState>)> {
             Query::Uuid,
         ),
     ];
+    const DELIVERY_PAGE: &[(&str, &str, Query)] = &[
+        (
+            "limit",
+            "Items per page: 1 to 500 (default 50)",
+            Query::Limit,
+        ),
+        (
+            "cursor",
+            "The next_cursor of the previous page",
+            Query::Uuid,
+        ),
+    ];
+    const LINK: &[(&str, &str, Query)] = &[(
+        "t",
+        "The link's token (from an approval.requested delivery)",
+        Query::Text,
+    )];
     const SESSIONS_PAGE: &[(&str, &str, Query)] = &[
         ("app", "An app slug or id", Query::Text),
         ("user", "Only this end user's sessions", Query::Text),
@@ -410,6 +428,118 @@ pub(super) fn table() -> Vec<(Endpoint, Doc, MethodRouter<AppState>)> {
             Platform,
             Doc::new("Delete a secret", 204, Reply::Empty).errors(&[404, 422]),
             delete(secrets::delete),
+        ),
+        row(
+            "POST",
+            "/webhooks",
+            Platform,
+            Doc::new(
+                "Add a webhook endpoint; its signing secret is shown once",
+                201,
+                Reply::Json(schema::<views::CreatedWebhook>),
+            )
+            .body(Body::Json(schema::<webhooks::NewWebhook>))
+            .errors(&[404, 422]),
+            post(webhooks::create),
+        ),
+        row(
+            "GET",
+            "/webhooks",
+            Platform,
+            Doc::new(
+                "Every webhook endpoint (never its secret)",
+                200,
+                Reply::Json(list::<views::WebhookView>),
+            ),
+            get(webhooks::list),
+        ),
+        row(
+            "GET",
+            "/webhooks/{id}",
+            Platform,
+            Doc::new(
+                "A webhook endpoint",
+                200,
+                Reply::Json(schema::<views::WebhookView>),
+            )
+            .errors(&[404]),
+            get(webhooks::show),
+        ),
+        row(
+            "DELETE",
+            "/webhooks/{id}",
+            Platform,
+            Doc::new(
+                "Remove a webhook endpoint and its deliveries",
+                204,
+                Reply::Empty,
+            )
+            .errors(&[404]),
+            delete(webhooks::delete),
+        ),
+        row(
+            "POST",
+            "/webhooks/{id}/rotate",
+            Platform,
+            Doc::new(
+                "A new signing secret, shown once; the old one signs too for a grace period",
+                200,
+                Reply::Json(schema::<views::CreatedWebhook>),
+            )
+            .body(Body::Json(schema::<webhooks::Rotate>))
+            .errors(&[404, 422]),
+            post(webhooks::rotate),
+        ),
+        row(
+            "GET",
+            "/webhooks/{id}/deliveries",
+            Platform,
+            Doc::new(
+                "An endpoint's deliveries, newest first, with their attempts and answers",
+                200,
+                Reply::Json(schema::<views::DeliveryPage>),
+            )
+            .query(DELIVERY_PAGE)
+            .errors(&[404]),
+            get(webhooks::deliveries),
+        ),
+        row(
+            "POST",
+            "/webhooks/{id}/deliveries/{delivery_id}/resend",
+            Platform,
+            Doc::new(
+                "Send a finished delivery again",
+                202,
+                Reply::Json(schema::<views::DeliveryView>),
+            )
+            .errors(&[404, 409]),
+            post(webhooks::resend),
+        ),
+        row(
+            "GET",
+            "/decision-links",
+            Public,
+            Doc::new(
+                "A decision link's confirmation page (decides nothing)",
+                200,
+                Reply::Text("text/html; charset=utf-8"),
+            )
+            .query(LINK)
+            .errors(&[404, 409, 410]),
+            get(decision_links::show),
+        ),
+        row(
+            "POST",
+            "/decision-links",
+            Public,
+            Doc::new(
+                "Decide the call a decision link names",
+                200,
+                Reply::Text("text/html; charset=utf-8"),
+            )
+            .query(LINK)
+            .errors(&[404, 409, 410]),
+            post(decision_links::decide),
         ),
         row(
             "POST",

@@ -325,6 +325,8 @@ pub struct MintedKey {
     pub key: String,
 }
 
+pub(crate) use super::webhook_views::{CreatedWebhook, DeliveryPage, DeliveryView, WebhookView};
+
 /// A secret's name and dates, never its value (`GET /secrets`, `PUT`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub(crate) struct SecretView {

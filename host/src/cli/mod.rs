@@ -225,6 +225,28 @@ pub struct ServeArgs {
     /// `too_many_auth_failures` until the minute ends. 0 turns it off.
     #[arg(long, default_value_t = crate::api::auth_throttle::DEFAULT_PER_MINUTE, env = "AGENTHOST_AUTH_FAILURES_PER_MINUTE", value_name = "N")]
     pub auth_failures_per_minute: u32,
+    /// Let webhook endpoints be plain `http` and on loopback, private and
+    /// link-local addresses (receivers on this network, tests). Off by
+    /// default: `https` to public addresses only.
+    #[arg(long, env = "AGENTHOST_ALLOW_PRIVATE_WEBHOOKS")]
+    pub allow_private_webhooks: bool,
+    /// The delay before a failed webhook delivery's first retry; each next
+    /// one doubles (with jitter, at most 1 h apart, for 24 h), e.g. `5s`.
+    #[arg(
+        long,
+        env = "AGENTHOST_WEBHOOK_RETRY_BASE",
+        value_name = "DURATION",
+        default_value = "5s"
+    )]
+    pub webhook_retry_base: humantime::Duration,
+    /// Pending deliveries one webhook endpoint may have; past them new
+    /// events are not recorded for it (counted in /metrics).
+    #[arg(long, env = "AGENTHOST_WEBHOOK_MAX_PENDING", value_name = "N", default_value_t = crate::store::WEBHOOK_MAX_PENDING)]
+    pub webhook_max_pending: u64,
+    /// This server's address as receivers reach it (`https://agents.example.com`):
+    /// where webhook decision links point. Default: the listening address.
+    #[arg(long, env = "AGENTHOST_PUBLIC_URL", value_name = "URL")]
+    pub public_url: Option<String>,
 }
 
 /// A rate and its burst (default: twice the rate); `None` when the rate is 0.
@@ -333,10 +355,24 @@ impl ServeArgs {
                 "{flag}: must be 1 or more (leave it out for no cap)"
             );
         }
+        anyhow::ensure!(
+            self.webhook_max_pending > 0,
+            "--webhook-max-pending: must be 1 or more"
+        );
         Ok(crate::store::Quotas {
             open_sessions: self.max_open_sessions_per_app,
             running_turns: self.max_running_turns_per_app,
+            webhook_pending: Some(self.webhook_max_pending),
         })
+    }
+
+    /// The webhook settings these flags describe.
+    pub fn webhook_options(&self) -> crate::webhooks::WebhookOptions {
+        crate::webhooks::WebhookOptions {
+            allow_private: self.allow_private_webhooks,
+            retry_base: self.webhook_retry_base.into(),
+            public_url: self.public_url.clone(),
+        }
     }
 
     /// The outbound policy these flags describe.

@@ -91,7 +91,7 @@ impl Vault {
         })
     }
 
-    fn open(&self, record: &SecretRecord) -> Result<String, SecretError> {
+    pub(crate) fn open(&self, record: &SecretRecord) -> Result<String, SecretError> {
         let fail = || SecretError::Decrypt(record.name.clone());
         let nonce = hex::decode(&record.nonce).map_err(|_| fail())?;
         let sealed = hex::decode(&record.ciphertext).map_err(|_| fail())?;

@@ -11,10 +11,10 @@ use uuid::Uuid;
 
 use super::engine::{EventRow, FeedRow, SessionRow, WriteTx};
 use super::error::corrupt;
-use super::records::{ApprovalFeedEntry, SessionStatus};
+use super::records::{ApprovalFeedEntry, DeploymentRecord, SessionStatus};
 use super::start::TurnTicket;
 use super::{CurrentRedactor, StoreError, now_rfc3339};
-use crate::journal::{NewEvent, StoredEvent, encode_record};
+use crate::journal::{EventType, NewEvent, StoredEvent, encode_record};
 
 /// One writer command: its inputs and its rule, applied inside a batch.
 ///
@@ -47,6 +47,9 @@ pub struct Quotas {
     /// Sessions running a turn, a turn waiting for a slot included
     /// (`--max-running-turns-per-app`).
     pub running_turns: Option<u64>,
+    /// Pending webhook deliveries per endpoint (`--webhook-max-pending`;
+    /// `None`: `domain::webhooks::MAX_PENDING`).
+    pub webhook_pending: Option<u64>,
 }
 
 /// What the writer keeps between batches for the domain's sake.
@@ -112,7 +115,19 @@ pub(super) struct Changes {
     pub(super) feed_head: Option<u64>,
     /// The turns the batch's commands started, in commit order (`start.rs`).
     pub(super) tickets: Vec<TurnTicket>,
+    /// What the batch did that webhooks may announce (`domain::webhooks`),
+    /// turned into deliveries in the same transaction.
+    pub(super) hooks: Vec<Hook>,
     pub(super) failed: Option<StoreError>,
+}
+
+/// Something a webhook may announce, noted as the batch does it.
+#[derive(Debug, Clone)]
+pub(super) enum Hook {
+    /// An event of `session` at `seq` of a type webhooks announce.
+    Event { session: Uuid, seq: u64 },
+    /// A build ended (the deployment as it now stands).
+    Deployment(Box<DeploymentRecord>),
 }
 
 impl<'a> Batch<'a> {
@@ -169,6 +184,8 @@ impl<'a> Batch<'a> {
         self.changes.loaded.remove(&id);
         self.changes.published.retain(|(session, _)| *session != id);
         self.changes.feed.retain(|row| row.session != id);
+        (self.changes.hooks)
+            .retain(|hook| !matches!(hook, Hook::Event { session, .. } if *session == id));
         self.changes.deleted.push(id);
         Ok(())
     }
@@ -200,6 +217,17 @@ impl<'a> Batch<'a> {
             })?;
             next_seq += 1;
             published.push((session, StoredEvent { id, seq, json }));
+            if matches!(
+                event.event_type,
+                EventType::ToolApprovalRequired
+                    | EventType::ToolApprovalGranted
+                    | EventType::ToolApprovalDenied
+                    | EventType::TurnEnded
+                    | EventType::TurnError
+                    | EventType::SessionEnded
+            ) {
+                self.changes.hooks.push(Hook::Event { session, seq });
+            }
         }
         self.session(session)?.next_seq = next_seq;
         Ok(())

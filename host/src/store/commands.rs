@@ -113,7 +113,7 @@ pub struct WriterHandle {
 }
 
 impl WriterHandle {
-    async fn call<O: Op>(&self, op: O) -> Result<O::Output, StoreError> {
+    pub(super) async fn call<O: Op>(&self, op: O) -> Result<O::Output, StoreError> {
         let (reply, rx) = oneshot::channel();
         self.tx
             .send(queued(op, reply))

@@ -17,6 +17,7 @@ use super::records::{
     ApiKeyRecord, AppRecord, DeploymentRecord, IdempotencyRecord, SecretRecord, SessionRecord,
     SessionStatus,
 };
+use super::webhook_records::{DeliveryRecord, WebhookRecord};
 use crate::journal::StoredEvent;
 
 /// A session as a write transaction sees it: its record and the seq its
@@ -169,6 +170,19 @@ pub trait Engine: Send + Sync + 'static {
         route: &str,
         thread: &str,
     ) -> Result<Option<Uuid>, StoreError>;
+
+    /// Every webhook endpoint, oldest first.
+    fn webhooks(&self) -> Result<Vec<WebhookRecord>, StoreError>;
+    /// Pending deliveries due at `now_ms` whose lease (if any) expired,
+    /// soonest first, at most `limit`.
+    fn due_deliveries(&self, now_ms: u64, limit: usize) -> Result<Vec<DeliveryRecord>, StoreError>;
+    /// An endpoint's deliveries, newest first, strictly older than `before`.
+    fn deliveries(
+        &self,
+        webhook: Uuid,
+        before: Option<Uuid>,
+        limit: usize,
+    ) -> Result<Vec<DeliveryRecord>, StoreError>;
 
     /// Whether several hosts may share this engine.
     fn shared(&self) -> bool {
@@ -369,4 +383,20 @@ pub trait WriteTx {
     /// Forgets up to `limit` answers expired at `now_ms` (Unix milliseconds);
     /// returns how many.
     fn purge_idempotency(&mut self, now_ms: u64, limit: usize) -> Result<usize, StoreError>;
+
+    /// Every webhook endpoint (`store::domain::webhooks`).
+    fn webhooks(&mut self) -> Result<Vec<WebhookRecord>, StoreError>;
+    fn webhook(&mut self, id: Uuid) -> Result<Option<WebhookRecord>, StoreError>;
+    fn put_webhook(&mut self, record: &WebhookRecord) -> Result<(), StoreError>;
+    /// Removes an endpoint and its deliveries; whether there was one.
+    fn remove_webhook(&mut self, id: Uuid) -> Result<bool, StoreError>;
+    /// A delivery (an engine shared by several hosts locks its row until the commit).
+    fn delivery(&mut self, id: Uuid) -> Result<Option<DeliveryRecord>, StoreError>;
+    /// Saves a delivery (new or changed).
+    fn put_delivery(&mut self, record: &DeliveryRecord) -> Result<(), StoreError>;
+    /// How many deliveries of an endpoint are pending, as committed.
+    fn pending_deliveries(&mut self, webhook: Uuid) -> Result<u64, StoreError>;
+    /// Removes up to `limit` finished (delivered or failed) deliveries
+    /// made before `before_ms` (Unix ms), oldest first; returns how many.
+    fn purge_deliveries(&mut self, before_ms: u64, limit: usize) -> Result<usize, StoreError>;
 }

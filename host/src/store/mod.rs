@@ -21,6 +21,8 @@ pub(crate) mod postgres;
 mod records;
 pub(crate) mod redb;
 mod start;
+mod webhook_commands;
+mod webhook_records;
 mod writer;
 
 use std::ops::Deref;
@@ -32,11 +34,13 @@ pub(crate) use batch::Quotas;
 pub use commands::WriterHandle;
 #[cfg(test)]
 use domain::IDEMPOTENCY_TTL;
-pub use domain::{BuildOutcome, NewDeployment};
 pub(crate) use domain::{
-    Decision, Idempotency, InputOutcome, MAX_KEY_LEN, OnBusy, ThreadTurn, TurnOutcome, thread_key,
-    unix_ms,
+    AttemptOutcome, Decision, Idempotency, InputOutcome, MAX_KEY_LEN, OnBusy, ThreadTurn,
+    TurnOutcome, WEBHOOK_MAX_PENDING, thread_key, unix_ms,
 };
+pub use domain::{BuildOutcome, NewDeployment};
+#[cfg(test)]
+pub(crate) use domain::{webhook_deployment_data, webhook_event_data};
 pub use engine::SessionFilter;
 pub(crate) use engine::{ApprovalItem, Engine, FeedPage};
 pub(crate) use error::StoreError;
@@ -52,6 +56,9 @@ pub(crate) use records::{
 };
 pub use redb::RedbOptions;
 pub(crate) use start::{Committed, TurnReason, TurnSink, TurnTicket};
+pub(crate) use webhook_records::{
+    DeliveryAttempt, DeliveryRecord, DeliveryState, WEBHOOK_EVENTS, WebhookRecord,
+};
 pub use writer::Writer;
 
 /// The `Redactor` of every secret stored now, for the texts the writer
@@ -142,3 +149,5 @@ mod pg_cluster;
 mod start_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod webhook_tests;

@@ -23,6 +23,7 @@ use std::sync::Arc;
 
 use super::batch::{Batch, Changes, Quotas, WriterState};
 use super::commands::{Command, QUEUE, WriterHandle};
+use super::domain::enqueue_webhooks;
 use super::engine::WriteEngine;
 use super::start::{AppendAck, Committed, Turns, append_ack};
 use super::{CurrentRedactor, Db, StoreError};
@@ -129,6 +130,12 @@ impl Writer {
             let mut batch = Batch::new(tx, state);
             for command in commands.iter_mut() {
                 command.apply(&mut batch);
+            }
+            if !batch.failed()
+                && let Err(err) = enqueue_webhooks(&mut batch)
+            {
+                // The deliveries are part of the batch: without them, nothing.
+                batch.fail(err);
             }
             changes = batch.finish();
             if let Some(err) = &changes.failed {

@@ -6,14 +6,14 @@
 //! DNS answer cannot change in between. No redirects, no proxy, one timeout
 //! for the whole fetch, and a bounded body.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::time::Duration;
 
-use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use reqwest::{Client, Url};
 
 use super::EndUserAuthError;
 use crate::runtime::outbound::non_public_address;
+use crate::runtime::outbound::resolve::PublicOnly;
 
 /// The whole fetch, connecting to the last body byte.
 pub(crate) const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
@@ -73,7 +73,9 @@ pub(super) fn client(allow_insecure: bool) -> Result<Client, EndUserAuthError> {
     let builder = if allow_insecure {
         builder
     } else {
-        builder.dns_resolver(PublicOnly)
+        builder.dns_resolver(PublicOnly {
+            flag: "--allow-insecure-jwks",
+        })
     };
     builder
         .build()
@@ -117,31 +119,4 @@ fn chain(err: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     text
-}
-
-/// Resolves a host name to its public addresses only.
-struct PublicOnly;
-
-impl Resolve for PublicOnly {
-    fn resolve(&self, name: Name) -> Resolving {
-        let host = name.as_str().to_string();
-        Box::pin(async move {
-            let addrs: Vec<SocketAddr> =
-                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            let (public, refused): (Vec<SocketAddr>, Vec<SocketAddr>) =
-                (addrs.into_iter()).partition(|addr| non_public_address(addr.ip()).is_none());
-            if public.is_empty() {
-                let why = match refused.first() {
-                    Some(addr) => format!(
-                        "{host} resolves to {} address {}; the operator's --allow-insecure-jwks allows those",
-                        non_public_address(addr.ip()).unwrap_or("a non-public"),
-                        addr.ip()
-                    ),
-                    None => format!("{host} resolves to no address"),
-                };
-                return Err(why.into());
-            }
-            Ok(Box::new(public.into_iter()) as Addrs)
-        })
-    }
 }

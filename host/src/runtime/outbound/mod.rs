@@ -26,6 +26,7 @@
 
 mod ip;
 pub(crate) mod origin;
+pub(crate) mod resolve;
 mod send;
 
 use std::collections::BTreeMap;

@@ -4,7 +4,7 @@
 use uuid::Uuid;
 
 use super::{BuildOutcome, NewDeployment};
-use crate::store::batch::{Batch, Op};
+use crate::store::batch::{Batch, Hook, Op};
 use crate::store::engine::WriteTx;
 use crate::store::error::corrupt;
 use crate::store::records::{AppRecord, Artifact, DeploymentRecord, DeploymentStatus};
@@ -117,7 +117,7 @@ impl Op for FinishBuild {
             )));
         }
         let now = now_rfc3339();
-        match self.1.clone() {
+        let finished = match self.1.clone() {
             BuildOutcome::Failed(error) => update_deployment(tx, id, |d| {
                 d.status = DeploymentStatus::Failed;
                 d.error = Some(error);
@@ -155,7 +155,9 @@ impl Op for FinishBuild {
                     d.finished_at = Some(now);
                 })
             }
-        }
+        }?;
+        (batch.changes.hooks).push(Hook::Deployment(Box::new(finished.clone())));
+        Ok(finished)
     }
 }
 

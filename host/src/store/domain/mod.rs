@@ -20,6 +20,7 @@ mod recovery;
 mod secrets;
 mod sessions;
 mod threads;
+mod webhooks;
 
 use super::records::{AgentDescription, Artifact, LimitsRecord, PendingApproval};
 use super::start::{TurnReason, TurnTicket};
@@ -46,6 +47,15 @@ pub(super) use sessions::{
 };
 pub(super) use threads::{DecideAt, OpenThread};
 pub(crate) use threads::{ThreadTurn, thread_key};
+pub(crate) use webhooks::{AttemptOutcome, MAX_PENDING as WEBHOOK_MAX_PENDING};
+pub(super) use webhooks::{
+    ClaimDeliveries, CreateWebhook, DeleteWebhook, FinishAttempt, PurgeDeliveries,
+    ReleaseDeliveries, ResendDelivery, RotateWebhook, enqueue as enqueue_webhooks,
+};
+#[cfg(test)]
+pub(crate) use webhooks::{
+    deployment_data as webhook_deployment_data, event_data as webhook_event_data,
+};
 
 /// A deployment to register (the writer assigns the version).
 #[derive(Debug, Clone)]

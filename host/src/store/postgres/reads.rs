@@ -13,6 +13,7 @@ use crate::store::error::corrupt;
 use crate::store::records::{
     ApiKeyRecord, AppRecord, DeploymentRecord, SecretRecord, SessionRecord,
 };
+use crate::store::webhook_records::{DeliveryRecord, WebhookRecord};
 
 type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
 
@@ -298,6 +299,33 @@ impl Engine for PgEngine {
         rows.first()
             .map(|row| row.try_get(0).map_err(corrupt))
             .transpose()
+    }
+
+    fn webhooks(&self) -> Result<Vec<WebhookRecord>, StoreError> {
+        self.records("SELECT record FROM webhooks ORDER BY id", &[])
+    }
+
+    fn due_deliveries(&self, now_ms: u64, limit: usize) -> Result<Vec<DeliveryRecord>, StoreError> {
+        self.records(
+            "SELECT record FROM webhooks_deliveries
+             WHERE pending AND next_at_ms <= $1 AND lease_until_ms < $1
+             ORDER BY next_at_ms LIMIT $2",
+            &[&(now_ms as i64), &(limit as i64)],
+        )
+    }
+
+    fn deliveries(
+        &self,
+        webhook: Uuid,
+        before: Option<Uuid>,
+        limit: usize,
+    ) -> Result<Vec<DeliveryRecord>, StoreError> {
+        self.records(
+            "SELECT record FROM webhooks_deliveries
+             WHERE webhook_id = $1 AND ($2::uuid IS NULL OR id < $2)
+             ORDER BY id DESC LIMIT $3",
+            &[&webhook, &before, &(limit as i64)],
+        )
     }
 
     fn write_engine(&self) -> Result<Box<dyn WriteEngine>, StoreError> {

@@ -101,6 +101,20 @@ const MIGRATIONS: &[&str] = &[
         purged_through bigint NOT NULL
     );
     INSERT INTO approval_feed_marks (head, purged_through) VALUES (0, 0);",
+    // 7: webhook endpoints and their deliveries (`store::domain::webhooks`);
+    // a delivery's lease lets one host at a time attempt it.
+    "CREATE TABLE webhooks (id uuid PRIMARY KEY, record jsonb NOT NULL);
+    CREATE TABLE webhooks_deliveries (
+        id uuid PRIMARY KEY,
+        webhook_id uuid NOT NULL,
+        pending boolean NOT NULL,
+        next_at_ms bigint NOT NULL,
+        lease_until_ms bigint NOT NULL,
+        record jsonb NOT NULL
+    );
+    CREATE INDEX webhooks_deliveries_due ON webhooks_deliveries (next_at_ms) WHERE pending;
+    CREATE INDEX webhooks_deliveries_endpoint ON webhooks_deliveries (webhook_id, id);
+    CREATE INDEX webhooks_deliveries_pending ON webhooks_deliveries (webhook_id) WHERE pending;",
 ];
 
 /// The schema version this binary writes.

@@ -23,6 +23,7 @@ use crate::store::records::{
     ApiKeyRecord, AppRecord, DeploymentRecord, IdempotencyRecord, SecretRecord, SessionRecord,
     SessionStatus,
 };
+use crate::store::webhook_records::{DeliveryRecord, DeliveryState, WebhookRecord};
 
 pub(super) struct PgTx<'c> {
     txn: Transaction<'c>,
@@ -596,5 +597,83 @@ impl WriteTx for PgTx<'_> {
             &[&(now_ms as i64), &(limit as i64)],
         )?;
         Ok(purged as usize)
+    }
+
+    fn webhooks(&mut self) -> Result<Vec<WebhookRecord>, StoreError> {
+        self.all("SELECT record FROM webhooks ORDER BY id", &[])
+    }
+
+    fn webhook(&mut self, id: Uuid) -> Result<Option<WebhookRecord>, StoreError> {
+        // Not locked: claims read it for every delivery, and rows locked
+        // in two orders could deadlock two hosts' claims.
+        self.one("SELECT record FROM webhooks WHERE id = $1", &[&id])
+    }
+
+    fn put_webhook(&mut self, record: &WebhookRecord) -> Result<(), StoreError> {
+        self.execute(
+            "INSERT INTO webhooks (id, record) VALUES ($1, $2)
+             ON CONFLICT (id) DO UPDATE SET record = excluded.record",
+            &[&record.id, &Json(record)],
+        )?;
+        Ok(())
+    }
+
+    fn remove_webhook(&mut self, id: Uuid) -> Result<bool, StoreError> {
+        self.execute(
+            "DELETE FROM webhooks_deliveries WHERE webhook_id = $1",
+            &[&id],
+        )?;
+        Ok(self.execute("DELETE FROM webhooks WHERE id = $1", &[&id])? > 0)
+    }
+
+    fn delivery(&mut self, id: Uuid) -> Result<Option<DeliveryRecord>, StoreError> {
+        self.one(
+            "SELECT record FROM webhooks_deliveries WHERE id = $1 FOR UPDATE",
+            &[&id],
+        )
+    }
+
+    fn put_delivery(&mut self, record: &DeliveryRecord) -> Result<(), StoreError> {
+        let pending = record.state == DeliveryState::Pending;
+        self.execute(
+            "INSERT INTO webhooks_deliveries
+                 (id, webhook_id, pending, next_at_ms, lease_until_ms, record)
+             VALUES ($1, $2, $3, $4, $5, $6)
+             ON CONFLICT (id) DO UPDATE SET pending = excluded.pending,
+                 next_at_ms = excluded.next_at_ms, lease_until_ms = excluded.lease_until_ms,
+                 record = excluded.record",
+            &[
+                &record.id,
+                &record.webhook_id,
+                &pending,
+                &(record.next_at_ms as i64),
+                &(record.lease_until_ms as i64),
+                &Json(record),
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn purge_deliveries(&mut self, before_ms: u64, limit: usize) -> Result<usize, StoreError> {
+        let bound = Uuid::from_u128(u128::from(before_ms) << 80);
+        let purged = self.execute(
+            "DELETE FROM webhooks_deliveries WHERE id IN (
+                 SELECT id FROM webhooks_deliveries WHERE NOT pending AND id < $1
+                 ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)",
+            &[&bound, &(limit as i64)],
+        )?;
+        Ok(purged as usize)
+    }
+
+    fn pending_deliveries(&mut self, webhook: Uuid) -> Result<u64, StoreError> {
+        let rows = self.query(
+            "SELECT count(*) FROM webhooks_deliveries WHERE webhook_id = $1 AND pending",
+            &[&webhook],
+        )?;
+        let n: i64 = rows
+            .first()
+            .map_or(Ok(0), |row| row.try_get(0))
+            .map_err(corrupt)?;
+        Ok(n as u64)
     }
 }

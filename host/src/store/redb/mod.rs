@@ -14,6 +14,7 @@ mod ids_tests;
 mod reads;
 mod tables;
 mod tx;
+mod webhooks;
 
 use std::collections::HashMap;
 use std::path::Path;

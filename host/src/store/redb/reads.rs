@@ -3,7 +3,7 @@
 use redb::{ReadTransaction, ReadableDatabase, ReadableTable};
 use uuid::Uuid;
 
-use super::{RedbEngine, feed, storage, tables};
+use super::{RedbEngine, feed, storage, tables, webhooks};
 use crate::journal::{StoredEvent, decode_record, record_id, seq_of};
 use crate::store::StoreError;
 use crate::store::engine::{ApprovalItem, Engine, FeedPage, SessionFilter, WriteEngine};
@@ -11,6 +11,7 @@ use crate::store::error::corrupt;
 use crate::store::records::{
     ApiKeyRecord, AppRecord, DeploymentRecord, DeploymentStatus, SecretRecord, SessionRecord,
 };
+use crate::store::webhook_records::{DeliveryRecord, WebhookRecord};
 
 fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
     serde_json::from_slice(bytes).map_err(corrupt)
@@ -234,6 +235,24 @@ impl Engine for RedbEngine {
         let table = txn.open_table(tables::THREADS).map_err(storage)?;
         let session = table.get((app.as_u128(), route, thread)).map_err(storage)?;
         Ok(session.map(|v| Uuid::from_u128(v.value())))
+    }
+
+    fn webhooks(&self) -> Result<Vec<WebhookRecord>, StoreError> {
+        webhooks::webhooks(&self.db.begin_read().map_err(storage)?)
+    }
+
+    fn due_deliveries(&self, now_ms: u64, limit: usize) -> Result<Vec<DeliveryRecord>, StoreError> {
+        webhooks::due(&self.db.begin_read().map_err(storage)?, now_ms, limit)
+    }
+
+    fn deliveries(
+        &self,
+        webhook: Uuid,
+        before: Option<Uuid>,
+        limit: usize,
+    ) -> Result<Vec<DeliveryRecord>, StoreError> {
+        let txn = self.db.begin_read().map_err(storage)?;
+        webhooks::deliveries(&txn, webhook, before, limit)
     }
 
     fn write_engine(&self) -> Result<Box<dyn WriteEngine>, StoreError> {

@@ -63,6 +63,19 @@ pub(super) const APPROVAL_FEED_SESSIONS: TableDefinition<(u128, u64), ()> =
 pub(super) const APPROVAL_FEED_MARKS: TableDefinition<&str, u64> =
     TableDefinition::new("approval_feed_marks_v1");
 
+/// webhook id → WebhookRecord (JSON) (`store::domain::webhooks`).
+pub(super) const WEBHOOKS: TableDefinition<u128, &[u8]> =
+    TableDefinition::new("webhooks_endpoints_v1");
+/// delivery id → DeliveryRecord (JSON).
+pub(super) const WEBHOOK_DELIVERIES: TableDefinition<u128, &[u8]> =
+    TableDefinition::new("webhooks_deliveries_v1");
+/// (webhook id, delivery id) → (): an endpoint's deliveries.
+pub(super) const WEBHOOK_BY_ENDPOINT: TableDefinition<(u128, u128), ()> =
+    TableDefinition::new("webhooks_by_endpoint_v1");
+/// (webhook id, delivery id) → (): the pending ones only.
+pub(super) const WEBHOOK_PENDING: TableDefinition<(u128, u128), ()> =
+    TableDefinition::new("webhooks_pending_v1");
+
 /// Makes sure every table exists.
 pub(super) fn create_all(db: &Database) -> Result<(), StoreError> {
     let txn = db.begin_write().map_err(storage)?;
@@ -85,6 +98,10 @@ pub(super) fn create_all(db: &Database) -> Result<(), StoreError> {
         txn.open_table(APPROVAL_FEED).map_err(storage)?;
         txn.open_table(APPROVAL_FEED_SESSIONS).map_err(storage)?;
         txn.open_table(APPROVAL_FEED_MARKS).map_err(storage)?;
+        txn.open_table(WEBHOOKS).map_err(storage)?;
+        txn.open_table(WEBHOOK_DELIVERIES).map_err(storage)?;
+        txn.open_table(WEBHOOK_BY_ENDPOINT).map_err(storage)?;
+        txn.open_table(WEBHOOK_PENDING).map_err(storage)?;
         let mut open = txn.open_table(OPEN_SESSIONS).map_err(storage)?;
         if fill_open {
             let sessions = txn.open_table(SESSIONS).map_err(storage)?;

@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 use redb::{ReadableTable, Table, TableDefinition, WriteTransaction};
 use uuid::Uuid;
 
-use super::{storage, tables};
+use super::{storage, tables, webhooks};
 use crate::journal::{StoredEvent, decode_record, event_id, seq_of};
 use crate::store::StoreError;
 use crate::store::engine::{AppLoad, EventRow, FeedRow, SessionRow, WriteTx};
@@ -17,6 +17,7 @@ use crate::store::records::{
     ApiKeyRecord, AppRecord, DeploymentRecord, IdempotencyRecord, SecretRecord, SessionRecord,
     SessionStatus,
 };
+use crate::store::webhook_records::{DeliveryRecord, WebhookRecord};
 
 pub(super) struct RedbTx<'t> {
     txn: &'t WriteTransaction,
@@ -518,5 +519,37 @@ impl WriteTx for RedbTx<'_> {
                 .map_err(storage)?;
         }
         Ok(expired.len())
+    }
+
+    fn webhooks(&mut self) -> Result<Vec<WebhookRecord>, StoreError> {
+        webhooks::tx_webhooks(self.txn)
+    }
+
+    fn webhook(&mut self, id: Uuid) -> Result<Option<WebhookRecord>, StoreError> {
+        webhooks::tx_webhook(self.txn, id)
+    }
+
+    fn put_webhook(&mut self, record: &WebhookRecord) -> Result<(), StoreError> {
+        webhooks::put_webhook(self.txn, record)
+    }
+
+    fn remove_webhook(&mut self, id: Uuid) -> Result<bool, StoreError> {
+        webhooks::remove_webhook(self.txn, id)
+    }
+
+    fn delivery(&mut self, id: Uuid) -> Result<Option<DeliveryRecord>, StoreError> {
+        webhooks::delivery(self.txn, id)
+    }
+
+    fn put_delivery(&mut self, record: &DeliveryRecord) -> Result<(), StoreError> {
+        webhooks::put_delivery(self.txn, record)
+    }
+
+    fn pending_deliveries(&mut self, webhook: Uuid) -> Result<u64, StoreError> {
+        webhooks::pending_count(self.txn, webhook)
+    }
+
+    fn purge_deliveries(&mut self, before_ms: u64, limit: usize) -> Result<usize, StoreError> {
+        webhooks::purge(self.txn, before_ms, limit)
     }
 }
