@@ -22,6 +22,7 @@ mod cluster_tls;
 mod console;
 mod controls;
 mod crash;
+mod decisions;
 mod deploy;
 mod dev;
 mod edges;

@@ -325,6 +325,8 @@ async fn a_resumed_turn_that_started_is_never_run_again() {
         approver: "alice".into(),
         key_id: "k".into(),
         end_user: None,
+        details: Default::default(),
+        checked_seq: None,
     };
     let resumed = writer.decide(session.id, decision).await.unwrap();
     // The resumed turn did something, then the process died.
@@ -498,6 +500,8 @@ async fn the_approvals_feed_follows_every_approval_in_commit_order() {
         approver: "ann".into(),
         key_id: "key_1".into(),
         end_user: None,
+        details: Default::default(),
+        checked_seq: None,
     };
     writer.decide(a.id, decision).await.unwrap();
     let (head, pending) = store.approval_snapshot(None).unwrap();

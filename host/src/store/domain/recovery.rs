@@ -55,6 +55,7 @@ impl Op for Recover {
                         approved: resume.approved,
                         approver: resume.approver,
                         pending: Box::new(resume.pending),
+                        details: Box::new(resume.details),
                     },
                     None => TurnReason::Input,
                 };

@@ -1,0 +1,280 @@
+//! Richer decisions (`POST /sessions/{id}/approval` with `arguments`,
+//! `message`, `result`), through real components of the three SDKs: edited
+//! arguments run the tool with them, a denial carries its message to the
+//! agent, a given result answers in place of the tool; an invalid edit is
+//! 422 and decides nothing. The Rust one also through the approvals feed and
+//! the AG-UI resume; the Python one on both engines (`Server` follows
+//! `AGENTHOST_TEST_STORE`).
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::agents::{self, TERMINAL};
+use crate::support::{self, EventStream, Server, bundle};
+
+/// What an agent says after each decision of `scenario`.
+struct Says {
+    /// `delete <original>` approved with `{"name": <edited>}`.
+    edited: &'static str,
+    /// `delete <denied>` denied by alice with the message `not on Fridays`.
+    denied: &'static str,
+    /// `delete <answered>` answered with the result `{"deleted": <answered>}`.
+    answered: &'static str,
+}
+
+fn said(events: &[Value]) -> String {
+    agents::said(events).last().cloned().unwrap_or_default()
+}
+
+fn one<'a>(events: &'a [Value], kind: &str) -> &'a Value {
+    let found = agents::of_type(events, kind);
+    assert_eq!(found.len(), 1, "one {kind} in {events:#?}");
+    found[0]
+}
+
+async fn input(server: &Server, stream: &mut EventStream, session: &str, text: &str) {
+    agents::input(server, session, text).await;
+    let events = stream.until(TERMINAL).await;
+    assert_eq!(
+        agents::last(&events)["type"],
+        "TOOL_APPROVAL_REQUIRED",
+        "{events:#?}"
+    );
+}
+
+async fn decide(server: &Server, session: &str, body: Value) -> (u16, Value) {
+    server
+        .post(&format!("/sessions/{session}/approval"), body)
+        .await
+}
+
+/// On the app `slug` (route `/ops`, gated `delete_record` taking
+/// `{"name": string}`), a session whose first input is `first`: an invalid
+/// edit is refused and decides nothing, then an edit, a denial with a
+/// message and a given result, each checked in the journal and in what the
+/// agent says.
+async fn scenario(server: &Server, slug: &str, first: &str, names: [&str; 4], says: Says) {
+    let [original, edited, denied, answered] = names;
+    let session = server.session(slug, "/ops", json!(first)).await;
+    let mut stream = server.events(&session, None).await;
+    stream.until(&["TURN_ENDED"]).await;
+
+    // An edit that breaks the tool's schema: 422, nothing decided.
+    input(server, &mut stream, &session, &format!("delete {original}")).await;
+    let (status, body) = decide(
+        server,
+        &session,
+        json!({"approved": true, "arguments": {"name": 5}}),
+    )
+    .await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(body["error"]["code"], "invalid_arguments", "{body}");
+    assert!(
+        body["error"]["message"].as_str().unwrap().contains("/name"),
+        "{body}"
+    );
+    let (status, body) = decide(
+        server,
+        &session,
+        json!({"approved": false, "arguments": {"name": edited}}),
+    )
+    .await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (422, &json!("invalid_body"))
+    );
+    let (_, record) = server.get(&format!("/sessions/{session}")).await;
+    assert_eq!(record["status"], "awaiting_approval", "{record}");
+    let (_, approvals) = server.get(&format!("/approvals?app={slug}")).await;
+    assert_eq!(approvals["items"].as_array().unwrap().len(), 1);
+
+    // Approved with edited arguments: the tool runs with them.
+    let (status, body) = decide(
+        server,
+        &session,
+        json!({"approved": true, "arguments": {"name": edited}, "message": "the other one"}),
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+    let events = stream.until(&["TURN_ENDED", "TURN_ERROR"]).await;
+    let granted = &one(&events, "TOOL_APPROVAL_GRANTED")["payload"];
+    assert_eq!(granted["arguments"], json!({"name": edited}));
+    assert_eq!(granted["original_arguments"], json!({"name": original}));
+    assert_eq!(granted["message"], "the other one");
+    let result = &one(&events, "TOOL_RESULT")["payload"];
+    assert_eq!(result["status"], "ok", "{events:#?}");
+    assert_eq!(result["output"], json!({"deleted": edited}));
+    assert_eq!(agents::last(&events)["type"], "TURN_ENDED");
+    assert_eq!(said(&events), says.edited);
+
+    // Denied with a message: the agent reads it, the output carries it.
+    input(server, &mut stream, &session, &format!("delete {denied}")).await;
+    let body = json!({"approved": false, "approver": "alice", "message": "not on Fridays"});
+    let (status, answer) = decide(server, &session, body).await;
+    assert_eq!(status, 202, "{answer}");
+    let events = stream.until(&["TURN_ENDED", "TURN_ERROR"]).await;
+    let refused = &one(&events, "TOOL_APPROVAL_DENIED")["payload"];
+    assert_eq!(refused["message"], "not on Fridays");
+    let result = &one(&events, "TOOL_RESULT")["payload"];
+    assert_eq!(result["status"], "denied");
+    assert_eq!(result["output"], "denied by alice: not on Fridays");
+    assert_eq!(agents::last(&events)["type"], "TURN_ENDED");
+    assert_eq!(said(&events), says.denied);
+
+    // A result given in place of the tool: the tool does not run.
+    input(server, &mut stream, &session, &format!("delete {answered}")).await;
+    let given = json!({"deleted": answered});
+    let (status, body) = decide(server, &session, json!({"approved": true, "result": given})).await;
+    assert_eq!(status, 202, "{body}");
+    let events = stream.until(&["TURN_ENDED", "TURN_ERROR"]).await;
+    assert_eq!(
+        one(&events, "TOOL_APPROVAL_GRANTED")["payload"]["result"],
+        given
+    );
+    let result = &one(&events, "TOOL_RESULT")["payload"];
+    assert_eq!(result["status"], "ok", "{events:#?}");
+    assert_eq!(result["output"], given);
+    assert_eq!(agents::last(&events)["type"], "TURN_ENDED", "{events:#?}");
+    assert_eq!(said(&events), says.answered);
+}
+
+async fn deploy_ops(server: &Server) {
+    let manifest = "[app]\nslug = \"ops\"\n[agent]\nentry = \"ops.wasm\"\n";
+    let component = support::guest("ops");
+    let (status, row) = server
+        .upload(bundle(&[("ops.wasm", &component)]), manifest)
+        .await;
+    assert_eq!(status, 202, "{row}");
+    assert_eq!(server.wait_built(&row).await["status"], "active");
+}
+
+/// The Rust SDK (`examples/ops`): `delete_record` of a record that does not
+/// exist fails, so the given result for `ghost` shows the tool never ran.
+#[tokio::test]
+async fn rust_edits_denials_with_a_message_and_given_results() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    deploy_ops(&server).await;
+    let says = Says {
+        edited: "Deleted pears. Records: apples.",
+        denied: "The deletion of apples was denied by alice: not on Fridays. Records: apples.",
+        answered: "Deleted ghost. Records: apples.",
+    };
+    let names = ["apples", "pears", "apples", "ghost"];
+    scenario(&server, "ops", "add apples pears", names, says).await;
+}
+
+/// The decided entry of the approvals feed carries the decision's event,
+/// message included; a message past its bound is refused.
+#[tokio::test]
+async fn the_feed_shows_the_message_and_long_messages_are_refused() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    deploy_ops(&server).await;
+    let session = server.session("ops", "/ops", json!("add a")).await;
+    let mut stream = server.events(&session, None).await;
+    stream.until(&["TURN_ENDED"]).await;
+    input(&server, &mut stream, &session, "delete a").await;
+    let mut feed = server.approval_feed("", None).await;
+    let wait = Duration::from_secs(60);
+    assert_eq!(
+        feed.frame(wait).await.unwrap().event.as_deref(),
+        Some("APPROVALS_SNAPSHOT")
+    );
+    let long = "x".repeat(4097);
+    let (status, body) = decide(
+        &server,
+        &session,
+        json!({"approved": false, "message": long}),
+    )
+    .await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (422, &json!("invalid_body"))
+    );
+    let at_bound = "y".repeat(4096);
+    let (status, body) = decide(
+        &server,
+        &session,
+        json!({"approved": false, "message": at_bound}),
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+    let decided = feed.frame(wait).await.unwrap();
+    assert_eq!(decided.event.as_deref(), Some("APPROVAL_DECIDED"));
+    let event = &decided.json()["event"];
+    assert_eq!(event["type"], "TOOL_APPROVAL_DENIED");
+    assert_eq!(event["payload"]["message"], json!(at_bound));
+}
+
+/// A given result reaches the journal exactly as given (the host accepts
+/// only that output as the call's `ok` result); `result` with `arguments`,
+/// or with a denial, is refused.
+#[tokio::test]
+async fn a_given_result_is_reported_exactly_and_conflicting_fields_are_refused() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    deploy_ops(&server).await;
+    let session = server.session("ops", "/ops", json!("add a")).await;
+    let mut stream = server.events(&session, None).await;
+    stream.until(&["TURN_ENDED"]).await;
+    input(&server, &mut stream, &session, "delete a").await;
+    let given = json!({"deleted": "a", "n": [1, 2.5, "3"], "nested": {"k": null}});
+    let (status, body) = decide(
+        &server,
+        &session,
+        json!({"approved": true, "result": given}),
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+    let events = stream.until(&["TURN_ENDED", "TURN_ERROR"]).await;
+    assert_eq!(one(&events, "TOOL_RESULT")["payload"]["output"], given);
+    assert_eq!(agents::last(&events)["type"], "TURN_ENDED", "{events:#?}");
+    // `result` and `arguments` together, or a result with a denial: 422.
+    input(&server, &mut stream, &session, "delete a").await;
+    for body in [
+        json!({"approved": true, "result": 1, "arguments": {"name": "a"}}),
+        json!({"approved": false, "result": 1}),
+    ] {
+        let (status, answer) = decide(&server, &session, body).await;
+        assert_eq!(
+            (status, &answer["error"]["code"]),
+            (422, &json!("invalid_body"))
+        );
+    }
+}
+
+/// The Python SDK (the `checks` agent), on both engines.
+#[tokio::test]
+async fn python_edits_denials_with_a_message_and_given_results() {
+    let dir = support::data_dir();
+    let server = agents::server(dir.path(), &[]).await;
+    let component = crate::python::python_guest("tests/fixtures/python/checks");
+    let manifest = agents::manifest("checks-py", "python", "");
+    agents::deploy(&server, &component, &manifest).await;
+    let says = Says {
+        edited: "Deleted pears.",
+        denied: "The delete_record call was denied by alice: not on Fridays.",
+        answered: "Deleted plums.",
+    };
+    let names = ["apples", "pears", "kiwis", "plums"];
+    scenario(&server, "checks-py", "add apples", names, says).await;
+}
+
+/// The TypeScript SDK (the `checks` agent).
+#[tokio::test]
+async fn typescript_edits_denials_with_a_message_and_given_results() {
+    let dir = support::data_dir();
+    let server = agents::server(dir.path(), &[]).await;
+    let component = crate::typescript::typescript_guest("tests/fixtures/typescript/checks");
+    let manifest = agents::manifest("checks-ts", "typescript", "");
+    agents::deploy(&server, &component, &manifest).await;
+    let says = Says {
+        edited: "Deleted pears.",
+        denied: "The delete_record call was denied by alice: not on Fridays.",
+        answered: "Deleted plums.",
+    };
+    let names = ["apples", "pears", "kiwis", "plums"];
+    scenario(&server, "checks-ts", "add apples", names, says).await;
+}
