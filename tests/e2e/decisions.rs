@@ -278,3 +278,192 @@ async fn typescript_edits_denials_with_a_message_and_given_results() {
     let names = ["apples", "pears", "kiwis", "plums"];
     scenario(&server, "checks-ts", "add apples", names, says).await;
 }
+
+/// The console (a real Chromium): a person edits the arguments in place and
+/// approves, then denies the next call with a message; the agent says both.
+#[tokio::test]
+async fn the_console_edits_arguments_in_place_and_denies_with_a_message() {
+    use crate::support::browser::Browser;
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    deploy_ops(&server).await;
+    let session = server
+        .session("ops", "/ops", json!("add apples pears"))
+        .await;
+    let browser = Browser::start().await;
+    browser.goto(&server.url("/")).await;
+    let enter = char::from(fantoccini::key::Key::Enter);
+    browser
+        .fill(
+            ".signin input[type=password]",
+            &format!("{}{enter}", support::KEY),
+        )
+        .await;
+    browser.go(&format!("#/sessions/{session}")).await;
+    let says = |text: &str| {
+        format!(
+            "[...document.querySelectorAll('.msg[data-role=assistant]:not(.streaming) .text')]
+                .some((m) => m.textContent === {})",
+            json!(text)
+        )
+    };
+    let waiting =
+        "document.querySelector('.session-status')?.dataset.status === 'awaiting_approval'";
+    let send = |text: &'static str| {
+        let browser = &browser;
+        async move {
+            browser
+                .until(
+                    "the Send button to be enabled",
+                    "document.querySelector('.composer button')?.disabled === false",
+                )
+                .await;
+            browser
+                .fill(".composer textarea", &format!("{text}{enter}"))
+                .await;
+        }
+    };
+    browser
+        .until(
+            "the first turn",
+            &says("Added apples. Added pears. Records: apples, pears."),
+        )
+        .await;
+
+    send("delete apples").await;
+    browser.until("the call to wait", waiting).await;
+    browser
+        .click(".decision-dock .edit-arguments summary")
+        .await;
+    let shown = browser
+        .js("JSON.parse(document.querySelector('.decision-dock textarea[name=arguments]').value)")
+        .await;
+    assert_eq!(
+        shown,
+        json!({"name": "apples"}),
+        "the agent's arguments, to edit"
+    );
+    browser
+        .fill(".decision-dock textarea[name=arguments]", r#"{"name": 7}"#)
+        .await;
+    browser.click_labelled(".decision-dock", "Approve").await;
+    browser
+        .until(
+            "the schema's refusal in the form",
+            "document.querySelector('.decision-dock .form-error')?.textContent.includes('name')",
+        )
+        .await;
+    browser
+        .fill(
+            ".decision-dock textarea[name=arguments]",
+            r#"{"name": "pears"}"#,
+        )
+        .await;
+    browser.click_labelled(".decision-dock", "Approve").await;
+    browser
+        .until(
+            "the edited call's result",
+            &says("Deleted pears. Records: apples."),
+        )
+        .await;
+
+    send("delete apples").await;
+    browser.until("the call to wait", waiting).await;
+    browser
+        .fill(".decision-dock input[name=message]", "keep it for now")
+        .await;
+    browser.click_labelled(".decision-dock", "Deny").await;
+    browser
+        .until(
+            "the denial with its message",
+            &says(
+                "The deletion of apples was denied by bootstrap: keep it for now. Records: apples.",
+            ),
+        )
+        .await;
+    let (_, events) = server.get(&format!("/sessions/{session}")).await;
+    assert_eq!(events["status"], "idle");
+    // The one thing logged: the refused edit's 422.
+    for error in browser.errors().await {
+        assert!(error.to_string().contains("422"), "{error}");
+    }
+}
+
+/// POSTs a RunAgentInput to `/ag-ui/ops/ops`; the status and the events.
+async fn ag_ui(server: &Server, body: Value) -> (u16, Vec<Value>) {
+    let response = server
+        .client
+        .post(server.url("/ag-ui/ops/ops"))
+        .bearer_auth(support::KEY)
+        .json(&body)
+        .send()
+        .await
+        .expect("POST");
+    let status = response.status().as_u16();
+    let text = response.text().await.expect("body");
+    if status != 200 {
+        return (status, vec![serde_json::from_str(&text).expect("JSON")]);
+    }
+    let events = (text.lines())
+        .filter_map(|line| line.strip_prefix("data: "))
+        .map(|data| serde_json::from_str(data).expect("JSON event"))
+        .collect();
+    (status, events)
+}
+
+/// An AG-UI `resume` carries edited arguments and a message: a schema
+/// mismatch is refused (422, nothing decided), the edit runs the tool.
+#[tokio::test]
+async fn an_ag_ui_resume_carries_edited_arguments_and_a_message() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    deploy_ops(&server).await;
+    let input = |text: &str| {
+        json!({"threadId": "t1", "runId": text, "tools": [], "context": [],
+               "messages": [{"id": "m1", "role": "user", "content": text}]})
+    };
+    let (status, _) = ag_ui(&server, input("add apples pears")).await;
+    assert_eq!(status, 200);
+    let (_, events) = ag_ui(&server, input("delete apples")).await;
+    let interrupt = &events.last().unwrap()["outcome"]["interrupts"][0];
+    let properties = &interrupt["responseSchema"]["properties"];
+    for field in ["arguments", "message", "result"] {
+        assert!(properties.get(field).is_some(), "{properties}");
+    }
+    let resume = |payload: Value| {
+        json!({"threadId": "t1", "runId": "r", "messages": [],
+               "resume": [{"interruptId": interrupt["id"], "status": "resolved", "payload": payload}]})
+    };
+    let (status, body) = ag_ui(
+        &server,
+        resume(json!({"approved": true, "arguments": {"name": []}})),
+    )
+    .await;
+    assert_eq!(status, 422, "{body:?}");
+    assert_eq!(body[0]["error"]["code"], "invalid_arguments");
+    let (_, approvals) = server.get("/approvals").await;
+    assert_eq!(approvals["items"].as_array().unwrap().len(), 1, "undecided");
+    let (status, events) = ag_ui(
+        &server,
+        resume(json!({"approved": true, "approver": "alice",
+                      "arguments": {"name": "pears"}, "message": "pears, not apples"})),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let result = events
+        .iter()
+        .find(|e| e["type"] == "TOOL_CALL_RESULT")
+        .expect("the call's result");
+    assert_eq!(result["content"], json!({"deleted": "pears"}).to_string());
+    let session = events[0]["metadata"]["agenthost"]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut stream = server.events(&session, None).await;
+    let journal = stream.until(&["TOOL_APPROVAL_GRANTED"]).await;
+    let granted = &agents::last(&journal)["payload"];
+    assert_eq!(granted["arguments"], json!({"name": "pears"}));
+    assert_eq!(granted["original_arguments"], json!({"name": "apples"}));
+    assert_eq!(granted["message"], "pears, not apples");
+    assert_eq!(granted["approver"], "alice");
+}

@@ -58,6 +58,8 @@ pub(super) fn details(
 /// `describe`), and returns the seq of the TOOL_APPROVAL_REQUIRED checked
 /// (the writer refuses the decision if another call is pending by then).
 /// 422 `invalid_arguments` names the violations; the decision is not made.
+/// With nothing pending it checks nothing and returns `None`: the writer
+/// answers (409, or the first answer again for a retried idempotency key).
 /// A tool `describe` did not list (gated by the manifest or the policy
 /// only) has no schema: any JSON is accepted.
 pub(super) async fn check_arguments(
@@ -85,10 +87,7 @@ pub(super) async fn check_arguments(
         })
         .await?;
     let Some((seq, tool, schema)) = found else {
-        return Err(StoreError::Conflict(
-            "no approval is pending: it was already decided, or the turn ended".into(),
-        )
-        .into());
+        return Ok(None);
     };
     let Some(schema) = schema else {
         return Ok(Some(seq));
