@@ -140,10 +140,15 @@ async fn scenario(server: &Server, slug: &str, first: &str, names: [&str; 4], sa
 }
 
 async fn deploy_ops(server: &Server) {
-    let manifest = "[app]\nslug = \"ops\"\n[agent]\nentry = \"ops.wasm\"\n";
+    deploy_ops_with(server, "").await;
+}
+
+/// Deploys `examples/ops` as `ops`, with `extra` manifest text.
+async fn deploy_ops_with(server: &Server, extra: &str) {
+    let manifest = format!("[app]\nslug = \"ops\"\n[agent]\nentry = \"ops.wasm\"\n{extra}");
     let component = support::guest("ops");
     let (status, row) = server
-        .upload(bundle(&[("ops.wasm", &component)]), manifest)
+        .upload(bundle(&[("ops.wasm", &component)]), &manifest)
         .await;
     assert_eq!(status, 202, "{row}");
     assert_eq!(server.wait_built(&row).await["status"], "active");
@@ -466,4 +471,56 @@ async fn an_ag_ui_resume_carries_edited_arguments_and_a_message() {
     assert_eq!(granted["original_arguments"], json!({"name": "apples"}));
     assert_eq!(granted["message"], "pears, not apples");
     assert_eq!(granted["approver"], "alice");
+}
+
+/// An end user who may decide their own calls (`approver = "end_user"`)
+/// approves or denies what the agent proposed, with a message: rewriting
+/// the call or answering for the tool is an operator's (403).
+#[tokio::test]
+async fn an_end_user_may_add_a_message_but_not_edit_the_call_or_answer_for_it() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    deploy_ops_with(&server, "[tools.delete_record]\napprover = \"end_user\"\n").await;
+    let ada = server.end_user_token("ops", "ada").await;
+    let as_ada = |path: String, body: Value| {
+        let request = server.client.post(server.url(&path)).bearer_auth(&ada);
+        async move { support::status_and_json(request.json(&body).send().await.unwrap()).await }
+    };
+    let body = json!({"app": "ops", "route": "/ops", "input": "add apples"});
+    let (status, created) = as_ada("/sessions".into(), body).await;
+    assert_eq!(status, 201, "{created}");
+    let session = created["session_id"].as_str().unwrap().to_string();
+    let mut stream = server.events(&session, None).await;
+    stream.until(&["TURN_ENDED"]).await;
+    let (status, _) = as_ada(
+        format!("/sessions/{session}/input"),
+        json!({"input": "delete apples"}),
+    )
+    .await;
+    assert_eq!(status, 202);
+    stream.until(&["TOOL_APPROVAL_REQUIRED"]).await;
+    let path = format!("/sessions/{session}/approval");
+    for body in [
+        json!({"approved": true, "arguments": {"name": "pears"}}),
+        json!({"approved": true, "result": {"deleted": "apples"}}),
+    ] {
+        let (status, answer) = as_ada(path.clone(), body).await;
+        assert_eq!(
+            (status, &answer["error"]["code"]),
+            (403, &json!("forbidden")),
+            "{answer}"
+        );
+    }
+    let (_, record) = server.get(&format!("/sessions/{session}")).await;
+    assert_eq!(record["status"], "awaiting_approval", "nothing decided");
+    let body = json!({"approved": false, "message": "I changed my mind"});
+    let (status, answer) = as_ada(path, body).await;
+    assert_eq!(status, 202, "{answer}");
+    let events = stream.until(&["TURN_ENDED"]).await;
+    let denied = &one(&events, "TOOL_APPROVAL_DENIED")["payload"];
+    assert_eq!(denied["message"], "I changed my mind");
+    assert_eq!(
+        said(&events),
+        "The deletion of apples was denied by ada: I changed my mind. Records: apples."
+    );
 }

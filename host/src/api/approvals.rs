@@ -62,6 +62,15 @@ pub(super) async fn decide(
     let end_user = principal.user_id().map(str::to_string);
     if end_user.is_some() {
         super::sessions::visible_session(&state, &principal, &id).await?;
+        // The end user confirms or refuses what the agent proposed; only an
+        // operator may rewrite the call or answer in place of the tool.
+        if body.arguments.is_some() || body.result.is_some() {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "an end user approves or denies the call as the agent proposed it (with a `message` if they like): `arguments` and `result` need a platform key",
+            ));
+        }
     }
     let approver = match body.approver.map(|a| a.trim().to_string()) {
         _ if end_user.is_some() => end_user.clone().unwrap_or_default(),

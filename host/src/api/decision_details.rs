@@ -13,6 +13,11 @@ use crate::store::{DecisionDetails, StoreError};
 /// Longest `message` accepted, in bytes (docs/limits.md).
 pub(super) const MAX_MESSAGE: usize = 4096;
 
+/// Largest `arguments` or `result`, serialized: the one-JSON-payload limit a
+/// turn's tool call or output has (docs/limits.md), so the resumed turn can
+/// report what the human gave.
+pub(super) const MAX_EDIT: usize = 256 << 10;
+
 /// How many schema violations a 422 names.
 const MAX_VIOLATIONS: usize = 5;
 
@@ -31,6 +36,14 @@ pub(super) fn details(
             "`arguments` and `result` come only with `\"approved\": true`: a denied call runs nothing"
                 .into(),
         ));
+    }
+    for (name, value) in [("arguments", &arguments), ("result", &result)] {
+        let size = value.as_ref().map_or(0, |v| v.to_string().len());
+        if size > MAX_EDIT {
+            return Err(invalid(format!(
+                "`{name}` is larger than {MAX_EDIT} bytes as JSON (the limit of a tool call's arguments or output)"
+            )));
+        }
     }
     if arguments.is_some() && result.is_some() {
         return Err(invalid(
@@ -141,6 +154,17 @@ mod tests {
         let ok = details(true, args.clone(), Some("  why  ".into()), None).unwrap();
         assert_eq!(ok.message.as_deref(), Some("why"));
         assert!(details(false, None, Some("no".into()), None).is_ok());
+    }
+
+    #[test]
+    fn edits_are_bounded_as_a_tool_payload_is() {
+        // `"` + n bytes + `"`: exactly at the bound, then one byte over.
+        let at = json!("x".repeat(MAX_EDIT - 2));
+        assert!(details(true, None, None, Some(at.clone())).is_ok());
+        assert!(details(true, Some(at), None, None).is_ok());
+        let over = json!("x".repeat(MAX_EDIT - 1));
+        assert!(details(true, None, None, Some(over.clone())).is_err());
+        assert!(details(true, Some(over), None, None).is_err());
     }
 
     #[test]
