@@ -524,3 +524,37 @@ async fn an_end_user_may_add_a_message_but_not_edit_the_call_or_answer_for_it() 
         "The deletion of apples was denied by ada: I changed my mind. Records: apples."
     );
 }
+
+/// An edit retried with its `Idempotency-Key` gets its first answer again
+/// (the call is no longer pending, so there is nothing to check it against:
+/// the writer answers), and nothing more is journaled.
+#[tokio::test]
+async fn an_edit_retried_with_its_idempotency_key_gets_its_first_answer() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    deploy_ops(&server).await;
+    let session = server
+        .session("ops", "/ops", json!("add apples pears"))
+        .await;
+    let mut stream = server.events(&session, None).await;
+    stream.until(&["TURN_ENDED"]).await;
+    input(&server, &mut stream, &session, "delete apples").await;
+    let body = json!({"approved": true, "arguments": {"name": "pears"}});
+    let post = || {
+        let request = server
+            .client
+            .post(server.url(&format!("/sessions/{session}/approval")))
+            .bearer_auth(support::KEY)
+            .header("Idempotency-Key", "edit-1")
+            .json(&body);
+        async move { support::status_and_json(request.send().await.unwrap()).await }
+    };
+    let (status, first) = post().await;
+    assert_eq!(status, 202, "{first}");
+    let events = stream.until(&["TURN_ENDED"]).await;
+    assert_eq!(said(&events), "Deleted pears. Records: apples.");
+    let (status, again) = post().await;
+    assert_eq!((status, &again), (202, &first));
+    let (status, plain) = decide(&server, &session, body.clone()).await;
+    assert_eq!(status, 409, "without the key: {plain}");
+}

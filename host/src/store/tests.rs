@@ -577,3 +577,65 @@ async fn the_approvals_feed_follows_every_approval_in_commit_order() {
     assert_eq!((page.head, page.purged_through), (4, 3));
     assert_eq!(page.items.iter().map(|i| i.seq).collect::<Vec<_>>(), [4]);
 }
+
+/// Edited arguments are decided only against the call the API checked them
+/// against: a check of another call (or none) is a conflict that decides
+/// nothing; the right one resumes with the edit everywhere the turn reads
+/// the call, and the journal keeps the agent's arguments beside it.
+#[tokio::test]
+async fn an_edit_decides_only_the_call_it_was_checked_against() {
+    let (_dir, store, writer) = open();
+    deployed(&writer).await;
+    let (s, t) = writer
+        .create_session("app".into(), "/chat".into(), json!("a"))
+        .await
+        .unwrap();
+    let call = ToolCallRecord {
+        tool_call_id: "call_1_1".into(),
+        name: "refund".into(),
+        arguments: json!({"amount": 5}),
+    };
+    suspend(&writer, s.id, t.turn, call, json!("a")).await;
+    let pending = store.session(s.id).unwrap().unwrap().pending_approval;
+    let seq = pending.unwrap().event_seq;
+    let edit = |checked_seq| Decision {
+        approved: true,
+        approver: "ann".into(),
+        key_id: "k".into(),
+        end_user: None,
+        details: DecisionDetails {
+            arguments: Some(json!({"amount": 3})),
+            message: None,
+            result: None,
+        },
+        checked_seq,
+    };
+    for stale in [Some(seq + 1), None] {
+        let refused = writer.decide(s.id, edit(stale)).await.unwrap_err();
+        assert!(matches!(refused, StoreError::Conflict(_)), "{refused:?}");
+    }
+    let record = store.session(s.id).unwrap().unwrap();
+    assert!(record.pending_approval.is_some(), "nothing decided");
+    let ticket = writer.decide(s.id, edit(Some(seq))).await.unwrap();
+    let TurnReason::ApprovalDecision {
+        pending, details, ..
+    } = ticket.reason
+    else {
+        panic!("a decision resumes the turn");
+    };
+    assert_eq!(pending.call.arguments, json!({"amount": 3}));
+    assert_eq!(pending.step[0].arguments, json!({"amount": 3}));
+    assert_eq!(details.arguments, Some(json!({"amount": 3})));
+    let resume = store.session(s.id).unwrap().unwrap().resume.unwrap();
+    assert_eq!(resume.pending.call.arguments, json!({"amount": 3}));
+    let events = store.events(s.id, 0, 100).unwrap();
+    let granted = (events.iter())
+        .find(|e| e.event_type() == "TOOL_APPROVAL_GRANTED")
+        .unwrap();
+    let granted: serde_json::Value = serde_json::from_str(&granted.json).unwrap();
+    assert_eq!(granted["payload"]["arguments"], json!({"amount": 3}));
+    assert_eq!(
+        granted["payload"]["original_arguments"],
+        json!({"amount": 5})
+    );
+}
