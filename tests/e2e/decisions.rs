@@ -558,3 +558,38 @@ async fn an_edit_retried_with_its_idempotency_key_gets_its_first_answer() {
     let (status, plain) = decide(&server, &session, body.clone()).await;
     assert_eq!(status, 409, "without the key: {plain}");
 }
+
+/// A component that reports its own output for a call a human answered (the
+/// raw-WIT `rogue` forges `"forged"`) is refused: the call's only `ok`
+/// result is the one given, and the turn fails with `invalid_order`.
+#[tokio::test]
+async fn the_host_refuses_any_other_output_for_a_given_result() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    server.deploy("rogue", &support::guest("rogue")).await;
+    let session = server.session("rogue", "/forge", json!("go")).await;
+    let mut stream = server.events(&session, None).await;
+    let suspended = stream.until(TERMINAL).await;
+    assert_eq!(agents::last(&suspended)["type"], "TOOL_APPROVAL_REQUIRED");
+    let (status, body) = decide(
+        &server,
+        &session,
+        json!({"approved": true, "result": {"answered": "by hand"}}),
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+    let resumed = stream.until(&["TURN_ERROR", "TURN_ENDED"]).await;
+    assert!(
+        agents::of_type(&resumed, "TOOL_RESULT").is_empty(),
+        "{resumed:#?}"
+    );
+    let last = &agents::last(&resumed)["payload"];
+    assert_eq!(last["kind"], "invalid_order", "{last}");
+    assert!(
+        last["message"]
+            .as_str()
+            .unwrap()
+            .contains("a human gave the result"),
+        "{last}"
+    );
+}
