@@ -388,6 +388,22 @@ async fn the_console_edits_arguments_in_place_and_denies_with_a_message() {
         .await;
     let (_, events) = server.get(&format!("/sessions/{session}")).await;
     assert_eq!(events["status"], "idle");
+    // The transcript says how each call was decided.
+    let approved = browser
+        .text(".tool[data-tool=delete_record][data-decision=approved]")
+        .await;
+    assert!(
+        approved.contains("Approved by bootstrap with edited arguments"),
+        "{approved}"
+    );
+    assert!(approved.contains(r#"{"name":"pears"}"#), "{approved}");
+    let denied = browser
+        .text(".tool[data-tool=delete_record][data-decision=denied]")
+        .await;
+    assert!(
+        denied.contains("Denied by bootstrap: “keep it for now”"),
+        "{denied}"
+    );
     // The one thing logged: the refused edit's 422.
     for error in browser.errors().await {
         assert!(error.to_string().contains("422"), "{error}");
