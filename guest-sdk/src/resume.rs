@@ -1,12 +1,51 @@
 //! Resuming a suspended step: on a turn whose reason is an approval decision,
 //! the SDK runs the step the human decided on before `Agent::handle` sees the
 //! turn, and keeps its results for `Turn::resumed` (and `Turn::pending_result`).
+//! What the decision added (a message, a given result, the original of edited
+//! arguments) it reads from the decision's event in the journal.
 
 use serde_json::Value;
 
 use crate::error::Error;
+use crate::history::Event;
 use crate::tools::{ToolCall, ToolResult, ToolStatus, report};
 use crate::turn::{Decision, Turn};
+
+/// Completes `decision` from its event (TOOL_APPROVAL_GRANTED or _DENIED
+/// of the pending call; the last one, in case an id repeats): its message,
+/// a given result and the original arguments. The WIT record says
+/// `approved: false` when a result was given (so an SDK from before results
+/// runs nothing); the event says it was approved.
+fn complete(
+    decision: &mut Decision,
+    events: impl Iterator<Item = Result<Event, Error>>,
+) -> Result<(), Error> {
+    let pending = decision.call.id.clone();
+    let mut found = None;
+    for event in events {
+        let event = event?;
+        let decided = matches!(
+            event.event_type.as_str(),
+            "TOOL_APPROVAL_GRANTED" | "TOOL_APPROVAL_DENIED"
+        );
+        if decided
+            && event.payload.get("tool_call_id").and_then(Value::as_str) == pending.as_deref()
+        {
+            found = Some(event);
+        }
+    }
+    let Some(event) = found else {
+        return Ok(());
+    };
+    let field = |name: &str| event.payload.get(name).filter(|v| !v.is_null()).cloned();
+    decision.message = field("message").and_then(|m| m.as_str().map(str::to_owned));
+    decision.result = field("result");
+    decision.original_arguments = field("original_arguments");
+    if event.event_type == "TOOL_APPROVAL_GRANTED" {
+        decision.approved = true;
+    }
+    Ok(())
+}
 
 /// What the resumed turn does with one call of the suspended step.
 #[derive(Debug, Clone, PartialEq)]
@@ -15,10 +54,13 @@ enum Action {
     Run(ToolCall),
     /// Report the call `denied`, with this output.
     Deny(ToolCall, Value),
+    /// Report the call `ok` with the result a human gave; it does not run.
+    Answer(ToolCall, Value),
 }
 
 /// The suspended step's calls in their original order, each with what to do:
-/// every call runs, except the pending one when it was denied. A step that
+/// every call runs, except the pending one when it was denied (reported
+/// `denied`, with the human's message if any) or answered by the human. A step that
 /// does not list the pending call (a host that sends none) gets it at the
 /// end, so it is answered all the same.
 fn plan(decision: &Decision) -> Vec<Action> {
@@ -29,9 +71,16 @@ fn plan(decision: &Decision) -> Vec<Action> {
     }
     step.into_iter()
         .map(|call| {
-            if call.id.as_deref() == pending && !decision.approved {
-                let output = Value::String(format!("denied by {}", decision.approver));
-                Action::Deny(call, output)
+            if call.id.as_deref() != pending {
+                Action::Run(call)
+            } else if let (true, Some(result)) = (decision.approved, &decision.result) {
+                Action::Answer(call, result.clone())
+            } else if !decision.approved {
+                let output = match &decision.message {
+                    Some(message) => format!("denied by {}: {message}", decision.approver),
+                    None => format!("denied by {}", decision.approver),
+                };
+                Action::Deny(call, Value::String(output))
             } else {
                 Action::Run(call)
             }
@@ -44,12 +93,23 @@ impl Turn {
     /// before [`Agent::handle`](crate::Agent::handle) sees the turn (the
     /// SDK's `handle` export calls it, so no agent can forget it): in the
     /// order the agent proposed the calls, each ungated call runs its handler
-    /// (`ok` or `error`); the pending (gated) call runs if approved, or is
-    /// reported `denied` with the output `"denied by <approver>"`. Each
+    /// (`ok` or `error`); the pending (gated) call runs if approved (with the
+    /// human's edited arguments, if any), is reported `ok` with the result a
+    /// human gave in its place (it does not run), or is reported `denied`
+    /// with the output `"denied by <approver>"` (`"denied by <approver>:
+    /// <message>"` with a message). The decision's message, given result and
+    /// original arguments are read from its event first ([`Decision`]). Each
     /// result is reported to the host as it comes (so a later handler sees
     /// the earlier results in [`Turn::history`]); all of them are kept for
     /// [`Turn::resumed`]. Does nothing on an input turn.
     pub(crate) fn run_resumed_step(&mut self) -> Result<(), Error> {
+        if self.decision().is_none() {
+            return Ok(());
+        }
+        let history = self.history();
+        if let crate::turn::Reason::ApprovalDecision(decision) = &mut self.reason {
+            complete(decision, history)?;
+        }
         let Some(decision) = self.decision() else {
             return Ok(());
         };
@@ -65,6 +125,12 @@ impl Turn {
                     id: call.id.unwrap_or_default(),
                     name: call.name,
                     status: ToolStatus::Denied,
+                    output,
+                },
+                Action::Answer(call, output) => ToolResult {
+                    id: call.id.unwrap_or_default(),
+                    name: call.name,
+                    status: ToolStatus::Ok,
                     output,
                 },
             };
@@ -125,7 +191,74 @@ mod tests {
             approver: "alice".into(),
             call: call("c2", "delete"),
             step,
+            message: None,
+            result: None,
+            original_arguments: None,
         }
+    }
+
+    #[test]
+    fn a_denial_carries_the_message_and_a_given_result_runs_nothing() {
+        let step = vec![call("c1", "add"), call("c2", "delete")];
+        let mut denied = decision(false, step.clone());
+        denied.message = Some("not on Fridays".into());
+        assert_eq!(
+            plan(&denied)[1],
+            Action::Deny(
+                call("c2", "delete"),
+                json!("denied by alice: not on Fridays")
+            )
+        );
+        let mut answered = decision(true, step);
+        answered.result = Some(json!({"deleted": false}));
+        assert_eq!(
+            plan(&answered),
+            vec![
+                Action::Run(call("c1", "add")),
+                Action::Answer(call("c2", "delete"), json!({"deleted": false})),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_decision_is_completed_from_its_event() {
+        let event = |seq, event_type: &str, payload: Value| {
+            Ok(Event {
+                seq,
+                event_type: event_type.into(),
+                payload,
+            })
+        };
+        // The host says `approved: false` for a given result; the event says granted.
+        let mut d = decision(false, vec![]);
+        let events = vec![
+            event(
+                1,
+                "TOOL_APPROVAL_GRANTED",
+                json!({"tool_call_id": "other", "message": "no"}),
+            ),
+            event(
+                2,
+                "TOOL_APPROVAL_GRANTED",
+                json!({"tool_call_id": "c2", "result": {"n": 1}, "message": "done by hand",
+                       "original_arguments": {"name": "x"}}),
+            ),
+            event(3, "TURN_STARTED", json!({"turn": 2})),
+        ];
+        complete(&mut d, events.into_iter()).unwrap();
+        assert!(d.approved);
+        assert_eq!(d.result, Some(json!({"n": 1})));
+        assert_eq!(d.message.as_deref(), Some("done by hand"));
+        assert_eq!(d.original_arguments, Some(json!({"name": "x"})));
+        // A plain decision adds nothing.
+        let mut plain = decision(false, vec![]);
+        let events = vec![event(
+            1,
+            "TOOL_APPROVAL_DENIED",
+            json!({"tool_call_id": "c2"}),
+        )];
+        complete(&mut plain, events.into_iter()).unwrap();
+        assert_eq!(plain, decision(false, vec![]));
     }
 
     #[test]

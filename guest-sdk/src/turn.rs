@@ -39,7 +39,8 @@ pub enum Reason {
 /// A human's decision on a gated tool call.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decision {
-    /// Whether the call may run.
+    /// Whether the human approved the call (with [`Decision::result`], the
+    /// approval answered it in place of the tool, which did not run).
     pub approved: bool,
     /// Who decided (free text).
     pub approver: String,
@@ -50,6 +51,15 @@ pub struct Decision {
     /// before [`Agent::handle`](crate::Agent::handle) is called: their
     /// results are [`Turn::resumed`].
     pub step: Vec<ToolCall>,
+    /// A note from the human who decided, for example why the call was
+    /// denied (a denied call's output carries it too, so a model sees it).
+    pub message: Option<String>,
+    /// The result the human gave in place of the tool: the tool did not run,
+    /// and this is the pending call's output.
+    pub result: Option<Value>,
+    /// The agent's own arguments, when the human edited them:
+    /// [`Decision::call`] holds the edited ones, which the tool ran with.
+    pub original_arguments: Option<Value>,
 }
 
 impl Decision {
@@ -60,6 +70,9 @@ impl Decision {
             approver: decision.approver,
             call: ToolCall::from_wit(decision.pending_tool_call),
             step: decision.step.into_iter().map(ToolCall::from_wit).collect(),
+            message: None,
+            result: None,
+            original_arguments: None,
         }
     }
 }

@@ -131,6 +131,8 @@ impl Deadlines {
                 approver: TIMEOUT_APPROVER.into(),
                 key_id: TIMEOUT_APPROVER.into(),
                 end_user: None,
+                details: Default::default(),
+                checked_seq: None,
             };
             match writer.decide(session, decision).await {
                 Ok(_) => {

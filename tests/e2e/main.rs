@@ -23,6 +23,7 @@ mod cluster_webhooks;
 mod console;
 mod controls;
 mod crash;
+mod decisions;
 mod deploy;
 mod dev;
 mod edges;

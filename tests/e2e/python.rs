@@ -59,7 +59,7 @@ pub(crate) fn build_env() -> [(&'static str, PathBuf); 2] {
 
 /// The component of the project `dir` (relative to the workspace), built
 /// by `agenthost build` once per test process.
-fn python_guest(dir: &str) -> Arc<Vec<u8>> {
+pub(crate) fn python_guest(dir: &str) -> Arc<Vec<u8>> {
     agents::built(dir, "python-guests", &build_env())
 }
 

@@ -47,7 +47,7 @@ fn typescript_cache() -> PathBuf {
 
 /// The component of the project `dir` (relative to the workspace), built
 /// by `agenthost build` once per test process.
-fn typescript_guest(dir: &str) -> Arc<Vec<u8>> {
+pub(crate) fn typescript_guest(dir: &str) -> Arc<Vec<u8>> {
     agents::built(
         dir,
         "typescript-guests",

@@ -31,6 +31,7 @@
 //! - error: `Could not <add|delete|archive> <name>: <error>.` (e.g.
 //!   `Could not delete ghost: no such record.`)
 //! - denied: `The <addition|deletion|archiving> of <name> was denied by <approver>.`
+//!   (with the decision's message: `... denied by <approver>: <message>.`)
 //! - then `Records: <r1>, <r2>.` (in the order first added; a name is listed
 //!   once), or `Records: none.`
 //!
@@ -106,14 +107,15 @@ impl Agent for Ops {
 /// One message: a sentence per call (in step order), then the records.
 fn summarise(turn: &Turn, calls: &[ToolCall], results: &[ToolResult]) -> Result<(), Error> {
     let approver = turn.decision().map_or("", |d| d.approver.as_str());
+    let message = turn.decision().and_then(|d| d.message.as_deref());
     let mut sentences: Vec<String> = (calls.iter().zip(results))
-        .map(|(call, result)| sentence(call, result, approver))
+        .map(|(call, result)| sentence(call, result, approver, message))
         .collect();
     sentences.push(records_line(&records(turn)?));
     turn.say(&sentences.join(" "))
 }
 
-fn sentence(call: &ToolCall, result: &ToolResult, approver: &str) -> String {
+fn sentence(call: &ToolCall, result: &ToolResult, approver: &str, message: Option<&str>) -> String {
     let name = call.arguments["name"].as_str().unwrap_or("?");
     let (verb, noun, done) = match result.name.as_str() {
         "add_record" => ("add", "addition", "Added"),
@@ -126,7 +128,10 @@ fn sentence(call: &ToolCall, result: &ToolResult, approver: &str) -> String {
             let error = result.output.as_str().unwrap_or("error");
             format!("Could not {verb} {name}: {error}.")
         }
-        ToolStatus::Denied => format!("The {noun} of {name} was denied by {approver}."),
+        ToolStatus::Denied => match message {
+            Some(why) => format!("The {noun} of {name} was denied by {approver}: {why}."),
+            None => format!("The {noun} of {name} was denied by {approver}."),
+        },
     }
 }
 

@@ -21,6 +21,8 @@ class Decision:
     """A human's decision on a gated tool call, which this turn resumes from."""
 
     approved: bool
+    """Whether the human approved the call (with :attr:`result`, the approval
+    answered it in place of the tool, which did not run)."""
     approver: str
     """Who decided (free text)."""
     call: ToolCall
@@ -28,6 +30,15 @@ class Decision:
     step: List[ToolCall]
     """Every call of the suspended step, in the order the agent proposed
     them, ``call`` included (each id set)."""
+    message: Optional[str] = None
+    """A note from the human who decided, for example why the call was
+    denied (a denied call's output carries it too, so a model sees it)."""
+    result: Any = None
+    """The result the human gave in place of the tool (``None`` when none):
+    the tool did not run, and this is the pending call's output."""
+    original_arguments: Any = None
+    """The agent's own arguments when the human edited them (``call`` holds
+    the edited ones, which the tool ran with); ``None`` otherwise."""
 
 
 def input_text(value: Any) -> Optional[str]:

@@ -7,7 +7,7 @@ import unittest
 from agenthost import Agent, AgentError, BadInput, HostError, ToolCall, ToolStatus, Turn
 from agenthost._export import failure_message, find_agent
 from agenthost.history import EndUser, Event, History, read_end_user
-from agenthost.resume import plan, resume_step
+from agenthost.resume import complete, plan, resume_step
 from agenthost.tools import call_id, invoke
 from agenthost.turn import Decision, input_text
 
@@ -88,6 +88,34 @@ class TurnTest(unittest.TestCase):
         self.assertEqual(plan(decision(True, [])), [("run", call("c2", "delete"))])
         actions = plan(decision(False, [call("c1", "add")]))
         self.assertEqual(actions[1], ("deny", call("c2", "delete")))
+
+    def test_a_denial_carries_the_message_and_a_given_result_runs_nothing(self):
+        step = [call("c1", "add"), call("c2", "delete")]
+        answered = decision(True, step)
+        answered.result = {"deleted": False}
+        self.assertEqual(plan(answered), [("run", step[0]), ("answer", step[1])])
+        self.assertEqual(plan(decision(False, step))[1], ("deny", step[1]))
+
+    def test_the_decision_is_completed_from_its_event(self):
+        d = decision(False, [])
+        complete(
+            d,
+            [
+                Event(1, "TOOL_APPROVAL_GRANTED", {"tool_call_id": "other", "message": "no"}),
+                Event(
+                    2,
+                    "TOOL_APPROVAL_GRANTED",
+                    {"tool_call_id": "c2", "result": {"n": 1}, "message": "by hand",
+                     "original_arguments": {"name": "x"}},
+                ),
+                Event(3, "TURN_STARTED", {"turn": 2}),
+            ],
+        )
+        self.assertTrue(d.approved)
+        self.assertEqual((d.result, d.message, d.original_arguments), ({"n": 1}, "by hand", {"name": "x"}))
+        plain = decision(False, [])
+        complete(plain, [Event(1, "TOOL_APPROVAL_DENIED", {"tool_call_id": "c2"})])
+        self.assertEqual(plain, decision(False, []))
 
     def test_a_step_already_resumed_is_not_run_again(self):
         turn = Turn("s", 2, "/chat", '"go"', decision(True, [call("c2", "delete")]), {})

@@ -15,6 +15,7 @@ import { callFromWire, callId, invoke, report, type Tool, type ToolCall, type To
 
 /** A human's decision on a gated tool call, which this turn resumes from. */
 export interface Decision {
+  /** Whether the human approved the call (with {@link Decision.result}, the approval answered it in place of the tool, which did not run). */
   approved: boolean;
   /** Who decided (free text). */
   approver: string;
@@ -22,6 +23,12 @@ export interface Decision {
   call: ToolCall & { id: string };
   /** Every call of the suspended step, in the order the agent proposed them, `call` included (each id set). */
   step: (ToolCall & { id: string })[];
+  /** A note from the human who decided, for example why the call was denied (a denied call's output carries it too, so a model sees it). */
+  message?: string;
+  /** The result the human gave in place of the tool: the tool did not run, and this is the pending call's output. */
+  result?: unknown;
+  /** The agent's own arguments, when the human edited them (`call` holds the edited ones, which the tool ran with). */
+  originalArguments?: unknown;
 }
 
 /** The text of an input: a JSON string, or an object's string field `text`. */

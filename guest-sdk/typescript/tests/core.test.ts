@@ -8,7 +8,7 @@ import { failureMessage } from '../src/export.ts';
 import { History, type Page, readEndUser } from '../src/history.ts';
 import { dumps } from '../src/json.ts';
 import { AddressProhibited, HttpError, journaledRefusal, RequestDenied } from '../src/http.ts';
-import { plan, resumeStep } from '../src/resume.ts';
+import { complete, plan, resumeStep } from '../src/resume.ts';
 import { authorFrame, Mapper } from '../src/stack.ts';
 import { check, withDefaults } from '../src/schema.ts';
 import { callFromWire } from '../src/tools.ts';
@@ -120,6 +120,27 @@ test('the resumed step runs in order; a denied pending call is answered denied; 
   assert.deepEqual(plan(denied).map(([action, call]) => [action, call.id]), [['run', 'call_1_1'], ['deny', 'call_1_2']]);
   const missing = { ...denied, step: [a] };
   assert.deepEqual(plan(missing).map(([action, call]) => [action, call.id]), [['run', 'call_1_1'], ['deny', 'call_1_2']]);
+});
+
+test('a given result answers the pending call without running it; the decision is completed from its event', () => {
+  const a = callFromWire('call_1_1', 'add', '{"n":1}');
+  const d = callFromWire('call_1_2', 'delete', '{"name":"x"}');
+  const decision = { approved: false, approver: 'alice', call: d, step: [a, d] } as Parameters<typeof plan>[0];
+  complete(decision, [
+    { seq: 1n, eventType: 'TOOL_APPROVAL_GRANTED', payload: { tool_call_id: 'other', message: 'no' } },
+    {
+      seq: 2n,
+      eventType: 'TOOL_APPROVAL_GRANTED',
+      payload: { tool_call_id: 'call_1_2', result: { n: 1 }, message: 'by hand', original_arguments: { name: 'y' } },
+    },
+    { seq: 3n, eventType: 'TURN_STARTED', payload: { turn: 2 } },
+  ]);
+  assert.equal(decision.approved, true);
+  assert.deepEqual([decision.result, decision.message, decision.originalArguments], [{ n: 1 }, 'by hand', { name: 'y' }]);
+  assert.deepEqual(plan(decision).map(([action, call]) => [action, call.id]), [['run', 'call_1_1'], ['answer', 'call_1_2']]);
+  const plain = { approved: false, approver: 'alice', call: d, step: [d] };
+  complete(plain, [{ seq: 1n, eventType: 'TOOL_APPROVAL_DENIED', payload: { tool_call_id: 'call_1_2' } }]);
+  assert.deepEqual(plain, { approved: false, approver: 'alice', call: d, step: [d] });
 });
 
 test('a step already resumed is not run again', async () => {

@@ -6,7 +6,9 @@ use axum::Extension;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
+use super::decision_details;
 use super::extract::{Json, Path, Query, session_id};
 use super::idempotency::{Fingerprint, idempotency, key_of};
 use super::paging::{Page, app_filter};
@@ -23,6 +25,21 @@ pub(super) struct DecideBody {
     #[serde(default)]
     #[schema(min_length = 1, max_length = 200, pattern = "\\S")]
     approver: Option<String>,
+    /// Approve with these arguments instead of the agent's (only with
+    /// `approved: true`; checked against the tool's JSON Schema, 422
+    /// `invalid_arguments` otherwise). The tool runs with them.
+    #[serde(default)]
+    arguments: Option<Value>,
+    /// A note the agent receives with the decision (1 to 4096 bytes), for
+    /// example why it was denied.
+    #[serde(default)]
+    #[schema(min_length = 1, max_length = 4096, pattern = "\\S")]
+    message: Option<String>,
+    /// Answer in place of the tool (only with `approved: true`, not with
+    /// `arguments`): the tool does not run and the agent receives this as
+    /// its result.
+    #[serde(default)]
+    result: Option<Value>,
 }
 
 /// Longest `approver` accepted.
@@ -45,6 +62,15 @@ pub(super) async fn decide(
     let end_user = principal.user_id().map(str::to_string);
     if end_user.is_some() {
         super::sessions::visible_session(&state, &principal, &id).await?;
+        // The end user confirms or refuses what the agent proposed; only an
+        // operator may rewrite the call or answer in place of the tool.
+        if body.arguments.is_some() || body.result.is_some() {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "an end user approves or denies the call as the agent proposed it (with a `message` if they like): `arguments` and `result` need a platform key",
+            ));
+        }
     }
     let approver = match body.approver.map(|a| a.trim().to_string()) {
         _ if end_user.is_some() => end_user.clone().unwrap_or_default(),
@@ -57,11 +83,16 @@ pub(super) async fn decide(
         }
         Some(a) => a,
     };
+    let details =
+        decision_details::details(body.approved, body.arguments, body.message, body.result)?;
+    let checked_seq = decision_details::check_arguments(&state, session, &details).await?;
     let decision = Decision {
         approved: body.approved,
         approver,
         key_id: principal.key_id.clone(),
         end_user,
+        details,
+        checked_seq,
     };
     let done = (state.writer).decide_once(session, decision, key).await?;
     let answer = done.answer;

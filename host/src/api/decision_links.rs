@@ -127,6 +127,8 @@ pub(super) async fn decide(
         approver: approver.clone(),
         key_id: approver,
         end_user: None,
+        details: Default::default(),
+        checked_seq: None,
     };
     match (state.writer)
         .decide_at(claim.session, claim.seq, decision)

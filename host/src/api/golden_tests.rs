@@ -154,18 +154,38 @@ fn samples(kind: EventType) -> Vec<NewEvent> {
                 })
             })
             .collect(),
-        EventType::ToolApprovalGranted => vec![NewEvent::of(&ToolApprovalGranted {
-            tool_call_id: "call_1_1".into(),
-            name: "rm".into(),
-            approver: "ops".into(),
-            key_id: "key_0123".into(),
-        })],
-        EventType::ToolApprovalDenied => vec![NewEvent::of(&ToolApprovalDenied {
-            tool_call_id: "call_1_1".into(),
-            name: "rm".into(),
-            approver: "ops".into(),
-            key_id: "key_0123".into(),
-        })],
+        // A plain decision, then the richer ones (docs/approvals.md).
+        EventType::ToolApprovalGranted => [
+            (None, None, None),
+            (Some(json!({"path": "/tmp/y"})), None, Some("only y")),
+            (None, Some(json!({"removed": 0})), Some("already clean")),
+        ]
+        .into_iter()
+        .map(|(arguments, result, message)| {
+            NewEvent::of(&ToolApprovalGranted {
+                tool_call_id: "call_1_1".into(),
+                name: "rm".into(),
+                approver: "ops".into(),
+                key_id: "key_0123".into(),
+                original_arguments: arguments.as_ref().map(|_| json!({"path": "/tmp/x"})),
+                arguments,
+                result,
+                message: message.map(String::from),
+            })
+        })
+        .collect(),
+        EventType::ToolApprovalDenied => [None, Some("not on a Friday")]
+            .into_iter()
+            .map(|message| {
+                NewEvent::of(&ToolApprovalDenied {
+                    tool_call_id: "call_1_1".into(),
+                    name: "rm".into(),
+                    approver: "ops".into(),
+                    key_id: "key_0123".into(),
+                    message: message.map(String::from),
+                })
+            })
+            .collect(),
         EventType::TurnError => TurnErrorKind::ALL
             .into_iter()
             .map(|kind| {
@@ -278,6 +298,7 @@ fn golden_every_webhook_body_is_pinned() {
         name: "rm".into(),
         approver: "timeout".into(),
         key_id: "timeout".into(),
+        message: None,
     });
     let (_, json) =
         crate::journal::encode_record(id(), 9, id(), &timeout, "2026-11-22T11:00:00.000Z");

@@ -15,6 +15,7 @@ pub(crate) mod auth_throttle;
 pub(crate) mod body_timeout;
 mod console;
 mod controls;
+mod decision_details;
 mod decision_links;
 mod deployments;
 mod end_users;

@@ -192,15 +192,33 @@ pub(crate) struct ToolApprovalGranted {
     pub approver: String,
     /// The id of the API key that decided.
     pub key_id: String,
+    /// The arguments the human approved the call with, instead of the
+    /// agent's: the tool runs with these. Absent when not edited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<Value>,
+    /// The agent's arguments, when the human edited them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub original_arguments: Option<Value>,
+    /// The result the human gave in place of the tool's: the tool is not
+    /// run and the agent receives this as its output.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    /// A note from the human to the agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
-/// `TOOL_APPROVAL_DENIED`: the same fields as `TOOL_APPROVAL_GRANTED`.
+/// `TOOL_APPROVAL_DENIED`: the fields of `TOOL_APPROVAL_GRANTED` but the
+/// edits (`arguments`, `original_arguments`, `result`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub(crate) struct ToolApprovalDenied {
     pub tool_call_id: String,
     pub name: String,
     pub approver: String,
     pub key_id: String,
+    /// A note from the human to the agent, for example why it was denied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 /// Why a turn failed (docs/events.md, "TURN_ERROR kinds"). Clients ignore

@@ -58,6 +58,10 @@ pub(super) struct TurnCtx {
     pub(super) pending_calls: HashMap<String, String>,
     /// In a resumed turn: the pending call a human denied (its only valid result is `denied`).
     pub(super) denied_call: Option<String>,
+    /// In a resumed turn: the pending call a human answered in place of the
+    /// tool, and the result given; its valid results are `ok` with exactly
+    /// that output, or `denied` (from an SDK that predates given results).
+    pub(super) answered_call: Option<(String, Value)>,
     /// Every tool call id this turn has seen (proposed or resumed), and
     /// once `earlier_calls_read`, those of the session's earlier turns.
     pub(super) seen_calls: HashSet<String>,
@@ -89,10 +93,17 @@ impl TurnCtx {
     ) -> Self {
         let mut pending_calls = HashMap::new();
         let mut denied_call = None;
+        let mut answered_call = None;
         if let TurnReason::ApprovalDecision {
-            approved, pending, ..
+            approved,
+            pending,
+            details,
+            ..
         } = &ticket.reason
         {
+            if let Some(result) = &details.result {
+                answered_call = Some((pending.call.tool_call_id.clone(), result.clone()));
+            }
             // The resumed turn answers the suspended step: each call once.
             for call in &pending.step {
                 pending_calls.insert(call.tool_call_id.clone(), call.name.clone());
@@ -126,6 +137,7 @@ impl TurnCtx {
             turn: ticket.turn,
             pending_calls,
             denied_call,
+            answered_call,
             gates: terms.gates,
             redactor: terms.redactor,
             events: 0,

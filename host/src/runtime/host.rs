@@ -286,8 +286,11 @@ impl TurnCtx {
                 format!("TOOL_RESULT for tool call `{tool_call_id}`, which is not waiting for one");
             return Err(turn.fail(TurnErrorKind::InvalidOrder, message));
         };
+        let answered = (turn.answered_call.as_ref())
+            .filter(|(id, _)| *id == tool_call_id)
+            .map(|(_, given)| given.clone());
         let denied = turn.denied_call.as_deref() == Some(tool_call_id.as_str());
-        if denied != matches!(status, ToolStatus::Denied) {
+        if answered.is_none() && denied != matches!(status, ToolStatus::Denied) {
             let message = if denied {
                 format!(
                     "tool call `{tool_call_id}` was denied by a human: its result must be `denied`"
@@ -300,6 +303,19 @@ impl TurnCtx {
             return Err(turn.fail(TurnErrorKind::InvalidOrder, message));
         }
         let output = turn.parse_json("tool output", &output)?;
+        if let Some(given) = answered {
+            let kept = match status {
+                ToolStatus::Ok => output == given,
+                ToolStatus::Denied => true,
+                ToolStatus::Error => false,
+            };
+            if !kept {
+                let message = format!(
+                    "a human gave the result of tool call `{tool_call_id}`: report it `ok` with exactly that output"
+                );
+                return Err(turn.fail(TurnErrorKind::InvalidOrder, message));
+            }
+        }
         turn.pending_calls.remove(&tool_call_id);
         let status = match status {
             ToolStatus::Ok => payloads::ToolStatus::Ok,

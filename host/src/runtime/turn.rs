@@ -223,8 +223,12 @@ impl Runtime {
                     approved,
                     approver,
                     pending,
+                    details,
                 } => Reason::ApprovalDecision(Decision {
-                    approved: *approved,
+                    // A given result: the tool must not run. An SDK that
+                    // reads the decision's event reports the result; one
+                    // from before (that only knows this record) a denial.
+                    approved: *approved && details.result.is_none(),
                     approver: approver.clone(),
                     pending_tool_call: wire_call(&pending.call),
                     step: pending.step.iter().map(wire_call).collect(),

@@ -162,6 +162,8 @@ async fn retries_answer_the_first_answer(backend: Backend) {
         approver: "ops".into(),
         key_id: "k2".into(),
         end_user: None,
+        details: Default::default(),
+        checked_seq: None,
     };
     let decide = || writer.decide_once(theirs.id, decision.clone(), key("k2", "d-1", "fx"));
     let decided = decide().await.unwrap();

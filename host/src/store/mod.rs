@@ -51,8 +51,9 @@ pub(crate) use outbox::payload_bytes;
 use records::WithdrawReason;
 pub use records::{AgentDescription, Artifact, DeploymentStatus, KeyClass, LimitsRecord};
 pub(crate) use records::{
-    ApiKeyRecord, AppRecord, ApprovalFeedEntry, DeploymentRecord, EndUsersRecord, FeedKind,
-    PendingApproval, SecretRecord, SessionRecord, SessionStatus, ToolCallRecord, ToolInfo,
+    ApiKeyRecord, AppRecord, ApprovalFeedEntry, DecisionDetails, DeploymentRecord, EndUsersRecord,
+    FeedKind, PendingApproval, SecretRecord, SessionRecord, SessionStatus, ToolCallRecord,
+    ToolInfo,
 };
 pub use redb::RedbOptions;
 pub(crate) use start::{Committed, TurnReason, TurnSink, TurnTicket};

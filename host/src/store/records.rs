@@ -225,7 +225,36 @@ pub struct QueuedInput {
 pub struct ResumeRecord {
     pub approved: bool,
     pub approver: String,
+    /// The call as it runs: with the human's edited arguments, if any.
     pub pending: PendingApproval,
+    /// What the decision added to approve or deny (absent in records from
+    /// before richer decisions, and when it added nothing).
+    #[serde(default, skip_serializing_if = "DecisionDetails::is_empty")]
+    pub details: DecisionDetails,
+}
+
+/// What a human's decision may add to approve or deny (docs/approvals.md,
+/// "Richer decisions"): at most one of `arguments` and `result`, both only
+/// with an approval; a `message` with either.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DecisionDetails {
+    /// The arguments the call runs with instead of the agent's (checked
+    /// against the tool's JSON Schema by the API).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<Value>,
+    /// A note the agent receives with the decision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The call's result, given by the human: the tool is not run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+}
+
+impl DecisionDetails {
+    /// Whether the decision added nothing (a plain approve or deny).
+    pub fn is_empty(&self) -> bool {
+        self.arguments.is_none() && self.message.is_none() && self.result.is_none()
+    }
 }
 
 /// One tool call as journaled (TOOL_CALL).

@@ -39,7 +39,7 @@ use tokio::sync::oneshot;
 use uuid::Uuid;
 
 use super::StoreError;
-use super::records::PendingApproval;
+use super::records::{DecisionDetails, PendingApproval};
 
 /// Why a turn runs.
 #[derive(Debug, Clone, PartialEq)]
@@ -49,7 +49,10 @@ pub enum TurnReason {
     ApprovalDecision {
         approved: bool,
         approver: String,
+        /// The call as it runs (with the human's edited arguments, if any).
         pending: Box<PendingApproval>,
+        /// What the decision added (docs/approvals.md, "Richer decisions").
+        details: Box<DecisionDetails>,
     },
 }
 

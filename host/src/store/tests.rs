@@ -326,6 +326,8 @@ async fn a_resumed_turn_that_started_is_never_run_again() {
         approver: "alice".into(),
         key_id: "k".into(),
         end_user: None,
+        details: Default::default(),
+        checked_seq: None,
     };
     let resumed = writer.decide(session.id, decision).await.unwrap();
     // The resumed turn did something, then the process died.
@@ -499,6 +501,8 @@ async fn the_approvals_feed_follows_every_approval_in_commit_order() {
         approver: "ann".into(),
         key_id: "key_1".into(),
         end_user: None,
+        details: Default::default(),
+        checked_seq: None,
     };
     writer.decide(a.id, decision).await.unwrap();
     let (head, pending) = store.approval_snapshot(None).unwrap();
@@ -688,6 +692,8 @@ async fn a_queued_input_waits_for_a_decision_and_an_ended_session_drops_its_queu
         approver: "ops".into(),
         key_id: "k".into(),
         end_user: None,
+        details: Default::default(),
+        checked_seq: None,
     };
     let resumed = writer.decide(session.id, decision).await.unwrap();
     assert_eq!(store.session(session.id).unwrap().unwrap().queued.len(), 1);
@@ -717,4 +723,66 @@ async fn a_queued_input_waits_for_a_decision_and_an_ended_session_drops_its_queu
     assert_eq!(now.status, SessionStatus::Ended);
     assert!(now.queued.is_empty());
     assert!(!started_inputs(&store, session.id).contains(&json!("never")));
+}
+
+/// Edited arguments are decided only against the call the API checked them
+/// against: a check of another call (or none) is a conflict that decides
+/// nothing; the right one resumes with the edit everywhere the turn reads
+/// the call, and the journal keeps the agent's arguments beside it.
+#[tokio::test]
+async fn an_edit_decides_only_the_call_it_was_checked_against() {
+    let (_dir, store, writer) = open();
+    deployed(&writer).await;
+    let (s, t) = writer
+        .create_session("app".into(), "/chat".into(), json!("a"))
+        .await
+        .unwrap();
+    let call = ToolCallRecord {
+        tool_call_id: "call_1_1".into(),
+        name: "refund".into(),
+        arguments: json!({"amount": 5}),
+    };
+    suspend(&writer, s.id, t.turn, call, json!("a")).await;
+    let pending = store.session(s.id).unwrap().unwrap().pending_approval;
+    let seq = pending.unwrap().event_seq;
+    let edit = |checked_seq| Decision {
+        approved: true,
+        approver: "ann".into(),
+        key_id: "k".into(),
+        end_user: None,
+        details: DecisionDetails {
+            arguments: Some(json!({"amount": 3})),
+            message: None,
+            result: None,
+        },
+        checked_seq,
+    };
+    for stale in [Some(seq + 1), None] {
+        let refused = writer.decide(s.id, edit(stale)).await.unwrap_err();
+        assert!(matches!(refused, StoreError::Conflict(_)), "{refused:?}");
+    }
+    let record = store.session(s.id).unwrap().unwrap();
+    assert!(record.pending_approval.is_some(), "nothing decided");
+    let ticket = writer.decide(s.id, edit(Some(seq))).await.unwrap();
+    let TurnReason::ApprovalDecision {
+        pending, details, ..
+    } = ticket.reason
+    else {
+        panic!("a decision resumes the turn");
+    };
+    assert_eq!(pending.call.arguments, json!({"amount": 3}));
+    assert_eq!(pending.step[0].arguments, json!({"amount": 3}));
+    assert_eq!(details.arguments, Some(json!({"amount": 3})));
+    let resume = store.session(s.id).unwrap().unwrap().resume.unwrap();
+    assert_eq!(resume.pending.call.arguments, json!({"amount": 3}));
+    let events = store.events(s.id, 0, 100).unwrap();
+    let granted = (events.iter())
+        .find(|e| e.event_type() == "TOOL_APPROVAL_GRANTED")
+        .unwrap();
+    let granted: serde_json::Value = serde_json::from_str(&granted.json).unwrap();
+    assert_eq!(granted["payload"]["arguments"], json!({"amount": 3}));
+    assert_eq!(
+        granted["payload"]["original_arguments"],
+        json!({"amount": 5})
+    );
 }

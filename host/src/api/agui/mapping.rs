@@ -299,7 +299,10 @@ pub(super) fn response_schema() -> Value {
         "type": "object",
         "properties": {
             "approved": {"type": "boolean"},
-            "approver": {"type": "string", "minLength": 1, "maxLength": 200}
+            "approver": {"type": "string", "minLength": 1, "maxLength": 200},
+            "arguments": {"description": "approve with these arguments instead (checked against the tool's JSON Schema)"},
+            "message": {"type": "string", "minLength": 1, "maxLength": 4096},
+            "result": {"description": "approve by answering in place of the tool, which does not run"}
         },
         "required": ["approved"]
     })

@@ -66,7 +66,8 @@ pub(crate) struct InputMessage {
 pub(crate) struct ResumeEntry {
     pub interrupt_id: String,
     pub status: ResumeStatus,
-    /// For `resolved`: `{"approved": bool, "approver"?: string}`.
+    /// For `resolved`: `{"approved": bool, "approver"?: string, "arguments"?,
+    /// "message"?: string, "result"?}` (docs/approvals.md, "Richer decisions").
     #[serde(default)]
     pub payload: Option<Value>,
     #[serde(default)]

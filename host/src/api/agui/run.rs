@@ -18,6 +18,7 @@ use super::protocol::{
     AgUiEvent, InputMessage, MAX_THREAD_ID, ResumeEntry, ResumeStatus, RunAgentInput, RunError,
 };
 use super::{Mapper, frames, parse_frame_id};
+use crate::api::decision_details;
 use crate::api::extract::{Json, Path};
 use crate::api::{ApiError, AppState, end_users, events};
 use crate::journal::StoredEvent;
@@ -63,7 +64,7 @@ pub(crate) async fn run(
                     "answering an interrupt decides an approval, which needs a platform key",
                 ));
             }
-            let decision = decision(&principal, entries)?;
+            let mut decision = decision(&principal, entries)?;
             let (app_id, thread) = (app.id, thread_key);
             let route = route.clone();
             let session = state
@@ -81,6 +82,12 @@ pub(crate) async fn run(
                 Some((id, None)) => state.store.read(move |s| s.event_seq(session, id)).await?,
                 _ => None,
             };
+            if seq.is_some() && decision.details.arguments.is_some() {
+                // Edited arguments are checked against the tool's schema
+                // (422 decides nothing); the writer then refuses another call.
+                decision.checked_seq =
+                    decision_details::check_arguments(&state, session, &decision.details).await?;
+            }
             match seq {
                 Some(seq) => state.writer.decide_at(session, seq, decision).await,
                 _ => {
@@ -194,8 +201,9 @@ fn newest_user_text(messages: &[InputMessage]) -> Result<String, ApiError> {
 }
 
 /// The decision a `resume` carries: one entry, for the one interrupt a run
-/// ends with. `resolved` takes `{"approved": bool, "approver"?: string}`;
-/// `cancelled` denies.
+/// ends with. `resolved` takes `{"approved": bool, "approver"?: string,
+/// "arguments"?, "message"?: string, "result"?}` (as
+/// `POST /sessions/{id}/approval`); `cancelled` denies.
 fn decision(principal: &Principal, entries: &[ResumeEntry]) -> Result<Decision, ApiError> {
     let [entry] = entries else {
         return Err(ApiError::unprocessable(
@@ -207,10 +215,11 @@ fn decision(principal: &Principal, entries: &[ResumeEntry]) -> Result<Decision, 
         ApiError::unprocessable(
             "invalid_body",
             format!(
-                "a `resolved` resume payload is {{\"approved\": bool, \"approver\"?: 1 to {MAX_APPROVER} bytes}}"
+                "a `resolved` resume payload is {{\"approved\": bool, \"approver\"?: 1 to {MAX_APPROVER} bytes, \"arguments\"?, \"message\"?: text, \"result\"?}}"
             ),
         )
     };
+    let mut details = Default::default();
     let (approved, approver) = match entry.status {
         ResumeStatus::Cancelled => (false, None),
         ResumeStatus::Resolved => {
@@ -227,6 +236,14 @@ fn decision(principal: &Principal, entries: &[ResumeEntry]) -> Result<Decision, 
                 }
                 _ => return Err(invalid()),
             };
+            let message = match &payload["message"] {
+                Value::Null => None,
+                Value::String(m) => Some(m.clone()),
+                _ => return Err(invalid()),
+            };
+            let given = |field: &str| Some(payload[field].clone()).filter(|v| !v.is_null());
+            details =
+                decision_details::details(approved, given("arguments"), message, given("result"))?;
             (approved, approver)
         }
     };
@@ -235,5 +252,7 @@ fn decision(principal: &Principal, entries: &[ResumeEntry]) -> Result<Decision, 
         approver: approver.unwrap_or_else(|| principal.name.clone()),
         key_id: principal.key_id.clone(),
         end_user: None,
+        details,
+        checked_seq: None,
     })
 }

@@ -121,7 +121,7 @@ function approvalCard(item, ctx) {
   };
   const form = decisionForm(session.session_id, ctx, (answer) => {
     card.settle(answer.approved, answer.approver, answer.turn);
-  });
+  }, p);
   outcome.append(form);
   return card;
 }

@@ -95,7 +95,7 @@ export function render(main, ctx, id) {
   let waitingOn = null;
   const showDecision = (p) => {
     waitingOn = p.tool_call_id;
-    const form = decisionForm(id, ctx, () => hideDecision());
+    const form = decisionForm(id, ctx, () => hideDecision(), p);
     dock.replaceChildren(
       h('p', { class: 'approval-title' }, h('strong', null, 'Needs approval: '), h('code', null, p.name),
         p.reason ? h('span', { class: 'muted' }, ` · ${p.reason}`) : null),

@@ -167,7 +167,11 @@ export class Transcript {
     call.el.dataset.decision = approved ? 'approved' : 'denied';
     if (call.where) call.where.remove();
     call.where = null;
+    const how = p.arguments !== undefined ? ' with edited arguments'
+      : p.result !== undefined ? ', answered in place of the tool' : '';
     call.approval.append(h('p', { class: `outcome outcome-${approved ? 'approved' : 'denied'}` },
-      `${approved ? 'Approved' : 'Denied'} by ${p.approver}`));
+      `${approved ? 'Approved' : 'Denied'} by ${p.approver}${how}`,
+      p.message ? h('span', { class: 'decision-message' }, `: “${p.message}”`) : null));
+    if (p.arguments !== undefined) call.approval.append(json(p.arguments));
   }
 }

@@ -234,6 +234,7 @@ impl Remembered for Decide {
                 approved,
                 approver,
                 pending,
+                ..
             } => Ok(DecisionAnswer {
                 session_id: ticket.session_id,
                 turn: ticket.turn,

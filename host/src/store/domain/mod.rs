@@ -22,7 +22,7 @@ mod sessions;
 mod threads;
 mod webhooks;
 
-use super::records::{AgentDescription, Artifact, LimitsRecord, PendingApproval};
+use super::records::{AgentDescription, Artifact, DecisionDetails, LimitsRecord, PendingApproval};
 use super::start::{TurnReason, TurnTicket};
 
 pub(super) use deletion::DeleteSession;
@@ -101,6 +101,11 @@ pub struct Decision {
     /// The end user deciding, if one is: they may decide only a call of
     /// their own session whose tool the manifest leaves to its end user.
     pub end_user: Option<String>,
+    /// Edited arguments, a message, a given result (the API checked them).
+    pub details: DecisionDetails,
+    /// The TOOL_APPROVAL_REQUIRED seq the API checked `details.arguments`
+    /// against: another pending call by then is a conflict (409).
+    pub checked_seq: Option<u64>,
 }
 
 /// How a turn ended; decides the session's next status.

@@ -56,6 +56,7 @@ impl Op for Recover {
                         approved: resume.approved,
                         approver: resume.approver,
                         pending: Box::new(resume.pending),
+                        details: Box::new(resume.details),
                     },
                     None => TurnReason::Input,
                 };

@@ -433,6 +433,13 @@ impl Op for Decide {
         let (turn, app) = (session.record.turn + 1, session.record.app_id);
         let slug = session.record.app_slug.clone();
         quotas::check(batch, app, &slug, Starting::Turn)?;
+        if decision.details.arguments.is_some() && decision.checked_seq != Some(pending.event_seq) {
+            return Err(StoreError::Conflict(
+                "the pending call changed since its edited arguments were checked: decide again"
+                    .into(),
+            ));
+        }
+        let details = decision.details.clone();
         let call = &pending.call;
         let (tool_call_id, name) = (call.tool_call_id.clone(), call.name.clone());
         let (approver, key_id) = (decision.approver.clone(), decision.key_id.clone());
@@ -442,6 +449,10 @@ impl Op for Decide {
                 name,
                 approver,
                 key_id,
+                original_arguments: details.arguments.as_ref().map(|_| call.arguments.clone()),
+                arguments: details.arguments.clone(),
+                result: details.result.clone(),
+                message: details.message.clone(),
             })
         } else {
             NewEvent::of(&payloads::ToolApprovalDenied {
@@ -449,6 +460,7 @@ impl Op for Decide {
                 name,
                 approver,
                 key_id,
+                message: details.message.clone(),
             })
         };
         let events = [
@@ -463,6 +475,16 @@ impl Op for Decide {
                 input: pending.input.clone(),
             }),
         ];
+        // The call runs with the edited arguments, wherever the resumed
+        // turn reads it (the pending call and its place in the step).
+        let mut pending = pending;
+        if let Some(arguments) = &details.arguments {
+            pending.call.arguments = arguments.clone();
+            let id = pending.call.tool_call_id.clone();
+            for call in pending.step.iter_mut().filter(|c| c.tool_call_id == id) {
+                call.arguments = arguments.clone();
+            }
+        }
         let decided_seq = batch.session(id)?.next_seq;
         batch.write_events(id, &events)?;
         batch.tx.set_pending_approval(id, None)?;
@@ -478,6 +500,7 @@ impl Op for Decide {
             approved: decision.approved,
             approver: decision.approver.clone(),
             pending: pending.clone(),
+            details: details.clone(),
         });
         session.record.updated_at = now_rfc3339();
         Ok(TurnTicket {
@@ -491,6 +514,7 @@ impl Op for Decide {
                 approved: decision.approved,
                 approver: decision.approver.clone(),
                 pending: Box::new(pending),
+                details: Box::new(details),
             },
         })
     }

@@ -140,6 +140,9 @@ pub(crate) fn event_data(
                 json!({
                     "tool_call_id": p["tool_call_id"], "tool": p["name"],
                     "approved": approved, "approver": approver, "key_id": p["key_id"],
+                    // A richer decision's parts, as journaled (docs/approvals.md).
+                    "arguments": p["arguments"], "original_arguments": p["original_arguments"],
+                    "result": p["result"], "message": p["message"],
                 }),
             )
         }
