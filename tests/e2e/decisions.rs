@@ -386,8 +386,17 @@ async fn the_console_edits_arguments_in_place_and_denies_with_a_message() {
             ),
         )
         .await;
-    let (_, events) = server.get(&format!("/sessions/{session}")).await;
-    assert_eq!(events["status"], "idle");
+    // The reply shows before its TURN_ENDED commits: the session goes idle
+    // right after it.
+    let mut status = Value::Null;
+    for _ in 0..600 {
+        status = server.get(&format!("/sessions/{session}")).await.1["status"].clone();
+        if status == "idle" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(status, "idle");
     // The transcript says how each call was decided.
     let approved = browser
         .text(".tool[data-tool=delete_record][data-decision=approved]")
