@@ -34,11 +34,11 @@ pub use commands::WriterHandle;
 use domain::IDEMPOTENCY_TTL;
 pub use domain::{BuildOutcome, NewDeployment};
 pub(crate) use domain::{
-    Decision, Idempotency, InputOutcome, MAX_KEY_LEN, OnBusy, ThreadTurn, TurnOutcome, thread_key,
-    unix_ms,
+    Decision, Fired, Idempotency, InputOutcome, MAX_KEY_LEN, OnBusy, ThreadTurn, TurnOutcome,
+    thread_key, unix_ms,
 };
 pub use engine::SessionFilter;
-pub(crate) use engine::{ApprovalItem, Engine, FeedPage};
+pub(crate) use engine::{ApprovalItem, DueSchedule, Engine, FeedPage};
 pub(crate) use error::StoreError;
 pub(crate) use hub::{Hub, Subscription};
 pub use outbox::Outbox;
@@ -48,7 +48,8 @@ use records::WithdrawReason;
 pub use records::{AgentDescription, Artifact, DeploymentStatus, KeyClass, LimitsRecord};
 pub(crate) use records::{
     ApiKeyRecord, AppRecord, ApprovalFeedEntry, DeploymentRecord, EndUsersRecord, FeedKind,
-    PendingApproval, SecretRecord, SessionRecord, SessionStatus, ToolCallRecord, ToolInfo,
+    PendingApproval, ScheduleRecord, SecretRecord, SessionRecord, SessionStatus, ToolCallRecord,
+    ToolInfo,
 };
 pub use redb::RedbOptions;
 pub(crate) use start::{Committed, TurnReason, TurnSink, TurnTicket};
@@ -138,6 +139,8 @@ mod model_tests;
 #[allow(dead_code, unreachable_pub)]
 // OwnCluster serves the e2e tests only; its items are the e2e crate's.
 mod pg_cluster;
+#[cfg(test)]
+mod schedule_tests;
 #[cfg(test)]
 mod start_tests;
 #[cfg(test)]

@@ -101,6 +101,15 @@ const MIGRATIONS: &[&str] = &[
         purged_through bigint NOT NULL
     );
     INSERT INTO approval_feed_marks (head, purged_through) VALUES (0, 0);",
+    // 7: the schedules' due index (`store::domain::schedules`; the
+    // schedules are on their sessions' records). The key leads with the
+    // due time: the scanner reads one range of it.
+    "CREATE TABLE schedules_due (
+        due_ms bigint NOT NULL,
+        session_id uuid NOT NULL,
+        schedule_id uuid NOT NULL,
+        PRIMARY KEY (due_ms, session_id, schedule_id)
+    );",
 ];
 
 /// The schema version this binary writes.

@@ -597,4 +597,31 @@ impl WriteTx for PgTx<'_> {
         )?;
         Ok(purged as usize)
     }
+
+    fn put_schedule_due(
+        &mut self,
+        due_ms: u64,
+        session: Uuid,
+        schedule: Uuid,
+    ) -> Result<(), StoreError> {
+        self.execute(
+            "INSERT INTO schedules_due (due_ms, session_id, schedule_id) VALUES ($1, $2, $3)
+             ON CONFLICT DO NOTHING",
+            &[&(due_ms as i64), &session, &schedule],
+        )?;
+        Ok(())
+    }
+
+    fn remove_schedule_due(
+        &mut self,
+        due_ms: u64,
+        session: Uuid,
+        schedule: Uuid,
+    ) -> Result<(), StoreError> {
+        self.execute(
+            "DELETE FROM schedules_due WHERE due_ms = $1 AND session_id = $2 AND schedule_id = $3",
+            &[&(due_ms as i64), &session, &schedule],
+        )?;
+        Ok(())
+    }
 }

@@ -63,6 +63,11 @@ pub(super) const APPROVAL_FEED_SESSIONS: TableDefinition<(u128, u64), ()> =
 pub(super) const APPROVAL_FEED_MARKS: TableDefinition<&str, u64> =
     TableDefinition::new("approval_feed_marks_v1");
 
+/// (due at, Unix ms; session id; schedule id) → (): the schedules' due
+/// index (`store::domain::schedules`; the schedules are on their sessions' records).
+pub(super) const SCHEDULES_DUE: TableDefinition<(u64, u128, u128), ()> =
+    TableDefinition::new("schedules_due_v1");
+
 /// Makes sure every table exists.
 pub(super) fn create_all(db: &Database) -> Result<(), StoreError> {
     let txn = db.begin_write().map_err(storage)?;
@@ -85,6 +90,7 @@ pub(super) fn create_all(db: &Database) -> Result<(), StoreError> {
         txn.open_table(APPROVAL_FEED).map_err(storage)?;
         txn.open_table(APPROVAL_FEED_SESSIONS).map_err(storage)?;
         txn.open_table(APPROVAL_FEED_MARKS).map_err(storage)?;
+        txn.open_table(SCHEDULES_DUE).map_err(storage)?;
         let mut open = txn.open_table(OPEN_SESSIONS).map_err(storage)?;
         if fill_open {
             let sessions = txn.open_table(SESSIONS).map_err(storage)?;
