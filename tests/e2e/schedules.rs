@@ -170,6 +170,60 @@ async fn a_schedule_due_while_a_turn_runs_is_queued_and_runs_next() {
 }
 
 #[tokio::test]
+async fn a_cron_schedule_fires_repeatedly_and_stops_when_deleted() {
+    let dir = support::data_dir();
+    let server = slow_server(&dir).await;
+    let session = idle_session(&server).await;
+    let path = format!("/sessions/{session}/schedules");
+    let tick = json!({"sleep_ms": 1, "say": "tick"});
+    let body = json!({"cron": "* * * * * *", "timezone": "Europe/Berlin", "input": tick});
+    let (status, every) = server.post(&path, body).await;
+    assert_eq!(status, 201, "{every}");
+    assert_eq!(
+        (every["cron"].as_str(), every["timezone"].as_str()),
+        (Some("* * * * * *"), Some("Europe/Berlin"))
+    );
+    // Three firings, each a turn with its reason; it stays listed, due again.
+    let events = journal(&server, &session, 4).await;
+    assert_eq!(
+        starts(&events)[1..],
+        [
+            (2, fired(&every), tick.clone()),
+            (3, fired(&every), tick.clone()),
+            (4, fired(&every), tick.clone()),
+        ]
+    );
+    let (_, listed) = server.get(&path).await;
+    assert_eq!(listed[0]["id"], every["id"], "{listed}");
+    let schedule_path = format!("{path}/{}", every["id"].as_str().unwrap());
+    assert_eq!(server.delete(&schedule_path).await, 204);
+    // Every firing before the delete is a turn or a queued input now; a
+    // one-shot 2.5 s later (2 more seconds of a live cron) runs right after them.
+    let (_, record) = server.get(&format!("/sessions/{session}")).await;
+    let before = record["turn"].as_u64().unwrap() + record["queued_inputs"].as_u64().unwrap_or(0);
+    let last = schedule(&server, &session, &from_now(2_500), json!({"sleep_ms": 1})).await;
+    let mut stream = server.events(&session, None).await;
+    let mut events = Vec::new();
+    while !starts(&events)
+        .iter()
+        .any(|(_, reason, _)| *reason == fired(&last))
+    {
+        events.extend(stream.until(&["TURN_STARTED"]).await);
+    }
+    let starts = starts(&events);
+    let (turn, _, _) = starts.last().unwrap();
+    assert_eq!(*turn, before + 1, "{starts:?}");
+    assert!(
+        starts[1..starts.len() - 1]
+            .iter()
+            .all(|(_, reason, _)| *reason == fired(&every)),
+        "{starts:?}"
+    );
+    let (_, listed) = server.get(&path).await;
+    assert_eq!(listed, json!([]));
+}
+
+#[tokio::test]
 async fn bad_times_ended_sessions_and_the_per_session_cap_are_refused() {
     let dir = support::data_dir();
     let server = slow_server(&dir).await;
@@ -180,8 +234,17 @@ async fn bad_times_ended_sessions_and_the_per_session_cap_are_refused() {
         assert_eq!(status, 422, "{at}: {body}");
         assert_eq!(body["error"]["code"], "invalid_schedule", "{body}");
     }
-    let (status, body) = server.post(&path, json!({"input": 1})).await;
-    assert_eq!(status, 422, "no `at`: {body}");
+    for bad in [
+        json!({"input": 1}),
+        json!({"at": "2099-12-01T09:00:00Z", "cron": "* * * * *"}),
+        json!({"at": "2099-12-01T09:00:00Z", "timezone": "UTC"}),
+        json!({"cron": "61 * * * *"}),
+        json!({"cron": "0 9 * * *", "timezone": "Mars/Olympus"}),
+    ] {
+        let (status, body) = server.post(&path, bad.clone()).await;
+        assert_eq!(status, 422, "{bad}: {body}");
+        assert_eq!(body["error"]["code"], "invalid_schedule", "{body}");
+    }
     // Any UTC offset; kept and shown in UTC.
     let berlin = schedule(&server, &session, "2099-12-01T09:00:00+02:00", json!(1)).await;
     assert_eq!(berlin["at"], "2099-12-01T07:00:00.000Z", "{berlin}");

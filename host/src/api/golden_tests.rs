@@ -364,6 +364,20 @@ fn golden_every_view_is_pinned() {
                 at: "2026-11-23T07:00:00.000Z".into(),
                 input: json!({"text": "the morning digest"}),
                 created_at: "2026-11-22T10:00:00.123Z".into(),
+                cron: None,
+                timezone: None,
+            }),
+        ),
+        (
+            "schedule_cron",
+            json!(super::schedules::ScheduleView {
+                id: other(),
+                session_id: id(),
+                at: "2026-11-23T08:00:00.000Z".into(),
+                input: json!({"text": "the morning digest"}),
+                created_at: "2026-11-22T10:00:00.123Z".into(),
+                cron: Some("0 9 * * MON-FRI".into()),
+                timezone: Some("Europe/Berlin".into()),
             }),
         ),
         (

@@ -16,15 +16,23 @@ use super::extract::{Json, Path};
 use super::sessions::visible_session;
 use super::{ApiError, AppState};
 use crate::keys::Principal;
-use crate::store::{ScheduleRecord, now_rfc3339};
+use crate::store::{CronRule, ScheduleRecord, now_rfc3339, rfc3339_ms, unix_ms};
 
-/// The body of `POST /sessions/{id}/schedules`.
+/// The body of `POST /sessions/{id}/schedules`: `at` or `cron`.
 #[derive(Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct CreateSchedule {
-    /// When the input becomes a turn: RFC 3339 with a UTC offset. A time
-    /// already past fires at once.
-    at: String,
+    /// Once, at this time: RFC 3339 with a UTC offset. A time already past
+    /// fires at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    at: Option<String>,
+    /// At every time this cron pattern matches (5 fields, or 6 with
+    /// seconds first; `@daily` and the like), from now on, until deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cron: Option<String>,
+    /// The IANA time zone of `cron` (`UTC` when omitted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    timezone: Option<String>,
     /// The turn's input, as `POST /sessions/{id}/input` takes it.
     #[serde(default)]
     input: Value,
@@ -35,10 +43,15 @@ pub(super) struct CreateSchedule {
 pub(crate) struct ScheduleView {
     pub id: Uuid,
     pub session_id: Uuid,
-    /// When it is due, RFC 3339 in UTC.
+    /// When it is next due, RFC 3339 in UTC.
     pub at: String,
     pub input: Value,
     pub created_at: String,
+    /// A cron schedule's pattern and time zone (absent for a one-shot one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cron: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timezone: Option<String>,
 }
 
 impl ScheduleView {
@@ -49,6 +62,8 @@ impl ScheduleView {
             at: r.at.clone(),
             input: r.input.clone(),
             created_at: r.created_at.clone(),
+            cron: r.cron.clone(),
+            timezone: r.timezone.clone(),
         }
     }
 }
@@ -60,26 +75,44 @@ pub(super) async fn create(
     Json(body): Json<CreateSchedule>,
 ) -> Result<(StatusCode, Json<ScheduleView>), ApiError> {
     let session = visible_session(&state, &principal, &id).await?;
-    let at = OffsetDateTime::parse(&body.at, &Rfc3339).map_err(|err| {
-        ApiError::unprocessable(
-            "invalid_schedule",
-            format!("`at` is not an RFC 3339 time ({err}): e.g. 2026-12-01T09:00:00Z"),
-        )
-    })?;
-    let due_ms = u64::try_from(at.unix_timestamp_nanos() / 1_000_000).map_err(|_| {
-        ApiError::unprocessable("invalid_schedule", "`at` is before 1970".to_string())
-    })?;
-    let due = std::time::UNIX_EPOCH + std::time::Duration::from_millis(due_ms);
+    let invalid = |message: String| ApiError::unprocessable("invalid_schedule", message);
+    let (due_ms, cron, timezone) = match (body.at, body.cron, body.timezone) {
+        (Some(at), None, None) => (parse_at(&at).map_err(invalid)?, None, None),
+        (None, Some(cron), timezone) => {
+            let timezone = timezone.unwrap_or_else(|| "UTC".into());
+            let rule = CronRule::parse(&cron, &timezone).map_err(invalid)?;
+            let now = unix_ms(std::time::SystemTime::now());
+            let next = rule
+                .next_after(now)
+                .ok_or_else(|| invalid(format!("`cron` {cron:?} never matches after now")))?;
+            (next, Some(cron), Some(timezone))
+        }
+        _ => {
+            return Err(invalid(
+                "give `at` (once) or `cron` (with an optional `timezone`), not both".into(),
+            ));
+        }
+    };
     let record = ScheduleRecord {
         id: Uuid::now_v7(),
-        at: humantime::format_rfc3339_millis(due).to_string(),
+        at: rfc3339_ms(due_ms),
         due_ms,
         input: body.input,
         created_at: now_rfc3339(),
+        cron,
+        timezone,
     };
     let record = state.writer.create_schedule(session.id, record).await?;
     let view = ScheduleView::of(session.id, &record);
     Ok((StatusCode::CREATED, Json(view)))
+}
+
+/// `at` as Unix ms.
+fn parse_at(at: &str) -> Result<u64, String> {
+    let at = OffsetDateTime::parse(at, &Rfc3339).map_err(|err| {
+        format!("`at` is not an RFC 3339 time ({err}): e.g. 2026-12-01T09:00:00Z")
+    })?;
+    u64::try_from(at.unix_timestamp_nanos() / 1_000_000).map_err(|_| "`at` is before 1970".into())
 }
 
 /// The session's schedules that have not fired, soonest first.

@@ -34,8 +34,8 @@ pub use commands::WriterHandle;
 use domain::IDEMPOTENCY_TTL;
 pub use domain::{BuildOutcome, NewDeployment};
 pub(crate) use domain::{
-    Decision, Fired, Idempotency, InputOutcome, MAX_KEY_LEN, OnBusy, ThreadTurn, TurnOutcome,
-    thread_key, unix_ms,
+    CronRule, Decision, Fired, Idempotency, InputOutcome, MAX_KEY_LEN, OnBusy, ThreadTurn,
+    TurnOutcome, rfc3339_ms, thread_key, unix_ms,
 };
 pub use engine::SessionFilter;
 pub(crate) use engine::{ApprovalItem, DueSchedule, Engine, FeedPage};

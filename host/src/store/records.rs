@@ -214,15 +214,23 @@ pub struct SessionRecord {
     pub schedules: Vec<ScheduleRecord>,
 }
 
-/// A one-shot schedule: `input` becomes a turn of the session at `at`.
+/// A schedule: `input` becomes a turn of the session at `at`, once, or,
+/// with a `cron` pattern, at every time it matches.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ScheduleRecord {
     pub id: Uuid,
-    /// When it is due, RFC 3339 (UTC), and the same in Unix ms.
+    /// When it is next due, RFC 3339 (UTC), and the same in Unix ms.
     pub at: String,
     pub due_ms: u64,
     pub input: Value,
     pub created_at: String,
+    /// A cron pattern: after each firing the schedule is due again at the
+    /// pattern's next time in `timezone` (`domain::cron`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cron: Option<String>,
+    /// The IANA time zone of `cron`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timezone: Option<String>,
 }
 
 /// An input waiting for a turn of its own (its INPUT_QUEUED is journaled).

@@ -18,6 +18,8 @@ fn due_now(input: Value) -> ScheduleRecord {
         due_ms: unix_ms(std::time::SystemTime::now()),
         input,
         created_at: now_rfc3339(),
+        cron: None,
+        timezone: None,
     }
 }
 
@@ -111,4 +113,61 @@ async fn on_postgres_two_hosts_firing_a_schedule_fire_it_once() {
     let (store, a) = start(&Backend::Postgres(url.clone())).await;
     let (_other, b) = start(&Backend::Postgres(url)).await;
     fires_once(store, a, b).await;
+}
+
+/// A cron schedule past due by an hour (the server was down) fires once and
+/// is due again at its next time after now: no catch-up storm.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_cron_schedule_fires_once_and_is_due_again_after_now() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, writer) = start(&Backend::Redb(dir.path().join("db.redb"))).await;
+    let d = writer
+        .create_deployment(new_deployment(None))
+        .await
+        .unwrap();
+    writer.finish_build(d.id, success()).await.unwrap();
+    let (session, ticket) = writer
+        .create_session("app".into(), "/chat".into(), json!("hi"))
+        .await
+        .unwrap();
+    let id = session.id;
+    writer
+        .finish_turn(id, ticket.turn, vec![], TurnOutcome::Ended)
+        .await
+        .unwrap();
+    let hour_ago = unix_ms(std::time::SystemTime::now()) - 3_600_000;
+    let record = ScheduleRecord {
+        due_ms: hour_ago,
+        cron: Some("*/10 * * * * *".into()),
+        timezone: Some("UTC".into()),
+        ..due_now(json!("tick"))
+    };
+    let every = writer.create_schedule(id, record).await.unwrap();
+    let due = due_now_in(&store).await;
+    assert_eq!(due.len(), 1);
+    let fired = writer.fire_schedule(due[0]).await.unwrap();
+    assert!(
+        matches!(fired, Fired::Input(InputOutcome::Started(_))),
+        "{fired:?}"
+    );
+    let now = unix_ms(std::time::SystemTime::now());
+    let record = store.read(move |s| s.session(id)).await.unwrap().unwrap();
+    let [again] = record.schedules.as_slice() else {
+        panic!("{:?}", record.schedules)
+    };
+    assert_eq!(again.id, every.id);
+    assert!(
+        again.due_ms > now - 1_000 && again.due_ms <= now + 10_000,
+        "{again:?}"
+    );
+    assert_eq!(again.at, rfc3339_ms(again.due_ms));
+    // Its one row in the due index moved with it: nothing else is due.
+    assert!(store.due_schedules(now, 10).unwrap().is_empty());
+    assert_eq!(
+        starts(&store, id).await,
+        [
+            (1, json!({"kind": "input"})),
+            (2, json!({"kind": "schedule", "schedule_id": every.id})),
+        ]
+    );
 }

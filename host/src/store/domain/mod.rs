@@ -9,6 +9,7 @@
 //! engine it runs on.
 
 mod closing;
+mod cron;
 mod deletion;
 mod deployments;
 mod feed;
@@ -25,6 +26,7 @@ mod threads;
 use super::records::{AgentDescription, Artifact, LimitsRecord, PendingApproval};
 use super::start::{TurnReason, TurnTicket};
 
+pub(crate) use cron::CronRule;
 pub(super) use deletion::DeleteSession;
 pub(super) use deployments::{Activate, CreateDeployment, FinishBuild, SetArtifact};
 pub(super) use feed::PurgeFeed;
@@ -40,8 +42,8 @@ pub(crate) use queue::MAX_QUEUED_INPUTS;
 pub(crate) use queue::OnBusy;
 pub(crate) use recovery::Recovery;
 pub(super) use recovery::{CloseTurn, Recover};
-pub(crate) use schedules::Fired;
 pub(super) use schedules::{CreateSchedule, DeleteSchedule, FireSchedule};
+pub(crate) use schedules::{Fired, rfc3339_ms};
 pub(super) use secrets::{DeleteSecret, PutSecret};
 pub(crate) use sessions::InputOutcome;
 pub(super) use sessions::{Append, CreateSession, Decide, EndSession, FinishTurn, PostInput};

@@ -1,17 +1,22 @@
-//! One-shot schedules set through the API (`docs/schedules.md`): an input
+//! Schedules set through the API, one-shot or cron, (`docs/schedules.md`): an input
 //! the session gets as a turn at a given time. A schedule lives on its
 //! session's record (so the session's row lock on PostgreSQL decides who
 //! fires it, and deleting the session drops it) plus one row in the
 //! engine's due index, which the scanner (`crate::schedules`) reads.
 //!
 //! Firing is a command like any input: it takes the schedule off the record
-//! and starts its turn (reason `schedule`), or queues it when the session
-//! is busy, in one commit. A second firing of the same schedule (another
+//! (a cron schedule goes back on it, due at its next time after now) and
+//! starts its turn (reason `schedule`), or queues it when the session is
+//! busy, in one commit. A second firing of the same schedule (another
 //! host, a retry) finds it gone and does nothing: exactly once.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 use uuid::Uuid;
 
+use super::cron::CronRule;
+use super::idempotency::unix_ms;
 use super::queue::OnBusy;
 use super::sessions::{InputOutcome, PostInput};
 use crate::store::StoreError;
@@ -22,6 +27,11 @@ use crate::store::start::TurnTicket;
 /// Schedules one session may hold (docs/limits.md): each waits on the
 /// session's record until it fires or is deleted.
 pub(crate) const MAX_SCHEDULES: usize = 100;
+
+/// Unix ms as RFC 3339 (UTC, milliseconds), as a schedule's `at` shows it.
+pub(crate) fn rfc3339_ms(ms: u64) -> String {
+    humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
+}
 
 /// Adds a schedule to a session that has not ended.
 pub(crate) struct CreateSchedule {
@@ -151,9 +161,30 @@ impl Op for FireSchedule {
         };
         let outcome = start.apply(batch)?;
         let session = batch.session(id)?;
-        session.record.schedules.retain(|s| s.id != schedule);
-        batch.touch(id);
+        let schedules = &mut session.record.schedules;
+        let Some(index) = schedules.iter().position(|s| s.id == schedule) else {
+            return Err(StoreError::Corrupt("a schedule left while it fired".into()));
+        };
+        let mut record = schedules.remove(index);
         batch.tx.remove_schedule_due(due_ms, id, schedule)?;
+        // A cron schedule is due again at its next time after now: one
+        // firing however many times passed while no server ran.
+        let now = unix_ms(SystemTime::now()).max(due_ms);
+        let next = (record.cron.as_deref())
+            .and_then(|cron| {
+                CronRule::parse(cron, record.timezone.as_deref().unwrap_or("UTC")).ok()
+            })
+            .and_then(|rule| rule.next_after(now));
+        if let Some(next) = next {
+            record.due_ms = next;
+            record.at = rfc3339_ms(next);
+            batch.tx.put_schedule_due(next, id, schedule)?;
+            let session = batch.session(id)?;
+            let schedules = &mut session.record.schedules;
+            let at = schedules.partition_point(|s| s.due_ms <= next);
+            schedules.insert(at, record);
+        }
+        batch.touch(id);
         Ok(Fired::Input(outcome))
     }
 }
