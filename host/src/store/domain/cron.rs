@@ -61,6 +61,9 @@ mod tests {
             Some(ms("2026-11-30T09:00:30Z"))
         );
         assert!(CronRule::parse("61 * * * *", "UTC").is_err());
+        // A date that never comes: no next time (answered, not searched for ever).
+        let never = CronRule::parse("0 0 30 2 *", "UTC");
+        assert_eq!(never.ok().and_then(|rule| rule.next_after(0)), None);
         assert!(CronRule::parse("* * * * *", "Mars/Olympus").is_err());
     }
 }
