@@ -34,6 +34,10 @@ pub(crate) struct Metrics {
     pub streams_refused: Counter,
     /// Reads of the store `GET /readyz` made (its answer is cached).
     pub ready_probes: Counter,
+    /// Schedules this host fired (a turn started or an input queued).
+    pub schedules_fired: Counter,
+    /// From a schedule's due time to the commit of its firing.
+    pub schedule_lateness: Histogram,
     registry: Registry,
 }
 
@@ -74,6 +78,8 @@ pub(crate) fn get() -> &'static Metrics {
             quota_refused: Family::default(),
             streams_refused: Counter::default(),
             ready_probes: Counter::default(),
+            schedules_fired: Counter::default(),
+            schedule_lateness: Histogram::new(latency_buckets()),
             registry: Registry::default(),
         };
         let mut registry = Registry::default();
@@ -136,6 +142,16 @@ pub(crate) fn get() -> &'static Metrics {
             "agenthost_ready_probes",
             "Reads of the store made by GET /readyz (its answer is reused for 1 s)",
             metrics.ready_probes.clone(),
+        );
+        registry.register(
+            "agenthost_schedules_fired",
+            "Schedules this host fired (docs/schedules.md): a turn started or an input queued",
+            metrics.schedules_fired.clone(),
+        );
+        registry.register(
+            "agenthost_schedule_lateness_seconds",
+            "Time from a schedule's due time to the commit of its firing",
+            metrics.schedule_lateness.clone(),
         );
         registry.register_collector(Box::new(ProcessCollector));
         Metrics {

@@ -5,7 +5,7 @@
 //! firing wins, the others find it gone. A schedule due while the server
 //! was down is due at its start: it fires once, late.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use crate::store::{Db, DueSchedule, Fired, InputOutcome, StoreError, WriterHandle, unix_ms};
 
@@ -18,7 +18,7 @@ const PAGE: usize = 256;
 pub(crate) fn start(store: Db, writer: WriterHandle) {
     tokio::spawn(async move {
         loop {
-            let now = unix_ms(std::time::SystemTime::now());
+            let now = unix_ms(SystemTime::now());
             match store.read(move |s| s.due_schedules(now, PAGE)).await {
                 Ok(due) => {
                     for due in due {
@@ -35,7 +35,14 @@ pub(crate) fn start(store: Db, writer: WriterHandle) {
 /// Fires one due schedule; a refusal is logged, and a cap waits for the next read.
 async fn fire(writer: &WriterHandle, due: DueSchedule) {
     let (session, schedule) = (due.session, due.schedule);
-    match writer.fire_schedule(due).await {
+    let fired = writer.fire_schedule(due).await;
+    if let Ok(Fired::Input(_)) = &fired {
+        let metrics = crate::metrics::get();
+        metrics.schedules_fired.inc();
+        let late_ms = unix_ms(SystemTime::now()).saturating_sub(due.due_ms);
+        metrics.schedule_lateness.observe(late_ms as f64 / 1000.0);
+    }
+    match fired {
         Ok(Fired::Input(InputOutcome::Started(ticket))) => {
             tracing::info!(%session, %schedule, turn = ticket.turn, "a schedule fired");
         }

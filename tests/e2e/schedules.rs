@@ -116,6 +116,35 @@ async fn a_schedule_fires_once_with_its_reason_and_a_deleted_one_never_fires() {
         (Some("idle"), Some(3)),
         "{record}"
     );
+    // Counted in /metrics: two fired, two lateness samples.
+    let metrics = metrics(&server).await;
+    assert_eq!(
+        (
+            sample(&metrics, "agenthost_schedules_fired_total"),
+            sample(&metrics, "agenthost_schedule_lateness_seconds_count"),
+        ),
+        (2.0, 2.0),
+        "{metrics}"
+    );
+}
+
+/// `GET /metrics` as text.
+async fn metrics(server: &Server) -> String {
+    let response = (server.client.get(server.url("/metrics")))
+        .bearer_auth(support::KEY)
+        .send()
+        .await
+        .expect("GET /metrics");
+    assert_eq!(response.status(), 200);
+    response.text().await.expect("metrics text")
+}
+
+/// The value of one sample line of the OpenMetrics text (0 when absent).
+fn sample(text: &str, name: &str) -> f64 {
+    (text.lines())
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or(0.0)
 }
 
 #[tokio::test]
