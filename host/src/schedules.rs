@@ -20,9 +20,15 @@ pub(crate) fn start(store: Db, writer: WriterHandle) {
         loop {
             let now = unix_ms(SystemTime::now());
             match store.read(move |s| s.due_schedules(now, PAGE)).await {
+                // All at once: the writer commits them together, in
+                // batches, instead of one commit (and fsync) each.
                 Ok(due) => {
-                    for due in due {
-                        fire(&writer, due).await;
+                    let full = due.len() == PAGE;
+                    let fired = due.into_iter().map(|due| fire(&writer, due));
+                    let moved = futures::future::join_all(fired).await;
+                    // A full page that moved on: more are due, read again now.
+                    if full && moved.into_iter().any(|moved| moved) {
+                        continue;
                     }
                 }
                 Err(err) => tracing::warn!(error = %err, "cannot read due schedules"),
@@ -32,8 +38,9 @@ pub(crate) fn start(store: Db, writer: WriterHandle) {
     });
 }
 
-/// Fires one due schedule; a refusal is logged, and a cap waits for the next read.
-async fn fire(writer: &WriterHandle, due: DueSchedule) {
+/// Fires one due schedule; a refusal is logged, and a cap waits for the
+/// next read. Whether it left the due index (fired or dropped).
+async fn fire(writer: &WriterHandle, due: DueSchedule) -> bool {
     let (session, schedule) = (due.session, due.schedule);
     let fired = writer.fire_schedule(due).await;
     if let Ok(Fired::Input(_)) = &fired {
@@ -42,6 +49,7 @@ async fn fire(writer: &WriterHandle, due: DueSchedule) {
         let late_ms = unix_ms(SystemTime::now()).saturating_sub(due.due_ms);
         metrics.schedule_lateness.observe(late_ms as f64 / 1000.0);
     }
+    let moved = fired.is_ok();
     match fired {
         Ok(Fired::Input(InputOutcome::Started(ticket))) => {
             tracing::info!(%session, %schedule, turn = ticket.turn, "a schedule fired");
@@ -55,4 +63,5 @@ async fn fire(writer: &WriterHandle, due: DueSchedule) {
         Err(StoreError::Quota { .. }) => {}
         Err(err) => tracing::warn!(%session, %schedule, error = %err, "cannot fire a schedule"),
     }
+    moved
 }
