@@ -7,8 +7,6 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
@@ -109,10 +107,10 @@ pub(super) async fn create(
 
 /// `at` as Unix ms.
 fn parse_at(at: &str) -> Result<u64, String> {
-    let at = OffsetDateTime::parse(at, &Rfc3339).map_err(|err| {
+    let at = chrono::DateTime::parse_from_rfc3339(at).map_err(|err| {
         format!("`at` is not an RFC 3339 time ({err}): e.g. 2026-12-01T09:00:00Z")
     })?;
-    u64::try_from(at.unix_timestamp_nanos() / 1_000_000).map_err(|_| "`at` is before 1970".into())
+    u64::try_from(at.timestamp_millis()).map_err(|_| "`at` is before 1970".into())
 }
 
 /// The session's schedules that have not fired, soonest first.
