@@ -20,6 +20,7 @@ mod metrics;
 mod redact;
 mod retention;
 mod runtime;
+mod schedules;
 mod secrets;
 mod server;
 mod store;

@@ -38,6 +38,10 @@ pub(crate) struct Metrics {
     pub webhook_attempts: Family<[(&'static str, &'static str); 1], Counter>,
     /// Webhook events not recorded for an endpoint at its pending cap.
     pub webhook_dropped: Counter,
+    /// Schedules this host fired (a turn started or an input queued).
+    pub schedules_fired: Counter,
+    /// From a schedule's due time to the commit of its firing.
+    pub schedule_lateness: Histogram,
     registry: Registry,
 }
 
@@ -80,6 +84,8 @@ pub(crate) fn get() -> &'static Metrics {
             ready_probes: Counter::default(),
             webhook_attempts: Family::default(),
             webhook_dropped: Counter::default(),
+            schedules_fired: Counter::default(),
+            schedule_lateness: Histogram::new(latency_buckets()),
             registry: Registry::default(),
         };
         let mut registry = Registry::default();
@@ -152,6 +158,16 @@ pub(crate) fn get() -> &'static Metrics {
             "agenthost_webhook_dropped",
             "Webhook events not recorded for an endpoint that had too many pending deliveries",
             metrics.webhook_dropped.clone(),
+        );
+        registry.register(
+            "agenthost_schedules_fired",
+            "Schedules this host fired (docs/schedules.md): a turn started or an input queued",
+            metrics.schedules_fired.clone(),
+        );
+        registry.register(
+            "agenthost_schedule_lateness_seconds",
+            "Time from a schedule's due time to the commit of its firing",
+            metrics.schedule_lateness.clone(),
         );
         registry.register_collector(Box::new(ProcessCollector));
         Metrics {

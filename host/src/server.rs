@@ -157,6 +157,7 @@ impl Server {
         )?;
         builder.resume_interrupted().await?;
         crate::expiry::start(store.clone(), writer.clone());
+        crate::schedules::start(store.clone(), writer.clone());
         crate::retention::start_purges(writer.clone());
         if let Some(retain) = options.retain_ended_sessions {
             crate::retention::start(store.clone(), writer.clone(), retain);

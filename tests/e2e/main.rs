@@ -41,6 +41,7 @@ mod outbound;
 mod python;
 mod quotas;
 mod rollback;
+mod schedules;
 mod secrets;
 mod sessions;
 mod shutdown;

@@ -93,6 +93,7 @@ impl From<StoreError> for ApiError {
                     "session" => "session_not_found",
                     "route" => "route_not_found",
                     "deployment" => "deployment_not_found",
+                    "schedule" => "schedule_not_found",
                     _ => "not_found",
                 };
                 ApiError::not_found(code, err.to_string())
@@ -105,6 +106,7 @@ impl From<StoreError> for ApiError {
                 crate::metrics::get().quota_refusal(cap);
                 let code = match cap {
                     "queued_inputs" => "queue_full",
+                    "schedules" => "too_many_schedules",
                     _ => "quota_exceeded",
                 };
                 ApiError::new(StatusCode::TOO_MANY_REQUESTS, code, message)

@@ -100,6 +100,13 @@ fn samples(kind: EventType) -> Vec<NewEvent> {
                 },
                 input: json!("deploy it"),
             }),
+            NewEvent::of(&TurnStarted {
+                turn: 3,
+                reason: StartReason::Schedule {
+                    schedule_id: other(),
+                },
+                input: json!({"text": "the morning digest"}),
+            }),
         ],
         EventType::MessageStart => vec![NewEvent::of(&MessageStart {
             message_id,
@@ -354,6 +361,7 @@ fn session_record() -> SessionRecord {
         resume: None,
         end_user: Some("user_2Nq8".into()),
         queued: Vec::new(),
+        schedules: Vec::new(),
     }
 }
 
@@ -423,6 +431,30 @@ fn golden_every_view_is_pinned() {
     .unwrap_or_else(|e| panic!("an approval event: {e}"));
     let views: Vec<(&str, Value)> = vec![
         ("session", json!(session)),
+        (
+            "schedule",
+            json!(super::schedules::ScheduleView {
+                id: other(),
+                session_id: id(),
+                at: "2026-11-23T07:00:00.000Z".into(),
+                input: json!({"text": "the morning digest"}),
+                created_at: "2026-11-22T10:00:00.123Z".into(),
+                cron: None,
+                timezone: None,
+            }),
+        ),
+        (
+            "schedule_cron",
+            json!(super::schedules::ScheduleView {
+                id: other(),
+                session_id: id(),
+                at: "2026-11-23T08:00:00.000Z".into(),
+                input: json!({"text": "the morning digest"}),
+                created_at: "2026-11-22T10:00:00.123Z".into(),
+                cron: Some("0 9 * * MON-FRI".into()),
+                timezone: Some("Europe/Berlin".into()),
+            }),
+        ),
         (
             "session_queued",
             json!(SessionView {

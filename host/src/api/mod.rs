@@ -33,6 +33,7 @@ mod openapi;
 pub(crate) mod overload;
 mod paging;
 pub(crate) mod rate_limit;
+mod schedules;
 mod secrets;
 mod serve;
 mod sessions;

@@ -13,8 +13,8 @@ use axum::routing::{MethodRouter, delete, get, post, put};
 use super::openapi::{self, Doc};
 use super::{
     Access, AppState, BUNDLE_BODY_LIMIT, Endpoint, agui, approval_feed, approvals, apps, console,
-    controls, decision_links, deployments, end_users, events, health, keys, mcp, secrets, sessions,
-    views, webhooks,
+    controls, decision_links, deployments, end_users, events, health, keys, mcp, schedules,
+    secrets, sessions, views, webhooks,
 };
 
 /// Every endpoint of the API, in one table: the router is built from it,
@@ -230,6 +230,39 @@ pub(super) fn table() -> Vec<(Endpoint, Doc, MethodRouter<AppState>)> {
             )
             .errors(&[404, 409]),
             delete(controls::delete),
+        ),
+        row(
+            "POST",
+            "/sessions/{id}/schedules",
+            Platform,
+            Doc::new(
+                "Schedule an input: a turn of the session at `at` (docs/schedules.md)",
+                201,
+                Reply::Json(schema::<schedules::ScheduleView>),
+            )
+            .body(Body::Json(schema::<schedules::CreateSchedule>))
+            .errors(&[404, 409, 422, 429]),
+            post(schedules::create),
+        ),
+        row(
+            "GET",
+            "/sessions/{id}/schedules",
+            Platform,
+            Doc::new(
+                "The session's schedules that have not fired, soonest first",
+                200,
+                Reply::Json(list::<schedules::ScheduleView>),
+            )
+            .errors(&[404]),
+            get(schedules::list),
+        ),
+        row(
+            "DELETE",
+            "/sessions/{id}/schedules/{schedule_id}",
+            Platform,
+            Doc::new("Delete a schedule that has not fired", 204, Reply::Empty)
+                .errors(&[404]),
+            delete(schedules::delete),
         ),
         row(
             "GET",

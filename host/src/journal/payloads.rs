@@ -93,6 +93,8 @@ pub(crate) enum StartReason {
         tool_call_id: String,
         approver: String,
     },
+    /// A schedule set through the API came due (`docs/schedules.md`).
+    Schedule { schedule_id: Uuid },
 }
 
 /// Who wrote a message.

@@ -15,15 +15,18 @@ use uuid::Uuid;
 use super::StoreError;
 use super::batch::{Batch, Op};
 use super::domain::{
-    Activate, Answered, Append, BuildOutcome, CloseTurn, CreateDeployment, CreateSession, Decide,
-    DecideAt, Decision, DecisionAnswer, DeleteApiKey, DeleteSecret, DeleteSession,
-    DeploymentAnswer, EndSession, FinishBuild, FinishTurn, Idempotency, InputOutcome,
-    NewDeployment, OnBusy, Once, OpenThread, PostInput, PostInputAt, PurgeFeed, PurgeIdempotency,
-    PutApiKey, PutSecret, Recover, Recovery, SetArtifact, ThreadTurn, TouchApiKey, TurnAnswer,
-    TurnOutcome,
+    Activate, Answered, Append, BuildOutcome, CloseTurn, CreateDeployment, CreateSchedule,
+    CreateSession, Decide, DecideAt, Decision, DecisionAnswer, DeleteApiKey, DeleteSchedule,
+    DeleteSecret, DeleteSession, DeploymentAnswer, EndSession, FinishBuild, FinishTurn,
+    FireSchedule, Fired, Idempotency, InputOutcome, NewDeployment, OnBusy, Once, OpenThread,
+    PostInput, PostInputAt, PurgeFeed, PurgeIdempotency, PutApiKey, PutSecret, Recover, Recovery,
+    SetArtifact, ThreadTurn, TouchApiKey, TurnAnswer, TurnOutcome,
 };
+use super::engine::DueSchedule;
 use super::outbox::Outbox;
-use super::records::{ApiKeyRecord, Artifact, DeploymentRecord, SecretRecord, SessionRecord};
+use super::records::{
+    ApiKeyRecord, Artifact, DeploymentRecord, ScheduleRecord, SecretRecord, SessionRecord,
+};
 use super::start::{AppendAck, TurnSink, TurnTicket, Turns};
 use crate::journal::payloads::EndUserInfo;
 use crate::journal::{NewEvent, TurnErrorKind};
@@ -197,6 +200,7 @@ impl WriterHandle {
                 session,
                 input,
                 on_busy,
+                schedule: None,
             })
             .await?
         {
@@ -216,6 +220,7 @@ impl WriterHandle {
             session,
             input,
             on_busy: OnBusy::Reject,
+            schedule: None,
         }))
         .await
     }
@@ -424,6 +429,7 @@ impl WriterHandle {
             session,
             input,
             on_busy,
+            schedule: None,
         };
         self.call(Once { op, key }).await
     }
@@ -448,6 +454,34 @@ impl WriterHandle {
     ) -> Result<Answered<DeploymentRecord, DeploymentAnswer>, StoreError> {
         let op = CreateDeployment(new);
         self.call(Once { op, key }).await
+    }
+
+    /// Adds a one-shot schedule to a session (`domain::schedules`).
+    pub(crate) async fn create_schedule(
+        &self,
+        session: Uuid,
+        record: ScheduleRecord,
+    ) -> Result<ScheduleRecord, StoreError> {
+        self.call(CreateSchedule { session, record }).await
+    }
+
+    /// Deletes a schedule that has not fired (404 when there is none).
+    pub(crate) async fn delete_schedule(
+        &self,
+        session: Uuid,
+        schedule: Uuid,
+    ) -> Result<(), StoreError> {
+        self.call(DeleteSchedule { session, schedule }).await
+    }
+
+    /// Fires a due schedule, once: the writer starts its turn or queues it.
+    pub(crate) async fn fire_schedule(&self, due: DueSchedule) -> Result<Fired, StoreError> {
+        self.call(FireSchedule {
+            session: due.session,
+            schedule: due.schedule,
+            due_ms: due.due_ms,
+        })
+        .await
     }
 
     /// Forgets up to `limit` idempotency answers expired at `now_ms`.

@@ -98,6 +98,15 @@ pub struct FeedRow {
     pub json: String,
 }
 
+/// A schedule's row in the due index (`store::domain::schedules`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DueSchedule {
+    /// When it is due, Unix ms.
+    pub due_ms: u64,
+    pub session: Uuid,
+    pub schedule: Uuid,
+}
+
 /// A storage engine: the read-only queries, and the writer's side.
 ///
 /// Reads block (they run on tokio's blocking pool through `Db::read`)
@@ -183,6 +192,8 @@ pub trait Engine: Send + Sync + 'static {
         before: Option<Uuid>,
         limit: usize,
     ) -> Result<Vec<DeliveryRecord>, StoreError>;
+    /// Up to `limit` schedules due at `now_ms` (Unix ms), soonest first.
+    fn due_schedules(&self, now_ms: u64, limit: usize) -> Result<Vec<DueSchedule>, StoreError>;
 
     /// Whether several hosts may share this engine.
     fn shared(&self) -> bool {
@@ -399,4 +410,18 @@ pub trait WriteTx {
     /// Removes up to `limit` finished (delivered or failed) deliveries
     /// made before `before_ms` (Unix ms), oldest first; returns how many.
     fn purge_deliveries(&mut self, before_ms: u64, limit: usize) -> Result<usize, StoreError>;
+    /// Indexes a schedule of `session` as due at `due_ms` (Unix ms).
+    fn put_schedule_due(
+        &mut self,
+        due_ms: u64,
+        session: Uuid,
+        schedule: Uuid,
+    ) -> Result<(), StoreError>;
+    /// Un-indexes it (nothing to do when it is not indexed).
+    fn remove_schedule_due(
+        &mut self,
+        due_ms: u64,
+        session: Uuid,
+        schedule: Uuid,
+    ) -> Result<(), StoreError>;
 }

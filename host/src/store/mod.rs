@@ -35,14 +35,14 @@ pub use commands::WriterHandle;
 #[cfg(test)]
 use domain::IDEMPOTENCY_TTL;
 pub(crate) use domain::{
-    AttemptOutcome, Decision, Idempotency, InputOutcome, MAX_KEY_LEN, OnBusy, ThreadTurn,
-    TurnOutcome, WEBHOOK_MAX_PENDING, thread_key, unix_ms,
+    AttemptOutcome, CronRule, Decision, Fired, Idempotency, InputOutcome, MAX_KEY_LEN, OnBusy,
+    ThreadTurn, TurnOutcome, WEBHOOK_MAX_PENDING, rfc3339_ms, thread_key, unix_ms,
 };
 pub use domain::{BuildOutcome, NewDeployment};
 #[cfg(test)]
 pub(crate) use domain::{webhook_deployment_data, webhook_event_data};
 pub use engine::SessionFilter;
-pub(crate) use engine::{ApprovalItem, Engine, FeedPage};
+pub(crate) use engine::{ApprovalItem, DueSchedule, Engine, FeedPage};
 pub(crate) use error::StoreError;
 pub(crate) use hub::{Hub, Subscription};
 pub use outbox::Outbox;
@@ -52,8 +52,8 @@ use records::WithdrawReason;
 pub use records::{AgentDescription, Artifact, DeploymentStatus, KeyClass, LimitsRecord};
 pub(crate) use records::{
     ApiKeyRecord, AppRecord, ApprovalFeedEntry, DecisionDetails, DeploymentRecord, EndUsersRecord,
-    FeedKind, PendingApproval, SecretRecord, SessionRecord, SessionStatus, ToolCallRecord,
-    ToolInfo,
+    FeedKind, PendingApproval, ScheduleRecord, SecretRecord, SessionRecord, SessionStatus,
+    ToolCallRecord, ToolInfo,
 };
 pub use redb::RedbOptions;
 pub(crate) use start::{Committed, TurnReason, TurnSink, TurnTicket};
@@ -146,6 +146,8 @@ mod model_tests;
 #[allow(dead_code, unreachable_pub)]
 // OwnCluster serves the e2e tests only; its items are the e2e crate's.
 mod pg_cluster;
+#[cfg(test)]
+mod schedule_tests;
 #[cfg(test)]
 mod start_tests;
 #[cfg(test)]

@@ -208,6 +208,29 @@ pub struct SessionRecord {
     /// (`on_busy` `enqueue` or `interrupt`; `store::domain::queue`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub queued: Vec<QueuedInput>,
+    /// Inputs the session gets at a time set through the API, soonest
+    /// first (`store::domain::schedules`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub schedules: Vec<ScheduleRecord>,
+}
+
+/// A schedule: `input` becomes a turn of the session at `at`, once, or,
+/// with a `cron` pattern, at every time it matches.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScheduleRecord {
+    pub id: Uuid,
+    /// When it is next due, RFC 3339 (UTC), and the same in Unix ms.
+    pub at: String,
+    pub due_ms: u64,
+    pub input: Value,
+    pub created_at: String,
+    /// A cron pattern: after each firing the schedule is due again at the
+    /// pattern's next time in `timezone` (`domain::cron`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cron: Option<String>,
+    /// The IANA time zone of `cron`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timezone: Option<String>,
 }
 
 /// An input waiting for a turn of its own (its INPUT_QUEUED is journaled).
@@ -217,6 +240,9 @@ pub struct QueuedInput {
     pub input_id: String,
     pub input: Value,
     pub queued_at: String,
+    /// The schedule that fired it while the session was busy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_id: Option<Uuid>,
 }
 
 /// The decision a resumed turn runs with (kept until the turn ends, so a

@@ -9,6 +9,7 @@
 //! engine it runs on.
 
 mod closing;
+mod cron;
 mod deletion;
 mod deployments;
 mod feed;
@@ -17,6 +18,7 @@ mod keys;
 mod queue;
 mod quotas;
 mod recovery;
+mod schedules;
 mod secrets;
 mod sessions;
 mod threads;
@@ -25,6 +27,7 @@ mod webhooks;
 use super::records::{AgentDescription, Artifact, DecisionDetails, LimitsRecord, PendingApproval};
 use super::start::{TurnReason, TurnTicket};
 
+pub(crate) use cron::CronRule;
 pub(super) use deletion::DeleteSession;
 pub(super) use deployments::{Activate, CreateDeployment, FinishBuild, SetArtifact};
 pub(super) use feed::PurgeFeed;
@@ -40,6 +43,8 @@ pub(crate) use queue::MAX_QUEUED_INPUTS;
 pub(crate) use queue::OnBusy;
 pub(crate) use recovery::Recovery;
 pub(super) use recovery::{CloseTurn, Recover};
+pub(super) use schedules::{CreateSchedule, DeleteSchedule, FireSchedule};
+pub(crate) use schedules::{Fired, rfc3339_ms};
 pub(super) use secrets::{DeleteSecret, PutSecret};
 pub(crate) use sessions::InputOutcome;
 pub(super) use sessions::{

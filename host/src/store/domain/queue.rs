@@ -15,10 +15,10 @@
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::sessions::turn_start_events;
+use super::sessions::turn_start_events_for;
 use super::{TurnReason, TurnTicket};
 use crate::journal::NewEvent;
-use crate::journal::payloads::InputQueued;
+use crate::journal::payloads::{InputQueued, StartReason};
 use crate::store::batch::Batch;
 use crate::store::records::{QueuedInput, SessionStatus};
 use crate::store::{StoreError, now_rfc3339};
@@ -61,6 +61,7 @@ pub(super) fn enqueue(
     id: Uuid,
     input: &Value,
     on_busy: OnBusy,
+    schedule_id: Option<Uuid>,
 ) -> Result<Queued, StoreError> {
     let session = batch.session(id)?;
     let status = session.record.status;
@@ -84,6 +85,7 @@ pub(super) fn enqueue(
         input_id: input_id.clone(),
         input: input.clone(),
         queued_at: now_rfc3339(),
+        schedule_id,
     };
     let index = if interrupt {
         0
@@ -125,7 +127,11 @@ pub(super) fn start_next(
     }
     let next = session.record.queued.remove(0);
     let turn = session.record.turn + 1;
-    batch.write_events(id, &turn_start_events(turn, &next.input))?;
+    let reason = match next.schedule_id {
+        Some(schedule_id) => StartReason::Schedule { schedule_id },
+        None => StartReason::Input,
+    };
+    batch.write_events(id, &turn_start_events_for(turn, &next.input, reason))?;
     batch.touch(id);
     let boot = batch.state.boot;
     let session = batch.session(id)?;

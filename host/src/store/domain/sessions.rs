@@ -84,6 +84,7 @@ impl Op for CreateSession {
             resume: None,
             end_user: self.end_user.as_ref().map(|user| user.id.clone()),
             queued: Vec::new(),
+            schedules: Vec::new(),
         };
         let mut events = vec![NewEvent::of(&payloads::SessionCreated {
             app_id: app.id,
@@ -120,6 +121,8 @@ pub(in crate::store) struct PostInput {
     pub session: Uuid,
     pub input: Value,
     pub on_busy: OnBusy,
+    /// The schedule whose firing this input is (`domain::schedules`).
+    pub schedule: Option<Uuid>,
 }
 
 /// What an input did.
@@ -149,7 +152,7 @@ impl Op for PostInput {
             SessionStatus::Running | SessionStatus::AwaitingApproval
                 if self.on_busy != OnBusy::Reject =>
             {
-                return queue::enqueue(batch, id, &self.input, self.on_busy)
+                return queue::enqueue(batch, id, &self.input, self.on_busy, self.schedule)
                     .map(InputOutcome::Queued);
             }
             SessionStatus::Running => {
@@ -173,7 +176,11 @@ impl Op for PostInput {
         let (turn, app) = (session.record.turn + 1, session.record.app_id);
         let slug = session.record.app_slug.clone();
         quotas::check(batch, app, &slug, Starting::Turn)?;
-        batch.write_events(id, &turn_start_events(turn, &self.input))?;
+        let reason = match self.schedule {
+            Some(schedule_id) => StartReason::Schedule { schedule_id },
+            None => StartReason::Input,
+        };
+        batch.write_events(id, &turn_start_events_for(turn, &self.input, reason))?;
         let boot = batch.state.boot;
         let session = batch.session(id)?;
         session.record.turn = turn;
@@ -580,9 +587,18 @@ impl Op for EndSession {
 
 /// TURN_STARTED, then the input as a user message when it is text.
 pub(super) fn turn_start_events(turn: u32, input: &Value) -> Vec<NewEvent> {
+    turn_start_events_for(turn, input, StartReason::Input)
+}
+
+/// `turn_start_events` with the reason TURN_STARTED gives.
+pub(super) fn turn_start_events_for(
+    turn: u32,
+    input: &Value,
+    reason: StartReason,
+) -> Vec<NewEvent> {
     let mut events = vec![NewEvent::of(&payloads::TurnStarted {
         turn,
-        reason: StartReason::Input,
+        reason,
         input: input.clone(),
     })];
     if let Some(text) = input_text(input) {

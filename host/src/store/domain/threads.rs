@@ -70,6 +70,7 @@ impl Op for OpenThread {
                 session: id,
                 input: self.input.clone(),
                 on_busy: OnBusy::Reject,
+                schedule: None,
             })
             .apply(batch)?
             else {

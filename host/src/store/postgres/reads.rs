@@ -8,7 +8,9 @@ use super::listen::Change;
 use super::{CHANNEL, PgEngine, PgWriter, pg};
 use crate::journal::{StoredEvent, decode_record};
 use crate::store::StoreError;
-use crate::store::engine::{ApprovalItem, Engine, FeedItem, FeedPage, SessionFilter, WriteEngine};
+use crate::store::engine::{
+    ApprovalItem, DueSchedule, Engine, FeedItem, FeedPage, SessionFilter, WriteEngine,
+};
 use crate::store::error::corrupt;
 use crate::store::records::{
     ApiKeyRecord, AppRecord, DeploymentRecord, SecretRecord, SessionRecord,
@@ -236,6 +238,24 @@ impl Engine for PgEngine {
             _ => page.head.max(after as u64),
         };
         Ok(page)
+    }
+
+    fn due_schedules(&self, now_ms: u64, limit: usize) -> Result<Vec<DueSchedule>, StoreError> {
+        let rows = self.rows(
+            "SELECT due_ms, session_id, schedule_id FROM schedules_due WHERE due_ms <= $1
+             ORDER BY due_ms LIMIT $2",
+            &[&(now_ms.min(i64::MAX as u64) as i64), &(limit as i64)],
+        )?;
+        rows.iter()
+            .map(|row| {
+                let due_ms: i64 = row.try_get(0).map_err(corrupt)?;
+                Ok(DueSchedule {
+                    due_ms: due_ms as u64,
+                    session: row.try_get(1).map_err(corrupt)?,
+                    schedule: row.try_get(2).map_err(corrupt)?,
+                })
+            })
+            .collect()
     }
 
     fn secrets(&self) -> Result<Vec<SecretRecord>, StoreError> {

@@ -115,6 +115,15 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX webhooks_deliveries_due ON webhooks_deliveries (next_at_ms) WHERE pending;
     CREATE INDEX webhooks_deliveries_endpoint ON webhooks_deliveries (webhook_id, id);
     CREATE INDEX webhooks_deliveries_pending ON webhooks_deliveries (webhook_id) WHERE pending;",
+    // 8: the schedules' due index (`store::domain::schedules`; the
+    // schedules are on their sessions' records). The key leads with the
+    // due time: the scanner reads one range of it.
+    "CREATE TABLE schedules_due (
+        due_ms bigint NOT NULL,
+        session_id uuid NOT NULL,
+        schedule_id uuid NOT NULL,
+        PRIMARY KEY (due_ms, session_id, schedule_id)
+    );",
 ];
 
 /// The schema version this binary writes.

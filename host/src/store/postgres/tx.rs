@@ -618,6 +618,20 @@ impl WriteTx for PgTx<'_> {
         Ok(())
     }
 
+    fn put_schedule_due(
+        &mut self,
+        due_ms: u64,
+        session: Uuid,
+        schedule: Uuid,
+    ) -> Result<(), StoreError> {
+        self.execute(
+            "INSERT INTO schedules_due (due_ms, session_id, schedule_id) VALUES ($1, $2, $3)
+             ON CONFLICT DO NOTHING",
+            &[&(due_ms as i64), &session, &schedule],
+        )?;
+        Ok(())
+    }
+
     fn remove_webhook(&mut self, id: Uuid) -> Result<bool, StoreError> {
         self.execute(
             "DELETE FROM webhooks_deliveries WHERE webhook_id = $1",
@@ -675,5 +689,18 @@ impl WriteTx for PgTx<'_> {
             .map_or(Ok(0), |row| row.try_get(0))
             .map_err(corrupt)?;
         Ok(n as u64)
+    }
+
+    fn remove_schedule_due(
+        &mut self,
+        due_ms: u64,
+        session: Uuid,
+        schedule: Uuid,
+    ) -> Result<(), StoreError> {
+        self.execute(
+            "DELETE FROM schedules_due WHERE due_ms = $1 AND session_id = $2 AND schedule_id = $3",
+            &[&(due_ms as i64), &session, &schedule],
+        )?;
+        Ok(())
     }
 }

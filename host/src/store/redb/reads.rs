@@ -6,7 +6,9 @@ use uuid::Uuid;
 use super::{RedbEngine, feed, storage, tables, webhooks};
 use crate::journal::{StoredEvent, decode_record, record_id, seq_of};
 use crate::store::StoreError;
-use crate::store::engine::{ApprovalItem, Engine, FeedPage, SessionFilter, WriteEngine};
+use crate::store::engine::{
+    ApprovalItem, DueSchedule, Engine, FeedPage, SessionFilter, WriteEngine,
+};
 use crate::store::error::corrupt;
 use crate::store::records::{
     ApiKeyRecord, AppRecord, DeploymentRecord, DeploymentStatus, SecretRecord, SessionRecord,
@@ -211,6 +213,25 @@ impl Engine for RedbEngine {
     ) -> Result<FeedPage, StoreError> {
         let txn = self.db.begin_read().map_err(storage)?;
         feed::read(&txn, after, app_id, limit)
+    }
+
+    fn due_schedules(&self, now_ms: u64, limit: usize) -> Result<Vec<DueSchedule>, StoreError> {
+        let txn = self.db.begin_read().map_err(storage)?;
+        let table = txn.open_table(tables::SCHEDULES_DUE).map_err(storage)?;
+        let mut out = Vec::new();
+        for row in (table.range(..(now_ms.saturating_add(1), 0, 0))).map_err(storage)? {
+            if out.len() == limit {
+                break;
+            }
+            let (key, _) = row.map_err(storage)?;
+            let (due_ms, session, schedule) = key.value();
+            out.push(DueSchedule {
+                due_ms,
+                session: Uuid::from_u128(session),
+                schedule: Uuid::from_u128(schedule),
+            });
+        }
+        Ok(out)
     }
 
     /// Every secret, sealed, by name.

@@ -75,6 +75,10 @@ pub(super) const WEBHOOK_BY_ENDPOINT: TableDefinition<(u128, u128), ()> =
 /// (webhook id, delivery id) → (): the pending ones only.
 pub(super) const WEBHOOK_PENDING: TableDefinition<(u128, u128), ()> =
     TableDefinition::new("webhooks_pending_v1");
+/// (due at, Unix ms; session id; schedule id) → (): the schedules' due
+/// index (`store::domain::schedules`; the schedules are on their sessions' records).
+pub(super) const SCHEDULES_DUE: TableDefinition<(u64, u128, u128), ()> =
+    TableDefinition::new("schedules_due_v1");
 
 /// Makes sure every table exists.
 pub(super) fn create_all(db: &Database) -> Result<(), StoreError> {
@@ -102,6 +106,7 @@ pub(super) fn create_all(db: &Database) -> Result<(), StoreError> {
         txn.open_table(WEBHOOK_DELIVERIES).map_err(storage)?;
         txn.open_table(WEBHOOK_BY_ENDPOINT).map_err(storage)?;
         txn.open_table(WEBHOOK_PENDING).map_err(storage)?;
+        txn.open_table(SCHEDULES_DUE).map_err(storage)?;
         let mut open = txn.open_table(OPEN_SESSIONS).map_err(storage)?;
         if fill_open {
             let sessions = txn.open_table(SESSIONS).map_err(storage)?;

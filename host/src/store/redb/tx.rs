@@ -552,4 +552,32 @@ impl WriteTx for RedbTx<'_> {
     fn purge_deliveries(&mut self, before_ms: u64, limit: usize) -> Result<usize, StoreError> {
         webhooks::purge(self.txn, before_ms, limit)
     }
+
+    fn put_schedule_due(
+        &mut self,
+        due_ms: u64,
+        session: Uuid,
+        schedule: Uuid,
+    ) -> Result<(), StoreError> {
+        let mut table = self
+            .txn
+            .open_table(tables::SCHEDULES_DUE)
+            .map_err(storage)?;
+        (table.insert((due_ms, session.as_u128(), schedule.as_u128()), ())).map_err(storage)?;
+        Ok(())
+    }
+
+    fn remove_schedule_due(
+        &mut self,
+        due_ms: u64,
+        session: Uuid,
+        schedule: Uuid,
+    ) -> Result<(), StoreError> {
+        let mut table = self
+            .txn
+            .open_table(tables::SCHEDULES_DUE)
+            .map_err(storage)?;
+        (table.remove((due_ms, session.as_u128(), schedule.as_u128()))).map_err(storage)?;
+        Ok(())
+    }
 }

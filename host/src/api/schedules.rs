@@ -1,0 +1,147 @@
+//! `POST|GET /sessions/{id}/schedules`, `DELETE /sessions/{id}/schedules/{schedule_id}`:
+//! one-shot schedules set through the API (platform keys; docs/schedules.md).
+//! The rule and the firing are the store's (`store::domain::schedules`).
+
+use axum::Extension;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use super::extract::{Json, Path};
+use super::sessions::visible_session;
+use super::{ApiError, AppState};
+use crate::keys::Principal;
+use crate::store::{CronRule, ScheduleRecord, now_rfc3339, rfc3339_ms, unix_ms};
+
+/// The body of `POST /sessions/{id}/schedules`: `at` or `cron`.
+#[derive(Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct CreateSchedule {
+    /// Once, at this time: RFC 3339 with a UTC offset. A time already past
+    /// fires at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    at: Option<String>,
+    /// At every time this cron pattern matches (5 fields, or 6 with
+    /// seconds first; `@daily` and the like), from now on, until deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cron: Option<String>,
+    /// The IANA time zone of `cron` (`UTC` when omitted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    timezone: Option<String>,
+    /// The turn's input, as `POST /sessions/{id}/input` takes it.
+    #[serde(default)]
+    input: Value,
+}
+
+/// A schedule that has not fired yet.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub(crate) struct ScheduleView {
+    pub id: Uuid,
+    pub session_id: Uuid,
+    /// When it is next due, RFC 3339 in UTC.
+    pub at: String,
+    pub input: Value,
+    pub created_at: String,
+    /// A cron schedule's pattern and time zone (absent for a one-shot one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cron: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timezone: Option<String>,
+}
+
+impl ScheduleView {
+    pub(crate) fn of(session_id: Uuid, r: &ScheduleRecord) -> Self {
+        ScheduleView {
+            id: r.id,
+            session_id,
+            at: r.at.clone(),
+            input: r.input.clone(),
+            created_at: r.created_at.clone(),
+            cron: r.cron.clone(),
+            timezone: r.timezone.clone(),
+        }
+    }
+}
+
+pub(super) async fn create(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+    Json(body): Json<CreateSchedule>,
+) -> Result<(StatusCode, Json<ScheduleView>), ApiError> {
+    let session = visible_session(&state, &principal, &id).await?;
+    let invalid = |message: String| ApiError::unprocessable("invalid_schedule", message);
+    let (due_ms, cron, timezone) = match (body.at, body.cron, body.timezone) {
+        (Some(at), None, None) => (parse_at(&at).map_err(invalid)?, None, None),
+        (None, Some(cron), timezone) => {
+            let timezone = timezone.unwrap_or_else(|| "UTC".into());
+            let rule = CronRule::parse(&cron, &timezone).map_err(invalid)?;
+            let now = unix_ms(std::time::SystemTime::now());
+            let next = rule
+                .next_after(now)
+                .ok_or_else(|| invalid(format!("`cron` {cron:?} never matches after now")))?;
+            (next, Some(cron), Some(timezone))
+        }
+        _ => {
+            return Err(invalid(
+                "give `at` (once) or `cron` (with an optional `timezone`), not both".into(),
+            ));
+        }
+    };
+    let record = ScheduleRecord {
+        id: Uuid::now_v7(),
+        at: rfc3339_ms(due_ms),
+        due_ms,
+        input: body.input,
+        created_at: now_rfc3339(),
+        cron,
+        timezone,
+    };
+    let record = state.writer.create_schedule(session.id, record).await?;
+    let view = ScheduleView::of(session.id, &record);
+    Ok((StatusCode::CREATED, Json(view)))
+}
+
+/// `at` as Unix ms.
+fn parse_at(at: &str) -> Result<u64, String> {
+    let at = chrono::DateTime::parse_from_rfc3339(at).map_err(|err| {
+        format!("`at` is not an RFC 3339 time ({err}): e.g. 2026-12-01T09:00:00Z")
+    })?;
+    u64::try_from(at.timestamp_millis()).map_err(|_| "`at` is before 1970".into())
+}
+
+/// The session's schedules that have not fired, soonest first.
+pub(super) async fn list(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+) -> Result<Json<Vec<ScheduleView>>, ApiError> {
+    let session = visible_session(&state, &principal, &id).await?;
+    let views = (session.schedules.iter())
+        .map(|r| ScheduleView::of(session.id, r))
+        .collect();
+    Ok(Json(views))
+}
+
+pub(super) async fn delete(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path((id, schedule)): Path<(String, String)>,
+) -> Result<StatusCode, ApiError> {
+    let session = visible_session(&state, &principal, &id).await?;
+    let not_found = || {
+        ApiError::not_found(
+            "schedule_not_found",
+            format!("schedule `{schedule}` not found"),
+        )
+    };
+    let schedule_id = Uuid::parse_str(&schedule).map_err(|_| not_found())?;
+    state
+        .writer
+        .delete_schedule(session.id, schedule_id)
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,67 @@
+//! The schedules' scanner: every `EVERY` it reads the schedules due now
+//! from the engine's due index and fires each through the writer
+//! (`store::domain::schedules`), whose command fires a schedule once
+//! whichever host (or retry) asks: with several hosts each scans, one
+//! firing wins, the others find it gone. A schedule due while the server
+//! was down is due at its start: it fires once, late.
+
+use std::time::{Duration, SystemTime};
+
+use crate::store::{Db, DueSchedule, Fired, InputOutcome, StoreError, WriterHandle, unix_ms};
+
+/// How often the due index is read.
+const EVERY: Duration = Duration::from_millis(250);
+/// Schedules fired per read (the rest wait for the next).
+const PAGE: usize = 256;
+
+/// Starts the scanner; the turns it starts are the writer's host's.
+pub(crate) fn start(store: Db, writer: WriterHandle) {
+    tokio::spawn(async move {
+        loop {
+            let now = unix_ms(SystemTime::now());
+            match store.read(move |s| s.due_schedules(now, PAGE)).await {
+                // All at once: the writer commits them together, in
+                // batches, instead of one commit (and fsync) each.
+                Ok(due) => {
+                    let full = due.len() == PAGE;
+                    let fired = due.into_iter().map(|due| fire(&writer, due));
+                    let moved = futures::future::join_all(fired).await;
+                    // A full page that moved on: more are due, read again now.
+                    if full && moved.into_iter().any(|moved| moved) {
+                        continue;
+                    }
+                }
+                Err(err) => tracing::warn!(error = %err, "cannot read due schedules"),
+            }
+            tokio::time::sleep(EVERY).await;
+        }
+    });
+}
+
+/// Fires one due schedule; a refusal is logged, and a cap waits for the
+/// next read. Whether it left the due index (fired or dropped).
+async fn fire(writer: &WriterHandle, due: DueSchedule) -> bool {
+    let (session, schedule) = (due.session, due.schedule);
+    let fired = writer.fire_schedule(due).await;
+    if let Ok(Fired::Input(_)) = &fired {
+        let metrics = crate::metrics::get();
+        metrics.schedules_fired.inc();
+        let late_ms = unix_ms(SystemTime::now()).saturating_sub(due.due_ms);
+        metrics.schedule_lateness.observe(late_ms as f64 / 1000.0);
+    }
+    let moved = fired.is_ok();
+    match fired {
+        Ok(Fired::Input(InputOutcome::Started(ticket))) => {
+            tracing::info!(%session, %schedule, turn = ticket.turn, "a schedule fired");
+        }
+        Ok(Fired::Input(InputOutcome::Queued(queued))) => {
+            let position = queued.position;
+            tracing::info!(%session, %schedule, position, "a schedule fired: queued, the session is busy");
+        }
+        Ok(Fired::Dropped) => {}
+        // A cap (running turns, the session's queue): the next read tries again.
+        Err(StoreError::Quota { .. }) => {}
+        Err(err) => tracing::warn!(%session, %schedule, error = %err, "cannot fire a schedule"),
+    }
+    moved
+}

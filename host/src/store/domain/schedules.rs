@@ -1,0 +1,190 @@
+//! Schedules set through the API, one-shot or cron, (`docs/schedules.md`): an input
+//! the session gets as a turn at a given time. A schedule lives on its
+//! session's record (so the session's row lock on PostgreSQL decides who
+//! fires it, and deleting the session drops it) plus one row in the
+//! engine's due index, which the scanner (`crate::schedules`) reads.
+//!
+//! Firing is a command like any input: it takes the schedule off the record
+//! (a cron schedule goes back on it, due at its next time after now) and
+//! starts its turn (reason `schedule`), or queues it when the session is
+//! busy, in one commit. A second firing of the same schedule (another
+//! host, a retry) finds it gone and does nothing: exactly once.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::cron::CronRule;
+use super::idempotency::unix_ms;
+use super::queue::OnBusy;
+use super::sessions::{InputOutcome, PostInput};
+use crate::store::StoreError;
+use crate::store::batch::{Batch, Op};
+use crate::store::records::{ScheduleRecord, SessionStatus};
+use crate::store::start::TurnTicket;
+
+/// Schedules one session may hold (docs/limits.md): each waits on the
+/// session's record until it fires or is deleted.
+pub(crate) const MAX_SCHEDULES: usize = 100;
+
+/// Unix ms as RFC 3339 (UTC, milliseconds), as a schedule's `at` shows it.
+pub(crate) fn rfc3339_ms(ms: u64) -> String {
+    humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
+}
+
+/// Adds a schedule to a session that has not ended.
+pub(crate) struct CreateSchedule {
+    pub session: Uuid,
+    pub record: ScheduleRecord,
+}
+
+impl Op for CreateSchedule {
+    type Output = ScheduleRecord;
+
+    fn session(&self) -> Option<Uuid> {
+        Some(self.session)
+    }
+
+    fn apply(&mut self, batch: &mut Batch<'_>) -> Result<ScheduleRecord, StoreError> {
+        let id = self.session;
+        let session = batch.session(id)?;
+        if session.record.status == SessionStatus::Ended {
+            return Err(StoreError::Conflict(
+                "the session has ended and accepts no more input".into(),
+            ));
+        }
+        if session.record.schedules.len() >= MAX_SCHEDULES {
+            return Err(StoreError::Quota {
+                cap: "schedules",
+                message: format!(
+                    "session {id} already has {MAX_SCHEDULES} schedules, its limit: delete one first"
+                ),
+            });
+        }
+        let record = self.record.clone();
+        let schedules = &mut session.record.schedules;
+        let at = schedules.partition_point(|s| s.due_ms <= record.due_ms);
+        schedules.insert(at, record.clone());
+        batch.touch(id);
+        batch.tx.put_schedule_due(record.due_ms, id, record.id)?;
+        Ok(record)
+    }
+}
+
+/// Deletes a schedule that has not fired.
+pub(crate) struct DeleteSchedule {
+    pub session: Uuid,
+    pub schedule: Uuid,
+}
+
+impl Op for DeleteSchedule {
+    type Output = ();
+
+    fn session(&self) -> Option<Uuid> {
+        Some(self.session)
+    }
+
+    fn apply(&mut self, batch: &mut Batch<'_>) -> Result<(), StoreError> {
+        let (id, schedule) = (self.session, self.schedule);
+        let session = batch.session(id)?;
+        let schedules = &mut session.record.schedules;
+        let Some(index) = schedules.iter().position(|s| s.id == schedule) else {
+            return Err(StoreError::not_found("schedule", schedule));
+        };
+        let removed = schedules.remove(index);
+        batch.touch(id);
+        batch.tx.remove_schedule_due(removed.due_ms, id, schedule)
+    }
+}
+
+/// Fires a due schedule: `due_ms` is the due time its index row names.
+pub(crate) struct FireSchedule {
+    pub session: Uuid,
+    pub schedule: Uuid,
+    pub due_ms: u64,
+}
+
+/// What a firing did.
+#[derive(Debug, Clone)]
+pub(crate) enum Fired {
+    /// Its turn started, or it waits in the session's queue.
+    Input(InputOutcome),
+    /// Nothing to fire: deleted, fired already, or its session is gone or ended.
+    Dropped,
+}
+
+impl Op for FireSchedule {
+    type Output = Fired;
+
+    fn session(&self) -> Option<Uuid> {
+        Some(self.session)
+    }
+
+    fn tickets(fired: &Fired) -> Vec<TurnTicket> {
+        match fired {
+            Fired::Input(outcome) => PostInput::tickets(outcome),
+            Fired::Dropped => Vec::new(),
+        }
+    }
+
+    fn apply(&mut self, batch: &mut Batch<'_>) -> Result<Fired, StoreError> {
+        let (id, schedule, due_ms) = (self.session, self.schedule, self.due_ms);
+        let found = match batch.session(id) {
+            Ok(session) => {
+                let ended = session.record.status == SessionStatus::Ended;
+                let record = (session.record.schedules.iter())
+                    .find(|s| s.id == schedule && s.due_ms == due_ms);
+                record.map(|record| (record.input.clone(), ended))
+            }
+            Err(StoreError::NotFound { .. }) => None,
+            Err(err) => return Err(err),
+        };
+        let input: Value = match found {
+            Some((input, false)) => input,
+            Some((_, true)) | None => {
+                // Only the index row is left of it (or, on an ended session, nothing else runs it).
+                if let Ok(session) = batch.session(id) {
+                    session.record.schedules.retain(|s| s.id != schedule);
+                    batch.touch(id);
+                }
+                batch.tx.remove_schedule_due(due_ms, id, schedule)?;
+                return Ok(Fired::Dropped);
+            }
+        };
+        // First what may refuse (a cap: nothing changed, the scanner tries again).
+        let mut start = PostInput {
+            session: id,
+            input,
+            on_busy: OnBusy::Enqueue,
+            schedule: Some(schedule),
+        };
+        let outcome = start.apply(batch)?;
+        let session = batch.session(id)?;
+        let schedules = &mut session.record.schedules;
+        let Some(index) = schedules.iter().position(|s| s.id == schedule) else {
+            return Err(StoreError::Corrupt("a schedule left while it fired".into()));
+        };
+        let mut record = schedules.remove(index);
+        batch.tx.remove_schedule_due(due_ms, id, schedule)?;
+        // A cron schedule is due again at its next time after now: one
+        // firing however many times passed while no server ran.
+        let now = unix_ms(SystemTime::now()).max(due_ms);
+        let next = (record.cron.as_deref())
+            .and_then(|cron| {
+                CronRule::parse(cron, record.timezone.as_deref().unwrap_or("UTC")).ok()
+            })
+            .and_then(|rule| rule.next_after(now));
+        if let Some(next) = next {
+            record.due_ms = next;
+            record.at = rfc3339_ms(next);
+            batch.tx.put_schedule_due(next, id, schedule)?;
+            let session = batch.session(id)?;
+            let schedules = &mut session.record.schedules;
+            let at = schedules.partition_point(|s| s.due_ms <= next);
+            schedules.insert(at, record);
+        }
+        batch.touch(id);
+        Ok(Fired::Input(outcome))
+    }
+}

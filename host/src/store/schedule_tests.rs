@@ -1,0 +1,173 @@
+//! Schedules in the store (`domain::schedules`): a due schedule fires
+//! exactly once however many hosts fire it at once (two writers on one
+//! PostgreSQL database; one writer twice on redb); a deleted one fires
+//! nothing; one due while a turn runs is queued and starts, with its
+//! reason, when the turn ends.
+
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use super::idempotency_tests::{Backend, start};
+use super::tests::{new_deployment, success};
+use super::*;
+
+fn due_now(input: Value) -> ScheduleRecord {
+    ScheduleRecord {
+        id: Uuid::now_v7(),
+        at: now_rfc3339(),
+        due_ms: unix_ms(std::time::SystemTime::now()),
+        input,
+        created_at: now_rfc3339(),
+        cron: None,
+        timezone: None,
+    }
+}
+
+/// Each TURN_STARTED's (turn, reason).
+async fn starts(store: &Db, session: Uuid) -> Vec<(u64, Value)> {
+    let events = store.read(move |s| s.events(session, 0, 1000)).await;
+    (events.unwrap().iter())
+        .filter(|e| e.event_type() == "TURN_STARTED")
+        .map(|e| {
+            let event: Value = serde_json::from_str(&e.json).unwrap();
+            let payload = &event["payload"];
+            (payload["turn"].as_u64().unwrap(), payload["reason"].clone())
+        })
+        .collect()
+}
+
+/// Every schedule due now (and before the end of time).
+async fn due_now_in(store: &Db) -> Vec<DueSchedule> {
+    store.read(|s| s.due_schedules(u64::MAX, 10)).await.unwrap()
+}
+
+/// `a` and `b` fire the same schedules at once: two hosts' writers, or one writer twice.
+async fn fires_once(store: Db, a: WriterHandle, b: WriterHandle) {
+    let d = a.create_deployment(new_deployment(None)).await.unwrap();
+    a.finish_build(d.id, success()).await.unwrap();
+    let (session, ticket) = a
+        .create_session("app".into(), "/chat".into(), json!("hi"))
+        .await
+        .unwrap();
+    let id = session.id;
+
+    // Due while turn 1 runs: queued, started with its reason when the turn ends.
+    let queued = a.create_schedule(id, due_now(json!("q"))).await.unwrap();
+    let due = due_now_in(&store).await;
+    assert_eq!(due.len(), 1);
+    let (x, y) = tokio::join!(a.fire_schedule(due[0]), b.fire_schedule(due[0]));
+    let fired: Vec<Fired> = vec![x.unwrap(), y.unwrap()];
+    let queued_once = (fired.iter())
+        .filter(|f| matches!(f, Fired::Input(InputOutcome::Queued(_))))
+        .count();
+    assert_eq!(queued_once, 1, "{fired:?}");
+    assert!(due_now_in(&store).await.is_empty());
+    a.finish_turn(id, ticket.turn, vec![], TurnOutcome::Ended)
+        .await
+        .unwrap();
+    a.finish_turn(id, 2, vec![], TurnOutcome::Ended)
+        .await
+        .unwrap();
+
+    // Idle: one of two hosts firing at once starts the turn, the other finds it gone.
+    let idle = a.create_schedule(id, due_now(json!("i"))).await.unwrap();
+    let deleted = a.create_schedule(id, due_now(json!("d"))).await.unwrap();
+    a.delete_schedule(id, deleted.id).await.unwrap();
+    assert!(matches!(
+        a.delete_schedule(id, deleted.id).await,
+        Err(StoreError::NotFound { .. })
+    ));
+    let due = due_now_in(&store).await;
+    assert_eq!(due.len(), 1, "the deleted one is not due: {due:?}");
+    let (x, y) = tokio::join!(b.fire_schedule(due[0]), a.fire_schedule(due[0]));
+    let fired: Vec<Fired> = vec![x.unwrap(), y.unwrap()];
+    let started = (fired.iter())
+        .filter(|f| matches!(f, Fired::Input(InputOutcome::Started(_))))
+        .count();
+    assert_eq!(started, 1, "{fired:?}");
+    // A late retry of the firing finds nothing either.
+    assert!(matches!(a.fire_schedule(due[0]).await, Ok(Fired::Dropped)));
+    assert_eq!(
+        starts(&store, id).await,
+        [
+            (1, json!({"kind": "input"})),
+            (2, json!({"kind": "schedule", "schedule_id": queued.id})),
+            (3, json!({"kind": "schedule", "schedule_id": idle.id})),
+        ]
+    );
+    let record = store.read(move |s| s.session(id)).await.unwrap().unwrap();
+    assert!(record.schedules.is_empty() && record.queued.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_redb_a_schedule_fires_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, writer) = start(&Backend::Redb(dir.path().join("db.redb"))).await;
+    fires_once(store, writer.clone(), writer).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_two_hosts_firing_a_schedule_fire_it_once() {
+    let name = format!("sched_{}", Uuid::now_v7().simple());
+    let url = tokio::task::block_in_place(|| super::pg_cluster::database(&name));
+    let (store, a) = start(&Backend::Postgres(url.clone())).await;
+    let (_other, b) = start(&Backend::Postgres(url)).await;
+    fires_once(store, a, b).await;
+}
+
+/// A cron schedule past due by an hour (the server was down) fires once and
+/// is due again at its next time after now: no catch-up storm.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_cron_schedule_fires_once_and_is_due_again_after_now() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, writer) = start(&Backend::Redb(dir.path().join("db.redb"))).await;
+    let d = writer
+        .create_deployment(new_deployment(None))
+        .await
+        .unwrap();
+    writer.finish_build(d.id, success()).await.unwrap();
+    let (session, ticket) = writer
+        .create_session("app".into(), "/chat".into(), json!("hi"))
+        .await
+        .unwrap();
+    let id = session.id;
+    writer
+        .finish_turn(id, ticket.turn, vec![], TurnOutcome::Ended)
+        .await
+        .unwrap();
+    let hour_ago = unix_ms(std::time::SystemTime::now()) - 3_600_000;
+    let record = ScheduleRecord {
+        due_ms: hour_ago,
+        cron: Some("*/10 * * * * *".into()),
+        timezone: Some("UTC".into()),
+        ..due_now(json!("tick"))
+    };
+    let every = writer.create_schedule(id, record).await.unwrap();
+    let due = due_now_in(&store).await;
+    assert_eq!(due.len(), 1);
+    let fired = writer.fire_schedule(due[0]).await.unwrap();
+    assert!(
+        matches!(fired, Fired::Input(InputOutcome::Started(_))),
+        "{fired:?}"
+    );
+    let now = unix_ms(std::time::SystemTime::now());
+    let record = store.read(move |s| s.session(id)).await.unwrap().unwrap();
+    let [again] = record.schedules.as_slice() else {
+        panic!("{:?}", record.schedules)
+    };
+    assert_eq!(again.id, every.id);
+    assert!(
+        again.due_ms > now - 1_000 && again.due_ms <= now + 10_000,
+        "{again:?}"
+    );
+    assert_eq!(again.at, rfc3339_ms(again.due_ms));
+    // Its one row in the due index moved with it: nothing else is due.
+    assert!(store.due_schedules(now, 10).unwrap().is_empty());
+    assert_eq!(
+        starts(&store, id).await,
+        [
+            (1, json!({"kind": "input"})),
+            (2, json!({"kind": "schedule", "schedule_id": every.id})),
+        ]
+    );
+}
