@@ -9,6 +9,7 @@
 #![allow(unreachable_pub)]
 
 mod docs;
+mod links;
 mod names;
 mod rules;
 mod source;
@@ -64,6 +65,13 @@ fn every_rust_name_the_maps_name_exists() {
         "Rust names in the maps that the code does not have",
         names::missing_names(docs::MAPS),
     );
+}
+
+/// Every relative link of every Markdown document leads to a file, and a
+/// `#fragment` to a heading of it.
+#[test]
+fn every_link_of_the_documents_resolves() {
+    fail_if_any("dead links in the documents", links::all_dead_links());
 }
 
 /// ARCHITECTURE.md stays a map one reads in a sitting, not an inventory.
