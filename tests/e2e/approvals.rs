@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{self, Server, agents, bundle, types};
+use crate::support::{self, Server, bundle, types};
 
 /// Deploys the ops example as `slug`, with extra manifest text and a policy.
 async fn deploy_ops(server: &Server, slug: &str, extra: &str, policy: Option<&str>) -> Value {
@@ -352,24 +352,6 @@ async fn ungated_calls_of_a_suspended_step_run_on_resume() {
         last_message(&resumed),
         "Added kiwis. Deleted apples. Records: kiwis."
     );
-}
-
-/// An agent that never asks for the resumed step (the `forgetful` fixture:
-/// no `resumed()`, no resume helper) still has it answered, by the SDK
-/// before `handle` (the same check as the Python and TypeScript SDKs').
-#[tokio::test]
-async fn the_sdk_answers_the_resumed_step_even_if_the_agent_never_asks() {
-    let dir = support::data_dir();
-    let server = Server::start(dir.path()).await;
-    let manifest = "[app]\nslug = \"forgetful\"\n[agent]\nentry = \"forgetful.wasm\"\n";
-    let component = support::guest("forgetful");
-    let (status, row) = server
-        .upload(bundle(&[("forgetful.wasm", &component)]), manifest)
-        .await;
-    assert_eq!(status, 202, "{row}");
-    assert_eq!(server.wait_built(&row).await["status"], "active");
-
-    agents::a_forgetful_agent_still_answers_the_resumed_step(&server, "forgetful").await;
 }
 
 #[tokio::test]

@@ -38,6 +38,7 @@ mod mcp_server;
 mod old_stores;
 mod on_busy;
 mod outbound;
+mod parity;
 mod python;
 mod quotas;
 mod rollback;

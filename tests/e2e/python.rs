@@ -2,13 +2,14 @@
 //! and `tests/fixtures/python/` by `agenthost build` (componentize-py, found
 //! through `AGENTHOST_COMPONENTIZE_PY`, which `scripts/prereqs/20-python.sh`
 //! exports, builds the base; agenthost snapshots it with each app), deployed
-//! to the real server: streaming and history, the end user a session
-//! serves (`turn.end_user()`), gated tools approved and
-//! denied, exceptions, the CPU limit, secrets, modules from the standard
-//! library and the project, the Python assistant against the fake
+//! to the real server: what only Python has (the tool schema from type
+//! hints, exceptions with their traceback, modules from the standard
+//! library and the project), the Python assistant against the fake
 //! OpenAI-compatible server, a changed agent rebuilt without componentize-py,
 //! errors at import, `agenthost deploy` of a Python project, a missing
-//! componentize-py, and the SDK's own unit tests.
+//! componentize-py, and the SDK's own unit tests. What every SDK must do
+//! alike (streaming, history, the end user, gated steps, failures, the CPU
+//! limit, secrets) runs from one table in `tests/e2e/parity.rs`.
 //!
 //! Kept lean for CI: each component is built once per test process, every
 //! build shares one cache of the base (`target/python-cache-e2e`, built by
@@ -24,9 +25,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::support::agents::{
-    self, DEPLOYS, decide, deltas, input, last, of_type, said, server, turn,
-};
+use crate::support::agents::{self, DEPLOYS, decide, input, last, of_type, said, server, turn};
 use crate::support::fake_openai::{FakeOpenAi, Reply};
 use crate::support::{self, Server, types, workspace};
 
@@ -72,13 +71,15 @@ fn manifest(slug: &str, extra: &str) -> String {
     agents::manifest(slug, "python", extra)
 }
 
+/// What only Python has: the tool's schema from its type hints and its
+/// description from its docstring. Streaming and history run in every
+/// language (`parity::python_agents_run_every_scenario`).
 #[tokio::test]
-async fn hello_streams_and_answers_a_follow_up_from_history() {
+async fn hello_s_tool_is_described_by_its_type_hints_and_docstring() {
     let dir = support::data_dir();
     let server = server(dir.path(), &[]).await;
     let row = deploy(&server, "examples/python/hello", &manifest("hello-py", "")).await;
     assert_eq!(row["routes"], json!(["/chat"]));
-    // The tool's schema comes from its type hints, its description from its docstring.
     assert_eq!(
         row["tools"],
         json!([{"name": "word_count", "description": "Counts the words of `text`.",
@@ -86,139 +87,6 @@ async fn hello_streams_and_answers_a_follow_up_from_history() {
             "properties": {"text": {"type": "string", "default": ""}},
             "additionalProperties": false}}])
     );
-
-    let session = server
-        .session("hello-py", "/chat", json!("hello agent host"))
-        .await;
-    let mut stream = server.events(&session, None).await;
-    let first = turn(&mut stream).await;
-    assert_eq!(
-        last(&first)["type"],
-        "TURN_ENDED",
-        "{:?} {}",
-        types(&first),
-        last(&first)
-    );
-    // Streamed: the user's message, then one delta per write.
-    let agent_deltas: Vec<String> = deltas(&first).into_iter().skip(1).collect();
-    assert_eq!(agent_deltas, ["You said:", " hello", " agent", " host"]);
-    assert_eq!(said(&first), ["You said: hello agent host"]);
-
-    input(&server, &session, "what did I say before?").await;
-    let second = turn(&mut stream).await;
-    assert_eq!(
-        last(&second)["type"],
-        "TURN_ENDED",
-        "{:?} {}",
-        types(&second),
-        last(&second)
-    );
-    assert_eq!(said(&second), ["Before, you said: \"hello agent host\""]);
-}
-
-/// `turn.end_user()` through hello: the end user and the claim the app lists.
-#[tokio::test]
-async fn hello_knows_the_end_user_it_serves() {
-    let dir = support::data_dir();
-    let server = server(dir.path(), &[]).await;
-    let manifest = manifest("hello-py-users", agents::EMAIL_CLAIM);
-    deploy(&server, "examples/python/hello", &manifest).await;
-    agents::hello_names_the_end_user(&server, "hello-py-users").await;
-}
-
-#[tokio::test]
-async fn a_gated_tool_waits_then_runs_when_approved_and_is_denied_otherwise() {
-    let dir = support::data_dir();
-    let server = server(dir.path(), &[]).await;
-    deploy(
-        &server,
-        "tests/fixtures/python/checks",
-        &manifest("checks-py", ""),
-    )
-    .await;
-
-    // One step: an ungated call and a gated one. The turn suspends; nothing ran.
-    let session = server
-        .session("checks-py", "/ops", json!("mixed apples pears"))
-        .await;
-    let mut stream = server.events(&session, None).await;
-    let suspended = turn(&mut stream).await;
-    let required = last(&suspended);
-    assert_eq!(
-        required["type"],
-        "TOOL_APPROVAL_REQUIRED",
-        "{:?}",
-        types(&suspended)
-    );
-    assert_eq!(required["payload"]["name"], "delete_record");
-    assert_eq!(required["payload"]["arguments"], json!({"name": "pears"}));
-    assert_eq!(
-        required["payload"]["reason"],
-        "the user asked to mixed apples pears"
-    );
-    assert_eq!(required["payload"]["gated_by"], json!(["code"]));
-    assert_eq!(of_type(&suspended, "TOOL_CALL").len(), 2);
-    assert!(of_type(&suspended, "TOOL_RESULT").is_empty());
-    let (_, record) = server.get(&format!("/sessions/{session}")).await;
-    assert_eq!(record["status"], "awaiting_approval");
-
-    // Approved: the resumed turn runs the whole step (before `handle`), in order.
-    decide(&server, &session, json!({"approved": true})).await;
-    let resumed = turn(&mut stream).await;
-    assert_eq!(
-        last(&resumed)["type"],
-        "TURN_ENDED",
-        "{:?}",
-        types(&resumed)
-    );
-    assert_eq!(resumed[0]["type"], "TOOL_APPROVAL_GRANTED");
-    let results = of_type(&resumed, "TOOL_RESULT");
-    let outcomes: Vec<(&str, &Value)> = results
-        .iter()
-        .map(|r| {
-            (
-                r["payload"]["status"].as_str().unwrap(),
-                &r["payload"]["output"],
-            )
-        })
-        .collect();
-    assert_eq!(
-        outcomes,
-        [
-            ("ok", &json!({"added": "apples"})),
-            ("ok", &json!({"deleted": "pears"}))
-        ]
-    );
-    assert_eq!(said(&resumed), ["Added apples. Deleted pears."]);
-
-    // Denied, naming the approver: the call is answered `denied` and never runs.
-    input(&server, &session, "delete figs").await;
-    let suspended = turn(&mut stream).await;
-    assert_eq!(last(&suspended)["type"], "TOOL_APPROVAL_REQUIRED");
-    decide(
-        &server,
-        &session,
-        json!({"approved": false, "approver": "alice"}),
-    )
-    .await;
-    let resumed = turn(&mut stream).await;
-    assert_eq!(
-        last(&resumed)["type"],
-        "TURN_ENDED",
-        "{:?}",
-        types(&resumed)
-    );
-    assert_eq!(resumed[0]["type"], "TOOL_APPROVAL_DENIED");
-    let result = of_type(&resumed, "TOOL_RESULT")[0];
-    assert_eq!(result["payload"]["status"], "denied");
-    assert_eq!(result["payload"]["output"], "denied by alice");
-    assert_eq!(
-        said(&resumed),
-        ["The delete_record call was denied by alice."]
-    );
-
-    // A handler that never looks at the resumed step: the SDK answered it.
-    agents::a_forgetful_agent_still_answers_the_resumed_step(&server, "checks-py").await;
 }
 
 #[tokio::test]
@@ -266,38 +134,6 @@ async fn an_exception_ends_the_turn_with_its_message_and_a_traceback() {
     let mut stream = server.events(&fresh, None).await;
     let events = turn(&mut stream).await;
     assert_eq!(said(&events), ["Added figs."], "{:?}", types(&events));
-}
-
-#[tokio::test]
-async fn an_infinite_loop_ends_at_the_cpu_limit_and_secrets_are_in_the_environment() {
-    let dir = support::data_dir();
-    let server = server(dir.path(), &[]).await;
-    let extra = "secrets = [\"GREETING\"]\n[limits]\ncpu_fuel = 1_000_000_000\n";
-    deploy(
-        &server,
-        "tests/fixtures/python/checks",
-        &manifest("spin-py", extra),
-    )
-    .await;
-    let (status, body) = server.put_secret("GREETING", "bonjour!").await;
-    assert_eq!(status, 201, "{body}");
-
-    let session = server.session("spin-py", "/spin", json!("go")).await;
-    let mut stream = server.events(&session, None).await;
-    let events = turn(&mut stream).await;
-    let error = last(&events);
-    assert_eq!(error["type"], "TURN_ERROR", "{:?}", types(&events));
-    assert_eq!(error["payload"]["kind"], "cpu_limit", "{error}");
-
-    let session = server.session("spin-py", "/env", json!("go")).await;
-    let mut stream = server.events(&session, None).await;
-    let events = turn(&mut stream).await;
-    assert_eq!(
-        said(&events),
-        ["GREETING has 8 characters."],
-        "{:?}",
-        types(&events)
-    );
 }
 
 #[tokio::test]

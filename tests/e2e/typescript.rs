@@ -2,12 +2,17 @@
 //! `examples/typescript/` and `tests/fixtures/typescript/` by `agenthost
 //! build` (esbuild and componentize-js from `examples/typescript/node_modules`,
 //! which `scripts/prereqs/40-node.sh` installs with `npm ci` and exports as
-//! `AGENTHOST_NODE_MODULES`), deployed to the real server: streaming and
-//! history, the end user a session serves (`turn.endUser()`), gated tools approved and denied, exceptions, the CPU limit,
-//! secrets, the TypeScript assistant against the fake OpenAI-compatible
+//! `AGENTHOST_NODE_MODULES`), deployed to the real server: what only
+//! TypeScript has (the tool schema as written, bad arguments and unknown
+//! tools, exceptions with their stack mapped to agent.ts, a refused fetch),
+//! the TypeScript assistant against the fake OpenAI-compatible
 //! server (parallel calls, a gated refund approved and one denied, 429 with
 //! Retry-After, `length`), `agenthost deploy` of a TypeScript project with
 //! its own node_modules, a missing toolchain, and the SDK's unit tests.
+//!
+//! What every SDK must do alike (streaming, history, the end user, gated
+//! steps, failures, the CPU limit, secrets) runs from one table in
+//! `tests/e2e/parity.rs`.
 //!
 //! Kept lean for CI: each component is built once per test process, every
 //! server shares one compile cache (`target/compile-cache-e2e`), and
@@ -67,8 +72,11 @@ fn manifest(slug: &str, extra: &str) -> String {
     agents::manifest(slug, "typescript", extra)
 }
 
+/// What only TypeScript has: the tool's schema as written in agent.ts.
+/// Streaming and history run in every language
+/// (`parity::typescript_agents_run_every_scenario`).
 #[tokio::test]
-async fn hello_streams_and_answers_a_follow_up_from_history() {
+async fn hello_s_tool_is_described_as_written() {
     let dir = support::data_dir();
     let server = server(dir.path(), &[]).await;
     let row = deploy(
@@ -78,7 +86,6 @@ async fn hello_streams_and_answers_a_follow_up_from_history() {
     )
     .await;
     assert_eq!(row["routes"], json!(["/chat"]));
-    // The tool's schema is the one written in agent.ts.
     assert_eq!(
         row["tools"],
         json!([{"name": "word_count", "description": "Counts the words of `text`.",
@@ -86,48 +93,13 @@ async fn hello_streams_and_answers_a_follow_up_from_history() {
             "properties": {"text": {"type": "string", "default": ""}},
             "additionalProperties": false}}])
     );
-
-    let session = server
-        .session("hello-ts", "/chat", json!("hello agent host"))
-        .await;
-    let mut stream = server.events(&session, None).await;
-    let first = turn(&mut stream).await;
-    assert_eq!(
-        last(&first)["type"],
-        "TURN_ENDED",
-        "{:?} {}",
-        types(&first),
-        last(&first)
-    );
-    // Streamed: the user's message, then one delta per write.
-    let agent_deltas: Vec<String> = deltas(&first).into_iter().skip(1).collect();
-    assert_eq!(agent_deltas, ["You said:", " hello", " agent", " host"]);
-    assert_eq!(said(&first), ["You said: hello agent host"]);
-
-    input(&server, &session, "what did I say before?").await;
-    let second = turn(&mut stream).await;
-    assert_eq!(
-        last(&second)["type"],
-        "TURN_ENDED",
-        "{:?} {}",
-        types(&second),
-        last(&second)
-    );
-    assert_eq!(said(&second), ["Before, you said: \"hello agent host\""]);
 }
 
-/// `turn.endUser()` through hello: the end user and the claim the app lists.
+/// Arguments that do not fit the tool's schema, and an unknown tool: `error`
+/// results, worded as in Rust. The gated step itself, approved and denied,
+/// runs in every language (`parity::typescript_agents_run_every_scenario`).
 #[tokio::test]
-async fn hello_knows_the_end_user_it_serves() {
-    let dir = support::data_dir();
-    let server = server(dir.path(), &[]).await;
-    let manifest = manifest("hello-ts-users", agents::EMAIL_CLAIM);
-    deploy(&server, "examples/typescript/hello", &manifest).await;
-    agents::hello_names_the_end_user(&server, "hello-ts-users").await;
-}
-
-#[tokio::test]
-async fn a_gated_tool_waits_then_runs_when_approved_and_is_denied_otherwise() {
+async fn bad_arguments_and_an_unknown_tool_are_error_results() {
     let dir = support::data_dir();
     let server = server(dir.path(), &[]).await;
     deploy(
@@ -136,96 +108,8 @@ async fn a_gated_tool_waits_then_runs_when_approved_and_is_denied_otherwise() {
         &manifest("checks-ts", ""),
     )
     .await;
-
-    // One step: an ungated call and a gated one. The turn suspends; nothing ran.
-    let session = server
-        .session("checks-ts", "/ops", json!("mixed apples pears"))
-        .await;
+    let session = server.session("checks-ts", "/ops", json!("bad")).await;
     let mut stream = server.events(&session, None).await;
-    let suspended = turn(&mut stream).await;
-    let required = last(&suspended);
-    assert_eq!(
-        required["type"],
-        "TOOL_APPROVAL_REQUIRED",
-        "{:?} {}",
-        types(&suspended),
-        required
-    );
-    assert_eq!(required["payload"]["name"], "delete_record");
-    assert_eq!(required["payload"]["arguments"], json!({"name": "pears"}));
-    assert_eq!(
-        required["payload"]["reason"],
-        "the user asked to mixed apples pears"
-    );
-    assert_eq!(required["payload"]["gated_by"], json!(["code"]));
-    let calls = of_type(&suspended, "TOOL_CALL");
-    let ids: Vec<&Value> = calls
-        .iter()
-        .map(|c| &c["payload"]["tool_call_id"])
-        .collect();
-    assert_eq!(ids, [&json!("call_1_1"), &json!("call_1_2")]);
-    assert!(of_type(&suspended, "TOOL_RESULT").is_empty());
-    let (_, record) = server.get(&format!("/sessions/{session}")).await;
-    assert_eq!(record["status"], "awaiting_approval");
-
-    // Approved: the resumed turn runs the whole step (before the handler), in order.
-    decide(&server, &session, json!({"approved": true})).await;
-    let resumed = turn(&mut stream).await;
-    assert_eq!(
-        last(&resumed)["type"],
-        "TURN_ENDED",
-        "{:?} {}",
-        types(&resumed),
-        last(&resumed)
-    );
-    assert_eq!(resumed[0]["type"], "TOOL_APPROVAL_GRANTED");
-    let outcomes: Vec<(&str, &Value)> = of_type(&resumed, "TOOL_RESULT")
-        .iter()
-        .map(|r| {
-            (
-                r["payload"]["status"].as_str().unwrap(),
-                &r["payload"]["output"],
-            )
-        })
-        .collect();
-    assert_eq!(
-        outcomes,
-        [
-            ("ok", &json!({"added": "apples"})),
-            ("ok", &json!({"deleted": "pears"}))
-        ]
-    );
-    assert_eq!(said(&resumed), ["Added apples. Deleted pears."]);
-
-    // Denied, naming the approver: the call is answered `denied` and never runs.
-    input(&server, &session, "delete figs").await;
-    let suspended = turn(&mut stream).await;
-    assert_eq!(last(&suspended)["type"], "TOOL_APPROVAL_REQUIRED");
-    decide(
-        &server,
-        &session,
-        json!({"approved": false, "approver": "alice"}),
-    )
-    .await;
-    let resumed = turn(&mut stream).await;
-    assert_eq!(
-        last(&resumed)["type"],
-        "TURN_ENDED",
-        "{:?} {}",
-        types(&resumed),
-        last(&resumed)
-    );
-    assert_eq!(resumed[0]["type"], "TOOL_APPROVAL_DENIED");
-    let result = of_type(&resumed, "TOOL_RESULT")[0];
-    assert_eq!(result["payload"]["status"], "denied");
-    assert_eq!(result["payload"]["output"], "denied by alice");
-    assert_eq!(
-        said(&resumed),
-        ["The delete_record call was denied by alice."]
-    );
-
-    // Arguments that do not fit the tool's schema, and an unknown tool: `error` results.
-    input(&server, &session, "bad").await;
     let bad = turn(&mut stream).await;
     assert_eq!(
         said(&bad),
@@ -237,9 +121,6 @@ async fn a_gated_tool_waits_then_runs_when_approved_and_is_denied_otherwise() {
         types(&bad),
         last(&bad)
     );
-
-    // A handler that never looks at the resumed step: the SDK answered it.
-    agents::a_forgetful_agent_still_answers_the_resumed_step(&server, "checks-ts").await;
 }
 
 #[tokio::test]
@@ -318,39 +199,6 @@ async fn an_exception_ends_the_turn_with_its_message_and_stack_and_a_refused_fet
     let mut stream = server.events(&fresh, None).await;
     let events = turn(&mut stream).await;
     assert_eq!(said(&events), ["Added figs."], "{:?}", types(&events));
-}
-
-#[tokio::test]
-async fn an_infinite_loop_ends_at_the_cpu_limit_and_secrets_are_in_the_environment() {
-    let dir = support::data_dir();
-    let server = server(dir.path(), &[]).await;
-    let extra = "secrets = [\"GREETING\"]\n[limits]\ncpu_fuel = 1_000_000_000\n";
-    deploy(
-        &server,
-        "tests/fixtures/typescript/checks",
-        &manifest("spin-ts", extra),
-    )
-    .await;
-    let (status, body) = server.put_secret("GREETING", "bonjour!").await;
-    assert_eq!(status, 201, "{body}");
-
-    let session = server.session("spin-ts", "/spin", json!("go")).await;
-    let mut stream = server.events(&session, None).await;
-    let events = turn(&mut stream).await;
-    let error = last(&events);
-    assert_eq!(error["type"], "TURN_ERROR", "{:?}", types(&events));
-    assert_eq!(error["payload"]["kind"], "cpu_limit", "{error}");
-
-    // In `turn.env` and in `process.env` alike.
-    let session = server.session("spin-ts", "/env", json!("go")).await;
-    let mut stream = server.events(&session, None).await;
-    let events = turn(&mut stream).await;
-    assert_eq!(
-        said(&events),
-        ["GREETING has 8 characters."],
-        "{:?}",
-        types(&events)
-    );
 }
 
 /// Sets the model's secrets and returns the manifest's lines for them.

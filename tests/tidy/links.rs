@@ -143,10 +143,18 @@ fn anchors_are_githubs() {
     let text = "# Writing an agent\n## The model loop: `ChatLoop`\n## Tools\n## Tools\n```\n# not a heading\n```\n";
     assert_eq!(
         anchors(text),
-        ["writing-an-agent", "the-model-loop-chatloop", "tools", "tools-1"]
+        [
+            "writing-an-agent",
+            "the-model-loop-chatloop",
+            "tools",
+            "tools-1"
+        ]
     );
     assert_eq!(slug("429 retries"), "429-retries");
-    assert_eq!(slug("The three SDKs, point by point"), "the-three-sdks-point-by-point");
+    assert_eq!(
+        slug("The three SDKs, point by point"),
+        "the-three-sdks-point-by-point"
+    );
 }
 
 #[test]

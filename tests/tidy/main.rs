@@ -11,6 +11,7 @@
 mod docs;
 mod links;
 mod names;
+mod parity;
 mod rules;
 mod source;
 
@@ -72,6 +73,13 @@ fn every_rust_name_the_maps_name_exists() {
 #[test]
 fn every_link_of_the_documents_resolves() {
     fail_if_any("dead links in the documents", links::all_dead_links());
+}
+
+/// docs/agents.md's parity table is the one `tests/sdk/parity.toml`
+/// renders, and its points name scenarios that exist.
+#[test]
+fn the_parity_table_is_generated_from_the_scenarios() {
+    fail_if_any("the SDK parity table", parity::problems());
 }
 
 /// ARCHITECTURE.md stays a map one reads in a sitting, not an inventory.

@@ -1,8 +1,9 @@
 //! The harness the Python and TypeScript e2e tests share: an agent project
 //! built by `agenthost build` once per test process, servers sharing one
 //! compile cache (`target/compile-cache-e2e`), deploys that take turns (so
-//! all but the first find the interpreter in the cache), small readers of a
-//! turn's events, and checks every language's SDK must pass.
+//! all but the first find the interpreter in the cache), and small readers
+//! of a turn's events (the checks every SDK must pass are the scenarios of
+//! `tests/sdk/parity.toml`, run by `tests/e2e/parity.rs`).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -129,87 +130,4 @@ pub async fn decide(server: &Server, session: &str, decision: Value) {
         .post(&format!("/sessions/{session}/approval"), decision)
         .await;
     assert_eq!(status, 202, "{body}");
-}
-
-/// The check of an agent that never asks for the resumed step (a
-/// `/forgetful` route, in each language): on the app `slug`, an input
-/// suspends on a gated `delete_record` call; approved (by alice), then on
-/// a second input denied (by bob), the resumed turn ends normally (not
-/// `unanswered_tool_call`): the SDK answered the step before `handle`,
-/// which already found the result in the journal.
-pub async fn a_forgetful_agent_still_answers_the_resumed_step(server: &Server, slug: &str) {
-    let session = server.session(slug, "/forgetful", json!("apples")).await;
-    let mut stream = server.events(&session, None).await;
-    for (decision, status) in [
-        (json!({"approved": true, "approver": "alice"}), "ok"),
-        (json!({"approved": false, "approver": "bob"}), "denied"),
-    ] {
-        let suspended = turn(&mut stream).await;
-        let required = last(&suspended);
-        assert_eq!(required["type"], "TOOL_APPROVAL_REQUIRED", "{suspended:?}");
-        let call_id = required["payload"]["tool_call_id"].as_str().unwrap();
-        let approver = decision["approver"].as_str().unwrap().to_string();
-        decide(server, &session, decision).await;
-        let resumed = turn(&mut stream).await;
-        let kinds: Vec<&str> = resumed
-            .iter()
-            .map(|e| e["type"].as_str().unwrap())
-            .collect();
-        assert_eq!(
-            kinds[2..],
-            [
-                "TOOL_RESULT",
-                "MESSAGE_START",
-                "MESSAGE_DELTA",
-                "MESSAGE_END",
-                "TURN_ENDED"
-            ],
-            "{resumed:?}"
-        );
-        let result = &resumed[2]["payload"];
-        assert_eq!(result["tool_call_id"], call_id);
-        assert_eq!(result["status"], status);
-        assert_eq!(
-            said(&resumed),
-            [format!(
-                "Resumed after {approver}'s decision: the journal has {call_id} {status}."
-            )]
-        );
-        if status == "ok" {
-            assert_eq!(result["output"], json!({"deleted": "apples"}));
-            input(server, &session, "pears").await;
-        } else {
-            assert_eq!(result["output"], json!("denied by bob"));
-        }
-    }
-    let (_, record) = server.get(&format!("/sessions/{session}")).await;
-    assert_eq!(record["status"], "idle", "{record}");
-}
-
-/// The `[end_users]` table the check below deploys `hello` with.
-pub const EMAIL_CLAIM: &str = "[end_users]\nclaims = [\"email\"]\n";
-
-/// The check of a language's `hello` example, deployed as `slug` with
-/// [`EMAIL_CLAIM`]: asked "who am i", it names the session's end user and
-/// their email claim (read with the SDK's end-user accessor); in a session
-/// created with the platform key, nobody.
-pub async fn hello_names_the_end_user(server: &Server, slug: &str) {
-    let ada = server
-        .end_user_token_with(
-            slug,
-            json!({"user": "ada", "claims": {"email": "ada@example.com", "plan": "pro"}}),
-        )
-        .await;
-    let body = json!({"app": slug, "route": "/chat", "input": "who am i"});
-    let (status, created) = server.post_as(&ada, "/sessions", body).await;
-    assert_eq!(status, 201, "{created}");
-    let session = created["session_id"].as_str().unwrap();
-    let events = turn(&mut server.events(session, None).await).await;
-    assert_eq!(last(&events)["type"], "TURN_ENDED", "{events:?}");
-    assert_eq!(said(&events), ["You are ada (ada@example.com)."]);
-
-    let session = server.session(slug, "/chat", json!("who am i")).await;
-    let events = turn(&mut server.events(&session, None).await).await;
-    assert_eq!(last(&events)["type"], "TURN_ENDED", "{events:?}");
-    assert_eq!(said(&events), ["You are anonymous."]);
 }
