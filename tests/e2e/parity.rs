@@ -15,6 +15,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::support::agents::{self, last, of_type, said, server, turn};
+use crate::support::fake_openai::{FakeOpenAi, Reply};
 use crate::support::{self, Server, bundle, types};
 
 /// The scenario table, as the tidy test also reads it.
@@ -35,7 +36,39 @@ struct Scenario {
     manifest: String,
     #[serde(default)]
     secrets: BTreeMap<String, String>,
+    /// The model's answers, in order: a scenario with a model gets its own
+    /// fake OpenAI-compatible server, its secrets and its origin allowed.
+    #[serde(default)]
+    model: Vec<ModelReply>,
     step: Vec<Step>,
+}
+
+/// One scripted answer of the model: streamed `text` parts, or `say` (may
+/// be empty) then the tool `calls` ([name, arguments JSON text]).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ModelReply {
+    text: Option<Vec<String>>,
+    say: Option<String>,
+    calls: Option<Vec<(String, String)>>,
+}
+
+impl ModelReply {
+    fn reply(&self) -> Reply {
+        match (&self.text, &self.calls) {
+            (Some(parts), None) => {
+                let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
+                Reply::text(&parts)
+            }
+            (None, Some(calls)) => {
+                let calls: Vec<(&str, &str)> = (calls.iter())
+                    .map(|(name, args)| (name.as_str(), args.as_str()))
+                    .collect();
+                Reply::tool_calls(self.say.as_deref().unwrap_or_default(), &calls)
+            }
+            _ => panic!("a [[scenario.model]] has `text`, or `calls` (and `say`)"),
+        }
+    }
 }
 
 /// One step and what the turn it starts must show (tests/sdk/parity.toml's
@@ -59,6 +92,8 @@ struct Step {
     results: Option<Vec<(String, Value)>>,
     counts: Option<BTreeMap<String, usize>>,
     status: Option<String>,
+    model_saw: Option<Vec<(usize, String, Value)>>,
+    model_was_told: Option<String>,
 }
 
 #[derive(Clone, Copy)]
@@ -87,7 +122,10 @@ impl Lang {
         let project = match agent {
             "hello" => dir("hello", "examples"),
             "checks" => dir("checks", "tests/fixtures"),
-            other => panic!("tests/sdk/parity.toml names the agent `{other}`: hello or checks"),
+            "assistant" => dir("assistant", "examples"),
+            other => panic!(
+                "tests/sdk/parity.toml names the agent `{other}`: hello, checks or assistant"
+            ),
         };
         match self {
             Lang::Rust => {
@@ -114,16 +152,26 @@ impl Lang {
 async fn run_every_scenario(lang: Lang) {
     let table: Table = toml::from_str(TABLE).expect("tests/sdk/parity.toml parses");
     let dir = support::data_dir();
-    let server = server(dir.path(), &[]).await;
+    // The fake model listens on 127.0.0.1.
+    let server = server(dir.path(), &["--outbound-allow-private"]).await;
     let mut apps: HashMap<(String, String), String> = HashMap::new();
     for scenario in &table.scenario {
-        let key = (scenario.agent.clone(), scenario.manifest.clone());
+        let model = model(&server, scenario).await;
+        let mut manifest = scenario.manifest.clone();
+        if let Some(fake) = &model {
+            manifest.push_str(&format!(
+                "secrets = [\"OPENAI_BASE_URL\", \"OPENAI_API_KEY\", \"OPENAI_MODEL\"]\n\
+                 [outbound]\nallow = [\"{}\"]\n",
+                fake.origin()
+            ));
+        }
+        let key = (scenario.agent.clone(), manifest.clone());
         let next = apps.len();
         let slug = match apps.get(&key) {
             Some(slug) => slug.clone(),
             None => {
                 let slug = format!("{}{next}-{}", scenario.agent, lang.short());
-                deploy(&server, lang, &slug, scenario).await;
+                deploy(&server, lang, &slug, &scenario.agent, &manifest).await;
                 apps.insert(key, slug.clone());
                 slug
             }
@@ -132,16 +180,30 @@ async fn run_every_scenario(lang: Lang) {
             let (status, body) = server.put_secret(name, value).await;
             assert!(status == 201 || status == 200, "{body}");
         }
-        run(&server, &slug, scenario, lang).await;
+        run(&server, &slug, scenario, model.as_ref(), lang).await;
     }
 }
 
-async fn deploy(server: &Server, lang: Lang, slug: &str, scenario: &Scenario) {
-    let (agent_lines, bundle) = lang.agent(&scenario.agent);
-    let manifest = format!(
-        "[app]\nslug = \"{slug}\"\n{agent_lines}{}",
-        scenario.manifest
-    );
+/// The scenario's fake model, with the secrets that point the agent at it.
+async fn model(server: &Server, scenario: &Scenario) -> Option<FakeOpenAi> {
+    if scenario.model.is_empty() {
+        return None;
+    }
+    let fake = FakeOpenAi::start(scenario.model.iter().map(ModelReply::reply).collect()).await;
+    for (name, value) in [
+        ("OPENAI_BASE_URL", fake.base_url()),
+        ("OPENAI_API_KEY", "sk-fake-test-key".to_string()),
+        ("OPENAI_MODEL", "gpt-fake".to_string()),
+    ] {
+        let (status, body) = server.put_secret(name, &value).await;
+        assert!(status == 201 || status == 200, "{body}");
+    }
+    Some(fake)
+}
+
+async fn deploy(server: &Server, lang: Lang, slug: &str, agent: &str, manifest: &str) {
+    let (agent_lines, bundle) = lang.agent(agent);
+    let manifest = format!("[app]\nslug = \"{slug}\"\n{agent_lines}{manifest}");
     let _turn = agents::DEPLOYS.lock().await;
     let (status, row) = server.upload(bundle, &manifest).await;
     assert_eq!(status, 202, "{row}");
@@ -150,7 +212,13 @@ async fn deploy(server: &Server, lang: Lang, slug: &str, scenario: &Scenario) {
 }
 
 /// Runs `scenario`'s steps on the app `slug`.
-async fn run(server: &Server, slug: &str, scenario: &Scenario, lang: Lang) {
+async fn run(
+    server: &Server,
+    slug: &str,
+    scenario: &Scenario,
+    model: Option<&FakeOpenAi>,
+    lang: Lang,
+) {
     let mut session = String::new();
     let mut stream = None;
     for (n, step) in scenario.step.iter().enumerate() {
@@ -173,6 +241,7 @@ async fn run(server: &Server, slug: &str, scenario: &Scenario, lang: Lang) {
         let stream = stream.as_mut().expect("the first step creates the session");
         let events = turn(stream).await;
         check(server, &session, step, &events, &at).await;
+        check_model(model, step, &at);
     }
 }
 
@@ -255,6 +324,45 @@ async fn check(server: &Server, session: &str, step: &Step, events: &[Value], at
     if let Some(status) = &step.status {
         let (_, record) = server.get(&format!("/sessions/{session}")).await;
         assert_eq!(record["status"], *status, "{ctx}: {record}");
+    }
+}
+
+/// What the fake model received: `model_saw` (request index, JSON pointer
+/// into its body, value), `model_was_told` (the last message of the latest
+/// request has this content); every request carried the key.
+fn check_model(model: Option<&FakeOpenAi>, step: &Step, at: &str) {
+    if step.model_saw.is_none() && step.model_was_told.is_none() {
+        return;
+    }
+    let received = model
+        .unwrap_or_else(|| panic!("{at}: checks the model, but the scenario has none"))
+        .received();
+    for request in &received {
+        assert_eq!(
+            request.authorization.as_deref(),
+            Some("Bearer sk-fake-test-key"),
+            "{at}"
+        );
+    }
+    for (n, pointer, value) in step.model_saw.iter().flatten() {
+        let body = &received
+            .get(*n)
+            .unwrap_or_else(|| panic!("{at}: no request {n}"))
+            .body;
+        assert_eq!(
+            body.pointer(pointer),
+            Some(value),
+            "{at}: request {n}'s {pointer} in {body}"
+        );
+    }
+    if let Some(told) = &step.model_was_told {
+        let body = &received.last().expect("a request").body;
+        let last = body["messages"].as_array().and_then(|m| m.last());
+        assert_eq!(
+            last.map(|m| &m["content"]),
+            Some(&json!(told)),
+            "{at}: {body}"
+        );
     }
 }
 

@@ -5,14 +5,13 @@
 //! `AGENTHOST_NODE_MODULES`), deployed to the real server: what only
 //! TypeScript has (the tool schema as written, bad arguments and unknown
 //! tools, exceptions with their stack mapped to agent.ts, a refused fetch),
-//! the TypeScript assistant against the fake OpenAI-compatible
-//! server (parallel calls, a gated refund approved and one denied, 429 with
-//! Retry-After, `length`), `agenthost deploy` of a TypeScript project with
+//! the TypeScript model loop against the fake OpenAI-compatible server
+//! (429 with Retry-After, `length`), `agenthost deploy` of a TypeScript project with
 //! its own node_modules, a missing toolchain, and the SDK's unit tests.
 //!
 //! What every SDK must do alike (streaming, history, the end user, gated
-//! steps, failures, the CPU limit, secrets) runs from one table in
-//! `tests/e2e/parity.rs`.
+//! steps, failures, the CPU limit, secrets, the assistant's model loop)
+//! runs from one table in `tests/e2e/parity.rs`.
 //!
 //! Kept lean for CI: each component is built once per test process, every
 //! server shares one compile cache (`target/compile-cache-e2e`), and
@@ -25,9 +24,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::support::agents::{
-    self, DEPLOYS, decide, deltas, input, last, of_type, said, server, turn,
-};
+use crate::support::agents::{self, DEPLOYS, last, of_type, said, server, turn};
 use crate::support::fake_openai::{FakeOpenAi, Reply, chunk};
 use crate::support::{self, Server, types, workspace};
 
@@ -216,181 +213,6 @@ async fn model_secrets(server: &Server, fake: &FakeOpenAi) -> String {
          [outbound]\nallow = [\"{}\"]\n",
         fake.origin()
     )
-}
-
-#[tokio::test]
-async fn the_typescript_assistant_feeds_tool_results_back_and_runs_an_approved_refund() {
-    let fake = FakeOpenAi::start(vec![
-        Reply::tool_calls(
-            "Let me look.",
-            &[
-                ("lookup_order", r#"{"order_id": "A1001"}"#),
-                ("lookup_order", r#"{"order_id": "Z9"}"#),
-            ],
-        ),
-        Reply::text(&["A1001 has shipped; ", "I found no order Z9."]),
-        Reply::tool_calls(
-            "I will refund A1001.",
-            &[("refund_order", r#"{"order_id":"A1001"}"#)],
-        ),
-        Reply::text(&["Done: 39.90 EUR refunded."]),
-        Reply::tool_calls("", &[("refund_order", r#"{"order_id":"A1002"}"#)]),
-        Reply::text(&["The refund was denied."]),
-    ])
-    .await;
-    let dir = support::data_dir();
-    let server = server(dir.path(), &["--outbound-allow-private"]).await;
-    let extra = model_secrets(&server, &fake).await;
-    let row = deploy(
-        &server,
-        "examples/typescript/assistant",
-        &manifest("assistant-ts", &extra),
-    )
-    .await;
-    let gated: Vec<(&str, bool)> = row["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| {
-            (
-                t["name"].as_str().unwrap(),
-                t["needs_approval"].as_bool().unwrap(),
-            )
-        })
-        .collect();
-    assert_eq!(gated, [("lookup_order", false), ("refund_order", true)]);
-
-    // Two parallel calls, an `ok` and an `error`, fed back to the model.
-    let session = server
-        .session("assistant-ts", "/chat", json!("where are A1001 and Z9?"))
-        .await;
-    let mut stream = server.events(&session, None).await;
-    let events = turn(&mut stream).await;
-    assert_eq!(
-        last(&events)["type"],
-        "TURN_ENDED",
-        "{:?} {}",
-        types(&events),
-        last(&events)
-    );
-    let results = of_type(&events, "TOOL_RESULT");
-    assert_eq!(results[0]["payload"]["status"], "ok");
-    assert_eq!(results[0]["payload"]["output"]["status"], "shipped");
-    assert_eq!(results[1]["payload"]["status"], "error");
-    assert_eq!(results[1]["payload"]["output"], "no order Z9");
-    assert_eq!(
-        said(&events),
-        ["Let me look.", "A1001 has shipped; I found no order Z9."]
-    );
-    // The model's text streamed as it came, one delta per content chunk.
-    let agent_deltas: Vec<String> = deltas(&events).into_iter().skip(1).collect();
-    assert_eq!(
-        agent_deltas,
-        [
-            "Let me look.",
-            "A1001 has shipped; ",
-            "I found no order Z9."
-        ]
-    );
-    assert_eq!(of_type(&events, "HTTP_REQUEST").len(), 2);
-
-    let received = fake.received();
-    assert_eq!(
-        received[0].authorization.as_deref(),
-        Some("Bearer sk-fake-test-key")
-    );
-    assert_eq!(received[0].body["model"], "gpt-fake");
-    assert_eq!(received[0].body["stream"], true);
-    let schema = &received[0].body["tools"][0]["function"]["parameters"];
-    assert_eq!(schema["required"], json!(["order_id"]));
-    assert_eq!(schema["properties"]["order_id"]["type"], "string");
-    let messages = received[1].body["messages"].as_array().unwrap().clone();
-    let ids: Vec<&str> = of_type(&events, "TOOL_CALL")
-        .iter()
-        .map(|c| c["payload"]["tool_call_id"].as_str().unwrap())
-        .collect();
-    assert_eq!(messages[2]["content"], "Let me look.");
-    assert_eq!(messages[2]["tool_calls"][0]["id"], ids[0]);
-    assert_eq!(
-        messages[2]["tool_calls"][0]["function"],
-        json!({"name": "lookup_order", "arguments": "{\"order_id\":\"A1001\"}"})
-    );
-    assert_eq!(messages[3]["tool_call_id"], ids[0]);
-    assert_eq!(
-        messages[4],
-        json!({"role": "tool", "tool_call_id": ids[1], "content": "error: no order Z9"})
-    );
-
-    // A refund: suspended at the gated call, approved, run, answered.
-    input(&server, &session, "please refund A1001").await;
-    let suspended = turn(&mut stream).await;
-    let required = last(&suspended);
-    assert_eq!(
-        required["type"],
-        "TOOL_APPROVAL_REQUIRED",
-        "{:?} {}",
-        types(&suspended),
-        required
-    );
-    assert_eq!(required["payload"]["name"], "refund_order");
-    assert_eq!(required["payload"]["reason"], "I will refund A1001.");
-    decide(&server, &session, json!({"approved": true})).await;
-    let resumed = turn(&mut stream).await;
-    assert_eq!(
-        last(&resumed)["type"],
-        "TURN_ENDED",
-        "{:?} {}",
-        types(&resumed),
-        last(&resumed)
-    );
-    let result = of_type(&resumed, "TOOL_RESULT")[0];
-    assert_eq!(result["payload"]["status"], "ok");
-    assert_eq!(
-        result["payload"]["output"],
-        json!({"refunded": "A1001", "amount": "39.90 EUR"})
-    );
-    assert_eq!(said(&resumed), ["Done: 39.90 EUR refunded."]);
-    let told = fake.received().pop().unwrap().body["messages"]
-        .as_array()
-        .unwrap()
-        .last()
-        .unwrap()
-        .clone();
-    assert_eq!(told["role"], "tool");
-    assert!(
-        told["content"]
-            .as_str()
-            .unwrap()
-            .contains("\"refunded\":\"A1001\""),
-        "{told}"
-    );
-
-    // A refund denied: the model is told, and says so. Without text, the
-    // reason names the tools the model asked for.
-    input(&server, &session, "and refund A1002").await;
-    let suspended = turn(&mut stream).await;
-    assert_eq!(
-        last(&suspended)["payload"]["reason"],
-        "the model asked to call refund_order"
-    );
-    decide(
-        &server,
-        &session,
-        json!({"approved": false, "approver": "bob"}),
-    )
-    .await;
-    let resumed = turn(&mut stream).await;
-    assert_eq!(said(&resumed), ["The refund was denied."]);
-    let told = fake.received().pop().unwrap().body["messages"]
-        .as_array()
-        .unwrap()
-        .last()
-        .unwrap()
-        .clone();
-    assert_eq!(
-        told["content"],
-        "denied: a human reviewer denied this call, so it did not run (denied by bob)"
-    );
 }
 
 #[tokio::test]
