@@ -5,6 +5,7 @@ use serde_json::{Map, Value};
 
 use crate::error::Error;
 use crate::history::{Event, Page, read_from_host};
+use crate::journal;
 use crate::turn::Turn;
 
 /// The end user a session belongs to (docs/end-users.md): the person who
@@ -44,7 +45,7 @@ fn end_user_in(
 
 /// The end user of a SESSION_CREATED event (`None` when it records none).
 fn from_session_created(event: &Event) -> Result<Option<EndUser>, Error> {
-    if event.event_type != "SESSION_CREATED" {
+    if event.event_type != journal::SESSION_CREATED {
         return Err(Error::Other(format!(
             "the session's journal opens with {} instead of SESSION_CREATED",
             event.event_type

@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use crate::bindings::agenthost::agent::host;
 use crate::error::{Error, host};
+use crate::journal;
 use crate::turn::Turn;
 
 /// How many events [`History`] asks for per page (the host may cap it lower).
@@ -46,16 +47,26 @@ pub struct ChatMessage {
 impl Event {
     /// The finished message this event carries, if it is a MESSAGE_END.
     pub fn chat_message(&self) -> Option<ChatMessage> {
-        if self.event_type != "MESSAGE_END" {
+        if self.event_type != journal::MESSAGE_END {
             return None;
         }
-        let role = match self.payload.get("role")?.as_str()? {
+        let end: journal::MessageEnd = self.payload_as()?;
+        let role = match end.role.as_str() {
             "user" => Role::User,
             "assistant" => Role::Assistant,
-            other => Role::Other(other.to_owned()),
+            _ => Role::Other(end.role),
         };
-        let text = self.payload.get("text")?.as_str()?.to_owned();
-        Some(ChatMessage { role, text })
+        Some(ChatMessage {
+            role,
+            text: end.text,
+        })
+    }
+
+    /// The payload read as its type in [`crate::journal`] (for example
+    /// `event.payload_as::<journal::ToolResult>()` for a `TOOL_RESULT`), or
+    /// `None` when it does not have that type's fields.
+    pub fn payload_as<'a, T: serde::Deserialize<'a>>(&'a self) -> Option<T> {
+        T::deserialize(&self.payload).ok()
     }
 }
 

@@ -42,6 +42,7 @@ mod error;
 mod export;
 mod history;
 pub mod http;
+pub mod journal;
 pub mod llm;
 mod message;
 mod resume;

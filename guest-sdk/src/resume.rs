@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use crate::error::Error;
 use crate::history::Event;
+use crate::journal;
 use crate::tools::{ToolCall, ToolResult, ToolStatus, report};
 use crate::turn::{Decision, Turn};
 
@@ -24,24 +25,35 @@ fn complete(
     let mut found = None;
     for event in events {
         let event = event?;
-        let decided = matches!(
-            event.event_type.as_str(),
-            "TOOL_APPROVAL_GRANTED" | "TOOL_APPROVAL_DENIED"
-        );
-        if decided
-            && event.payload.get("tool_call_id").and_then(Value::as_str) == pending.as_deref()
-        {
-            found = Some(event);
+        let this = match event.event_type.as_str() {
+            journal::TOOL_APPROVAL_GRANTED => {
+                event.payload_as::<journal::ToolApprovalGranted>().map(|g| {
+                    (
+                        g.tool_call_id,
+                        g.message,
+                        g.result,
+                        g.original_arguments,
+                        true,
+                    )
+                })
+            }
+            journal::TOOL_APPROVAL_DENIED => event
+                .payload_as::<journal::ToolApprovalDenied>()
+                .map(|d| (d.tool_call_id, d.message, Value::Null, Value::Null, false)),
+            _ => None,
+        };
+        if let Some(decided) = this.filter(|d| Some(&d.0) == pending.as_ref()) {
+            found = Some(decided);
         }
     }
-    let Some(event) = found else {
+    let Some((_, message, result, original_arguments, approved)) = found else {
         return Ok(());
     };
-    let field = |name: &str| event.payload.get(name).filter(|v| !v.is_null()).cloned();
-    decision.message = field("message").and_then(|m| m.as_str().map(str::to_owned));
-    decision.result = field("result");
-    decision.original_arguments = field("original_arguments");
-    if event.event_type == "TOOL_APPROVAL_GRANTED" {
+    let given = |value: Value| (!value.is_null()).then_some(value);
+    decision.message = message;
+    decision.result = given(result);
+    decision.original_arguments = given(original_arguments);
+    if approved {
         decision.approved = true;
     }
     Ok(())
@@ -235,12 +247,14 @@ mod tests {
             event(
                 1,
                 "TOOL_APPROVAL_GRANTED",
-                json!({"tool_call_id": "other", "message": "no"}),
+                json!({"tool_call_id": "other", "name": "delete", "approver": "ada",
+                       "key_id": "k", "message": "no"}),
             ),
             event(
                 2,
                 "TOOL_APPROVAL_GRANTED",
-                json!({"tool_call_id": "c2", "result": {"n": 1}, "message": "done by hand",
+                json!({"tool_call_id": "c2", "name": "delete", "approver": "ada", "key_id": "k",
+                       "result": {"n": 1}, "message": "done by hand",
                        "original_arguments": {"name": "x"}}),
             ),
             event(3, "TURN_STARTED", json!({"turn": 2})),
@@ -255,7 +269,7 @@ mod tests {
         let events = vec![event(
             1,
             "TOOL_APPROVAL_DENIED",
-            json!({"tool_call_id": "c2"}),
+            json!({"tool_call_id": "c2", "name": "delete", "approver": "ada", "key_id": "k"}),
         )];
         complete(&mut plain, events.into_iter()).unwrap();
         assert_eq!(plain, decision(false, vec![]));

@@ -10,7 +10,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Tuple
 
-from . import _host
+from . import _host, journal
 from .errors import AgentError
 
 PAGE_SIZE = 256
@@ -39,7 +39,7 @@ class Event:
 
     def chat_message(self) -> Optional[ChatMessage]:
         """The finished message this event carries, if it is a MESSAGE_END."""
-        if self.event_type != "MESSAGE_END" or not isinstance(self.payload, dict):
+        if self.event_type != journal.MESSAGE_END or not isinstance(self.payload, dict):
             return None
         role, text = self.payload.get("role"), self.payload.get("text")
         if not isinstance(role, str) or not isinstance(text, str):
@@ -125,7 +125,7 @@ def read_end_user(read: Callable[[Optional[int], int], Page] = read_from_host) -
     if not events:
         raise AgentError("the session's journal has no SESSION_CREATED event")
     first = events[0]
-    if first.event_type != "SESSION_CREATED" or not isinstance(first.payload, dict):
+    if first.event_type != journal.SESSION_CREATED or not isinstance(first.payload, dict):
         raise AgentError(f"the session's journal opens with {first.event_type} instead of SESSION_CREATED")
     user = first.payload.get("end_user")
     if user is None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable, List, Tuple
 
+from . import journal
 from .history import Event
 from .tools import ToolCall, ToolResult, ToolStatus, invoke, report
 
@@ -31,7 +32,7 @@ def complete(decision: "Decision", events: Iterable[Event]) -> None:
     event says it was approved."""
     found = None
     for event in events:
-        if event.event_type in ("TOOL_APPROVAL_GRANTED", "TOOL_APPROVAL_DENIED") and (
+        if event.event_type in (journal.TOOL_APPROVAL_GRANTED, journal.TOOL_APPROVAL_DENIED) and (
             isinstance(event.payload, dict)
             and event.payload.get("tool_call_id") == decision.call.id
         ):
@@ -42,7 +43,7 @@ def complete(decision: "Decision", events: Iterable[Event]) -> None:
     decision.message = message if isinstance(message, str) else None
     decision.result = found.payload.get("result")
     decision.original_arguments = found.payload.get("original_arguments")
-    if found.event_type == "TOOL_APPROVAL_GRANTED":
+    if found.event_type == journal.TOOL_APPROVAL_GRANTED:
         decision.approved = True
 
 

@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 
 use crate::error::Error;
 use crate::history::Event;
+use crate::journal;
 use crate::turn::input_text;
 
 /// One message of an OpenAI chat completions conversation.
@@ -125,40 +126,43 @@ impl Builder {
     }
 
     fn event(&mut self, event: &Event) {
-        let payload = &event.payload;
         match event.event_type.as_str() {
-            "TURN_STARTED" => {
+            journal::TURN_STARTED => {
                 self.assistant_open = false;
-                let input = &payload["input"];
+                let Some(started) = event.payload_as::<journal::TurnStarted>() else {
+                    return;
+                };
+                let input = &started.input;
                 // A text input has its user message next; other inputs only live here.
-                if payload["reason"]["kind"] == "input"
+                if started.reason["kind"] == "input"
                     && !input.is_null()
                     && input_text(input).is_none()
                 {
                     self.push(ChatMsg::User(input.to_string()));
                 }
             }
-            "MESSAGE_END" => {
-                let text = payload["text"].as_str().unwrap_or_default().to_owned();
-                match payload["role"].as_str() {
-                    Some("user") => self.push(ChatMsg::User(text)),
-                    Some("assistant") if !text.is_empty() => self.push(ChatMsg::Assistant {
-                        content: Some(text),
+            journal::MESSAGE_END => {
+                let Some(end) = event.payload_as::<journal::MessageEnd>() else {
+                    return;
+                };
+                match end.role.as_str() {
+                    "user" => self.push(ChatMsg::User(end.text)),
+                    "assistant" if !end.text.is_empty() => self.push(ChatMsg::Assistant {
+                        content: Some(end.text),
                         tool_calls: Vec::new(),
                     }),
                     _ => {}
                 }
             }
-            "TOOL_CALL" => {
-                let (Some(id), Some(name)) =
-                    (payload["tool_call_id"].as_str(), payload["name"].as_str())
-                else {
+            journal::TOOL_CALL => {
+                let Some(tool_call) = event.payload_as::<journal::ToolCall>() else {
                     return;
                 };
+                let id = tool_call.tool_call_id;
                 let call = CallRef {
-                    id: id.to_owned(),
-                    name: name.to_owned(),
-                    arguments: arguments_text(&payload["arguments"]),
+                    id: id.clone(),
+                    name: tool_call.name,
+                    arguments: arguments_text(&tool_call.arguments),
                 };
                 if !self.assistant_open {
                     self.push(ChatMsg::Assistant {
@@ -169,20 +173,19 @@ impl Builder {
                 if let Some(ChatMsg::Assistant { tool_calls, .. }) = self.messages.last_mut() {
                     tool_calls.push(call);
                 }
-                self.pending.push(id.to_owned());
+                self.pending.push(id);
             }
-            "TOOL_RESULT" => {
+            journal::TOOL_RESULT => {
                 self.assistant_open = false;
-                let Some(id) = payload["tool_call_id"].as_str() else {
+                let Some(result) = event.payload_as::<journal::ToolResult>() else {
                     return;
                 };
                 // Only a call still waiting (its message is the last non-tool one).
-                if let Some(at) = self.pending.iter().position(|p| p == id) {
+                if let Some(at) = self.pending.iter().position(|p| *p == result.tool_call_id) {
                     self.pending.remove(at);
-                    let status = payload["status"].as_str().unwrap_or("ok");
                     self.messages.push(ChatMsg::Tool {
-                        call_id: id.to_owned(),
-                        content: result_content(status, &payload["output"]),
+                        content: result_content(&result.status, &result.output),
+                        call_id: result.tool_call_id,
                     });
                 }
             }

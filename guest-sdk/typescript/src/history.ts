@@ -8,6 +8,7 @@
 
 import { AgentError } from './errors.ts';
 import * as host from './host.ts';
+import * as journal from './journal.ts';
 
 /** How many events {@link History} asks for per page (the host may cap it lower). */
 export const PAGE_SIZE = 256;
@@ -31,7 +32,7 @@ export interface Event {
 
 /** The finished message an event carries, if it is a MESSAGE_END. */
 export function chatMessage(event: Event): ChatMessage | undefined {
-  if (event.eventType !== 'MESSAGE_END' || !isObject(event.payload)) {
+  if (event.eventType !== journal.MESSAGE_END || !isObject(event.payload)) {
     return undefined;
   }
   const { role, text } = event.payload;
@@ -136,7 +137,7 @@ export function readEndUser(
   if (first === undefined) {
     throw new AgentError("the session's journal has no SESSION_CREATED event");
   }
-  if (first.eventType !== 'SESSION_CREATED' || !isObject(first.payload)) {
+  if (first.eventType !== journal.SESSION_CREATED || !isObject(first.payload)) {
     throw new AgentError(`the session's journal opens with ${first.eventType} instead of SESSION_CREATED`);
   }
   const user = first.payload.end_user;

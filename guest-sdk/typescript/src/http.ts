@@ -17,6 +17,7 @@
 
 import { AgentError } from './errors.ts';
 import { History, isObject, type Page, readFromHost } from './history.ts';
+import * as journal from './journal.ts';
 
 /** A request the host refused, with its origin and the journal's reason. */
 export class HttpError extends AgentError {
@@ -87,12 +88,12 @@ export function journaledRefusal(
   let found: { id: string; reason: string } | undefined;
   try {
     for (const event of new History(read)) {
-      if (event.eventType === 'TURN_STARTED') {
+      if (event.eventType === journal.TURN_STARTED) {
         found = undefined; // only this turn's
         continue;
       }
       const payload = event.payload;
-      if (event.eventType !== 'HTTP_REQUEST_DENIED' || !isObject(payload)) {
+      if (event.eventType !== journal.HTTP_REQUEST_DENIED || !isObject(payload)) {
         continue;
       }
       const { request_id: id, origin: refused, reason } = payload;

@@ -32,6 +32,7 @@ export { Agent, type Handler } from './agent.ts';
 export { AgentError, BadInput, HostError, type HostErrorKind, ToolApprovalRequired } from './errors.ts';
 export { exportAgent, failureMessage } from './export.ts';
 export { type ChatMessage, chatMessage, type EndUser, type Event, History } from './history.ts';
+export * as journal from './journal.ts';
 export { AddressProhibited, HttpError, RequestDenied } from './http.ts';
 export { dumps } from './json.ts';
 export { Message } from './message.ts';

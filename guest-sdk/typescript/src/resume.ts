@@ -14,6 +14,7 @@
  */
 
 import { type Event, isObject } from './history.ts';
+import * as journal from './journal.ts';
 import { invoke, report, type Tool, type ToolCall, type ToolResult } from './tools.ts';
 import type { Decision, Turn } from './turn.ts';
 
@@ -29,7 +30,7 @@ export type Action = ['run' | 'deny' | 'answer', ToolCall & { id: string }];
 export function complete(decision: Decision, events: Iterable<Event>): void {
   let found: Event | undefined;
   for (const event of events) {
-    const decided = event.eventType === 'TOOL_APPROVAL_GRANTED' || event.eventType === 'TOOL_APPROVAL_DENIED';
+    const decided = event.eventType === journal.TOOL_APPROVAL_GRANTED || event.eventType === journal.TOOL_APPROVAL_DENIED;
     if (decided && isObject(event.payload) && event.payload.tool_call_id === decision.call.id) {
       found = event;
     }
@@ -41,7 +42,7 @@ export function complete(decision: Decision, events: Iterable<Event>): void {
   if (typeof message === 'string') decision.message = message;
   if (result !== undefined && result !== null) decision.result = result;
   if (original !== undefined && original !== null) decision.originalArguments = original;
-  if (found.eventType === 'TOOL_APPROVAL_GRANTED') decision.approved = true;
+  if (found.eventType === journal.TOOL_APPROVAL_GRANTED) decision.approved = true;
 }
 
 function action(decision: Decision, call: ToolCall & { id: string }): Action[0] {

@@ -24,6 +24,8 @@ pub(crate) mod events;
 mod extract;
 #[cfg(test)]
 mod golden_tests;
+#[cfg(test)]
+mod guest_journal_tests;
 pub(crate) mod health;
 mod idempotency;
 mod keys;

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterable, List
 
+from .. import journal
 from .._json import dumps
 from ..history import Event
 from ..turn import input_text
@@ -60,7 +61,7 @@ class _Builder:
     def event(self, event: Event) -> None:
         payload = event.payload if isinstance(event.payload, dict) else {}
         kind = event.event_type
-        if kind == "TURN_STARTED":
+        if kind == journal.TURN_STARTED:
             self.assistant_open = False
             value = payload.get("input")
             reason = payload.get("reason")
@@ -68,7 +69,7 @@ class _Builder:
             # A text input has its user message next; other inputs only live here.
             if is_input and value is not None and input_text(value) is None:
                 self.push({"role": "user", "content": dumps(value)})
-        elif kind == "MESSAGE_END":
+        elif kind == journal.MESSAGE_END:
             text = payload.get("text")
             text = text if isinstance(text, str) else ""
             role = payload.get("role")
@@ -76,7 +77,7 @@ class _Builder:
                 self.push({"role": "user", "content": text})
             elif role == "assistant" and text:
                 self.push({"role": "assistant", "content": text})
-        elif kind == "TOOL_CALL":
+        elif kind == journal.TOOL_CALL:
             call_id, name = payload.get("tool_call_id"), payload.get("name")
             if not isinstance(call_id, str) or not isinstance(name, str):
                 return
@@ -91,7 +92,7 @@ class _Builder:
                 }
             )
             self.pending.append(call_id)
-        elif kind == "TOOL_RESULT":
+        elif kind == journal.TOOL_RESULT:
             self.assistant_open = False
             call_id = payload.get("tool_call_id")
             # Only a call still waiting (its message is the last non-tool one).

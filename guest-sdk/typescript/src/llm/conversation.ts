@@ -9,6 +9,7 @@
  */
 
 import { type Event, isObject } from '../history.ts';
+import * as journal from '../journal.ts';
 import { dumps } from '../json.ts';
 import { inputText } from '../turn.ts';
 
@@ -55,10 +56,11 @@ class Builder {
   event(event: Event): void {
     const payload = isObject(event.payload) ? event.payload : {};
     switch (event.eventType) {
-      case 'TURN_STARTED': {
+      case journal.TURN_STARTED: {
         this.assistantOpen = false;
-        const value = payload.input;
-        const reason = payload.reason;
+        const started = payload as Partial<journal.TurnStarted>;
+        const value = started.input;
+        const reason = started.reason;
         const isInput = isObject(reason) && reason.kind === 'input';
         // A text input has its user message next; other inputs only live here.
         if (isInput && value !== undefined && value !== null && inputText(value) === undefined) {
@@ -66,17 +68,19 @@ class Builder {
         }
         break;
       }
-      case 'MESSAGE_END': {
-        const text = typeof payload.text === 'string' ? payload.text : '';
-        if (payload.role === 'user') {
+      case journal.MESSAGE_END: {
+        const end = payload as Partial<journal.MessageEnd>;
+        const text = typeof end.text === 'string' ? end.text : '';
+        if (end.role === 'user') {
           this.push({ role: 'user', content: text });
-        } else if (payload.role === 'assistant' && text) {
+        } else if (end.role === 'assistant' && text) {
           this.push({ role: 'assistant', content: text });
         }
         break;
       }
-      case 'TOOL_CALL': {
-        const { tool_call_id: id, name } = payload;
+      case journal.TOOL_CALL: {
+        const call = payload as Partial<journal.ToolCall>;
+        const { tool_call_id: id, name } = call;
         if (typeof id !== 'string' || typeof name !== 'string') {
           return;
         }
@@ -85,18 +89,19 @@ class Builder {
         }
         const last = this.messages[this.messages.length - 1];
         const calls = (last.tool_calls ??= []) as unknown[];
-        calls.push({ id, type: 'function', function: { name, arguments: argumentsText(payload.arguments) } });
+        calls.push({ id, type: 'function', function: { name, arguments: argumentsText(call.arguments) } });
         this.pending.push(id);
         break;
       }
-      case 'TOOL_RESULT': {
+      case journal.TOOL_RESULT: {
         this.assistantOpen = false;
-        const id = payload.tool_call_id;
+        const result = payload as Partial<journal.ToolResult>;
+        const id = result.tool_call_id;
         // Only a call still waiting (its message is the last non-tool one).
         if (typeof id === 'string' && this.pending.includes(id)) {
           this.pending = this.pending.filter((p) => p !== id);
-          const status = typeof payload.status === 'string' ? payload.status : 'ok';
-          this.messages.push({ role: 'tool', tool_call_id: id, content: resultContent(status, payload.output) });
+          const status = typeof result.status === 'string' ? result.status : 'ok';
+          this.messages.push({ role: 'tool', tool_call_id: id, content: resultContent(status, result.output) });
         }
         break;
       }

@@ -52,6 +52,10 @@ pub(super) const FILES: &[(&str, &str)] = &[
         include_str!("../../../../guest-sdk/python/agenthost/http/sse.py"),
     ),
     (
+        "sdk/agenthost/journal.py",
+        include_str!("../../../../guest-sdk/python/agenthost/journal.py"),
+    ),
+    (
         "sdk/agenthost/llm/__init__.py",
         include_str!("../../../../guest-sdk/python/agenthost/llm/__init__.py"),
     ),
