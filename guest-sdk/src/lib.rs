@@ -45,6 +45,7 @@ pub mod http;
 pub mod llm;
 mod message;
 mod resume;
+mod timers;
 mod tools;
 mod turn;
 

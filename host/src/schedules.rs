@@ -43,7 +43,7 @@ pub(crate) fn start(store: Db, writer: WriterHandle) {
 async fn fire(writer: &WriterHandle, due: DueSchedule) -> bool {
     let (session, schedule) = (due.session, due.schedule);
     let fired = writer.fire_schedule(due).await;
-    if let Ok(Fired::Input(_)) = &fired {
+    if let Ok(Fired::Input(_) | Fired::Session(..)) = &fired {
         let metrics = crate::metrics::get();
         metrics.schedules_fired.inc();
         let late_ms = unix_ms(SystemTime::now()).saturating_sub(due.due_ms);
@@ -58,9 +58,21 @@ async fn fire(writer: &WriterHandle, due: DueSchedule) -> bool {
             let position = queued.position;
             tracing::info!(%session, %schedule, position, "a schedule fired: queued, the session is busy");
         }
+        Ok(Fired::Session(created, ticket)) => {
+            let app = &ticket.app_slug;
+            tracing::info!(%app, %schedule, session = %created, "an app's schedule fired: a new session");
+        }
+        Ok(Fired::Missed(why)) => {
+            crate::metrics::get().schedules_missed.inc();
+            tracing::warn!(app = %session, %schedule, error = %why, "an app's schedule fired, but the app could not take it: missed");
+        }
         Ok(Fired::Dropped) => {}
-        // A cap (running turns, the session's queue): the next read tries again.
-        Err(StoreError::Quota { .. }) => {}
+        // A cap (running turns, the session's queue): the next read tries
+        // again; counted, and logged at debug (it repeats every read).
+        Err(StoreError::Quota { cap, .. }) => {
+            crate::metrics::get().schedules_deferred.inc();
+            tracing::debug!(%session, %schedule, cap, "a due schedule waits: a cap is reached");
+        }
         Err(err) => tracing::warn!(%session, %schedule, error = %err, "cannot fire a schedule"),
     }
     moved

@@ -8,6 +8,7 @@
 
 mod agui;
 mod api_fuzz;
+mod app_schedules;
 mod approval_feed;
 mod approvals;
 mod assistant;
@@ -48,5 +49,6 @@ mod shutdown;
 mod storage;
 mod stream;
 mod support;
+mod timers;
 mod typescript;
 mod webhooks;

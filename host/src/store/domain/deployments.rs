@@ -29,6 +29,7 @@ impl Op for CreateDeployment {
                     slug: new.app_slug.clone(),
                     created_at: now.clone(),
                     current_deployment: None,
+                    schedules: Vec::new(),
                 };
                 tx.put_app(&app, true)?;
                 app
