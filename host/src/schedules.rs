@@ -18,24 +18,31 @@ const PAGE: usize = 256;
 pub(crate) fn start(store: Db, writer: WriterHandle) {
     tokio::spawn(async move {
         loop {
-            let now = unix_ms(SystemTime::now());
-            match store.read(move |s| s.due_schedules(now, PAGE)).await {
-                // All at once: the writer commits them together, in
-                // batches, instead of one commit (and fsync) each.
-                Ok(due) => {
-                    let full = due.len() == PAGE;
-                    let fired = due.into_iter().map(|due| fire(&writer, due));
-                    let moved = futures::future::join_all(fired).await;
-                    // A full page that moved on: more are due, read again now.
-                    if full && moved.into_iter().any(|moved| moved) {
-                        continue;
-                    }
-                }
-                Err(err) => tracing::warn!(error = %err, "cannot read due schedules"),
+            if !scan(&store, &writer).await {
+                tokio::time::sleep(EVERY).await;
             }
-            tokio::time::sleep(EVERY).await;
         }
     });
+}
+
+/// One read of the due index and the firing of what it found, all at once
+/// (the writer commits them together, in batches, instead of one commit
+/// and fsync each). Whether to read again at once: a full page that moved
+/// on (fired or dropped some) says more are due.
+async fn scan(store: &Db, writer: &WriterHandle) -> bool {
+    let now = unix_ms(SystemTime::now());
+    match store.read(move |s| s.due_schedules(now, PAGE)).await {
+        Ok(due) => {
+            let full = due.len() == PAGE;
+            let fired = due.into_iter().map(|due| fire(writer, due));
+            let moved = futures::future::join_all(fired).await;
+            full && moved.into_iter().any(|moved| moved)
+        }
+        Err(err) => {
+            tracing::warn!(error = %err, "cannot read due schedules");
+            false
+        }
+    }
 }
 
 /// Fires one due schedule; a refusal is logged, and a cap waits for the
@@ -76,4 +83,64 @@ async fn fire(writer: &WriterHandle, due: DueSchedule) -> bool {
         Err(err) => tracing::warn!(%session, %schedule, error = %err, "cannot fire a schedule"),
     }
     moved
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::store::{ScheduleRecord, TestBackend, new_deployment, start_for_tests, success};
+
+    /// More schedules due than a page holds: the first read fires a full
+    /// page and says to read again at once; the second fires the rest and
+    /// says to wait; then nothing is due.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_full_page_that_moved_on_is_read_again_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = TestBackend::Redb(dir.path().join("db.redb"));
+        let (store, writer) = start_for_tests(&backend).await;
+        let d = writer
+            .create_deployment(new_deployment(None))
+            .await
+            .unwrap();
+        writer.finish_build(d.id, success()).await.unwrap();
+        let now = unix_ms(SystemTime::now());
+        for n in 0..PAGE + 10 {
+            let (session, ticket) = (writer.create_session("app".into(), "/chat".into(), json!(n)))
+                .await
+                .unwrap();
+            (writer.finish_turn(
+                session.id,
+                ticket.turn,
+                vec![],
+                crate::store::TurnOutcome::Ended,
+            ))
+            .await
+            .unwrap();
+            let record = ScheduleRecord {
+                id: uuid::Uuid::now_v7(),
+                due_ms: now,
+                input: json!(n),
+                ..Default::default()
+            };
+            writer.create_schedule(session.id, record).await.unwrap();
+        }
+        let due = |store: Db| async move {
+            store
+                .read(|s| s.due_schedules(u64::MAX, 2 * PAGE))
+                .await
+                .unwrap()
+                .len()
+        };
+        assert_eq!(due(store.clone()).await, PAGE + 10);
+        assert!(
+            scan(&store, &writer).await,
+            "a full page: read again at once"
+        );
+        assert_eq!(due(store.clone()).await, 10);
+        assert!(!scan(&store, &writer).await, "the rest: wait");
+        assert_eq!(due(store.clone()).await, 0);
+        assert!(!scan(&store, &writer).await);
+    }
 }

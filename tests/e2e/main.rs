@@ -52,5 +52,6 @@ mod storage;
 mod stream;
 mod support;
 mod timers;
+mod timers_bench;
 mod typescript;
 mod webhooks;

@@ -159,7 +159,10 @@ async fn timers_fire_once_and_only_when_kept(lang: Lang) {
     // Turn 3 schedules one; turn 4 cancels it (journaled in turn 4's commit).
     let doomed = json!({"schedule_ms": 4_000, "then": {"say": "cancelled"}});
     let doomed_id = scheduled_id(&turn(&server, &session, doomed).await);
-    assert_eq!(listed(&server, &session).await, [doomed_id.clone()]);
+    assert_eq!(
+        listed(&server, &session).await,
+        std::slice::from_ref(&doomed_id)
+    );
     let events = turn(&server, &session, json!({"cancel": doomed_id})).await;
     assert_eq!(said(&events), ["cancelled true"]);
     let n = events.len();
@@ -216,7 +219,10 @@ async fn timers_fire_once_and_only_when_kept(lang: Lang) {
     )
     .await;
     let restart_id = scheduled_id(&events);
-    assert_eq!(listed(&server, &session).await, [restart_id.clone()]);
+    assert_eq!(
+        listed(&server, &session).await,
+        std::slice::from_ref(&restart_id)
+    );
     server.kill();
     let server = lang.server(dir.path()).await;
     let events = journal(&server, &session, 11).await;

@@ -141,6 +141,10 @@ pub(crate) fn now_rfc3339() -> String {
 #[cfg(test)]
 mod idempotency_tests;
 #[cfg(test)]
+pub(crate) use idempotency_tests::{Backend as TestBackend, start as start_for_tests};
+#[cfg(test)]
+pub(crate) use tests::{new_deployment, success};
+#[cfg(test)]
 mod model_tests;
 #[cfg(test)]
 #[path = "../../../tests/support/pg_cluster.rs"]

@@ -213,7 +213,7 @@ async fn timers_are_kept_only_by_a_turn_that_ends_well() {
         .await
         .unwrap();
     let record = store.read(move |s| s.session(id)).await.unwrap().unwrap();
-    assert_eq!(record.schedules, [old.clone()]);
+    assert_eq!(record.schedules, std::slice::from_ref(&old));
     assert!(due_now_in(&store).await.len() == 1);
     assert!(
         !event_types(&store, id)

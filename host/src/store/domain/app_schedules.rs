@@ -43,7 +43,8 @@ impl Op for CreateAppSchedule {
     type Output = (Uuid, ScheduleRecord);
 
     fn apply(&mut self, batch: &mut Batch<'_>) -> Result<Self::Output, StoreError> {
-        let mut app = (batch.tx.app(&self.app)?).ok_or_else(|| app_not_found(&self.app))?;
+        let mut app =
+            (batch.tx.app_for_update(&self.app)?).ok_or_else(|| app_not_found(&self.app))?;
         if app.schedules.len() >= MAX_APP_SCHEDULES {
             return Err(StoreError::Quota {
                 cap: "schedules",
@@ -74,7 +75,8 @@ impl Op for DeleteAppSchedule {
     type Output = ();
 
     fn apply(&mut self, batch: &mut Batch<'_>) -> Result<(), StoreError> {
-        let mut app = (batch.tx.app(&self.app)?).ok_or_else(|| app_not_found(&self.app))?;
+        let mut app =
+            (batch.tx.app_for_update(&self.app)?).ok_or_else(|| app_not_found(&self.app))?;
         let Some(index) = app.schedules.iter().position(|s| s.id == self.schedule) else {
             return Err(StoreError::not_found("schedule", self.schedule));
         };
@@ -94,7 +96,7 @@ pub(super) fn fire(
     schedule: Uuid,
     due_ms: u64,
 ) -> Result<Fired, StoreError> {
-    let Some(mut app) = batch.tx.app(&app_id.to_string())? else {
+    let Some(mut app) = batch.tx.app_for_update(&app_id.to_string())? else {
         // Neither a session nor an app: only the index row is left.
         batch.tx.remove_schedule_due(due_ms, app_id, schedule)?;
         return Ok(Fired::Dropped);
