@@ -3,7 +3,9 @@
 //! `schedule`; a one-shot one fires once and a deleted one never; a cron
 //! one with `end_at` fires until its end and is then gone (so does a
 //! session's); one whose route the app does not serve is missed (counted
-//! in /metrics), never retried. On both engines.
+//! in /metrics), never retried; one due at the app's running-turns cap
+//! waits, each try counted in /metrics, and fires when a turn ends. On
+//! both engines.
 //!
 //! "Never fired" and "fired once" are shown by order: a later schedule's
 //! session is awaited, and the sessions up to it are exactly those expected.
@@ -199,4 +201,61 @@ async fn metrics(server: &Server) -> String {
         .expect("GET /metrics");
     assert_eq!(response.status(), 200);
     response.text().await.expect("metrics text")
+}
+
+/// A schedule due while the app is at its running-turns cap waits, each
+/// try counted in /metrics (`agenthost_schedules_deferred_total`), and
+/// fires once a turn ends.
+#[tokio::test]
+async fn a_schedule_due_at_the_running_turns_cap_waits_counted_then_fires() {
+    let dir = support::data_dir();
+    let server = Server::start_with(dir.path(), &["--max-running-turns-per-app", "1"]).await;
+    server.deploy("slow", &support::guest("slow")).await;
+    let idle = server
+        .session("slow", "/slow", json!({"sleep_ms": 1}))
+        .await;
+    (server.events(&idle, None).await)
+        .until(&["TURN_ENDED"])
+        .await;
+    // The app's one running turn.
+    let busy = server
+        .session("slow", "/slow", json!({"sleep_ms": 60_000}))
+        .await;
+    (server.events(&busy, None).await)
+        .until(&["MESSAGE_DELTA"])
+        .await;
+    let path = format!("/sessions/{idle}/schedules");
+    let body = json!({"at": from_now(0), "input": {"sleep_ms": 1, "say": "waited"}});
+    let (status, due) = server.post(&path, body).await;
+    assert_eq!(status, 201, "{due}");
+    // Tried and put off, counted: not fired, still listed.
+    let start = Instant::now();
+    while counter(
+        &metrics(&server).await,
+        "agenthost_schedules_deferred_total",
+    ) < 2.0
+    {
+        assert!(start.elapsed() < Duration::from_secs(60));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(listed(&server, &path).await, json!([due]));
+    // The running turn ends: the schedule fires on the idle session.
+    let (status, body) = server
+        .post(&format!("/sessions/{busy}/cancel"), json!({}))
+        .await;
+    assert!(status == 200 || status == 202, "{status} {body}");
+    let mut stream = server.events(&idle, None).await;
+    stream.until(&["TURN_ENDED"]).await;
+    let second = stream.until(&["TURN_ENDED", "TURN_ERROR"]).await;
+    let started = &second[0]["payload"];
+    assert_eq!(started["reason"]["schedule_id"], due["id"], "{started}");
+    assert_eq!(listed(&server, &path).await, json!([]));
+}
+
+/// The value of one sample line of the OpenMetrics text (0 when absent).
+fn counter(text: &str, name: &str) -> f64 {
+    (text.lines())
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or(0.0)
 }
