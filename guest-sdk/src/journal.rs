@@ -38,6 +38,10 @@ pub const HTTP_REQUEST_DENIED: &str = "HTTP_REQUEST_DENIED";
 pub const HTTP_RESPONSE: &str = "HTTP_RESPONSE";
 /// The event type of [`InputQueued`].
 pub const INPUT_QUEUED: &str = "INPUT_QUEUED";
+/// The event type of [`TurnScheduled`].
+pub const TURN_SCHEDULED: &str = "TURN_SCHEDULED";
+/// The event type of [`TurnScheduleCancelled`].
+pub const TURN_SCHEDULE_CANCELLED: &str = "TURN_SCHEDULE_CANCELLED";
 
 /// `SESSION_CREATED`: always seq 0.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -289,4 +293,24 @@ pub struct InputQueued {
     pub interrupt: Option<bool>,
     /// Inputs queued before it runs, counted from 1 (1: it runs next).
     pub position: u64,
+}
+
+/// `TURN_SCHEDULED`: the agent scheduled an input as a later turn of its session (`schedule` of `wit/agent.wit`); journaled in the turn's final commit, just before its TURN_ENDED (or TOOL_APPROVAL_REQUIRED), so only a turn that ends well schedules (docs/schedules.md).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[non_exhaustive]
+pub struct TurnScheduled {
+    /// When it is due, RFC 3339 in UTC, to the millisecond.
+    pub at: String,
+    /// The input the later turn gets.
+    pub input: Value,
+    /// The schedule's id, as `GET /sessions/{id}/schedules` lists it and the TURN_STARTED it starts names it.
+    pub schedule_id: String,
+}
+
+/// `TURN_SCHEDULE_CANCELLED`: the agent cancelled a schedule of its session made before this turn (`cancel-schedule`); journaled in the turn's final commit, like TURN_SCHEDULED.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[non_exhaustive]
+pub struct TurnScheduleCancelled {
+    /// The `schedule_id` field.
+    pub schedule_id: String,
 }

@@ -46,6 +46,7 @@ pub mod journal;
 pub mod llm;
 mod message;
 mod resume;
+mod timers;
 mod tools;
 mod turn;
 

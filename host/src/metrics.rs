@@ -42,6 +42,12 @@ pub(crate) struct Metrics {
     pub schedules_fired: Counter,
     /// From a schedule's due time to the commit of its firing.
     pub schedule_lateness: Histogram,
+    /// Due schedules left due because a cap (the app's running turns, the
+    /// session's queue) refused them; retried at the next read.
+    pub schedules_deferred: Counter,
+    /// App schedules whose firing the app could not take (no active
+    /// deployment, the route gone).
+    pub schedules_missed: Counter,
     registry: Registry,
 }
 
@@ -86,6 +92,8 @@ pub(crate) fn get() -> &'static Metrics {
             webhook_dropped: Counter::default(),
             schedules_fired: Counter::default(),
             schedule_lateness: Histogram::new(latency_buckets()),
+            schedules_deferred: Counter::default(),
+            schedules_missed: Counter::default(),
             registry: Registry::default(),
         };
         let mut registry = Registry::default();
@@ -168,6 +176,16 @@ pub(crate) fn get() -> &'static Metrics {
             "agenthost_schedule_lateness_seconds",
             "Time from a schedule's due time to the commit of its firing",
             metrics.schedule_lateness.clone(),
+        );
+        registry.register(
+            "agenthost_schedules_deferred",
+            "Firings of due schedules put off by a cap (running turns, a full queue); tried again at the next read",
+            metrics.schedules_deferred.clone(),
+        );
+        registry.register(
+            "agenthost_schedules_missed",
+            "Firings of app schedules the app could not take (no active deployment, the route gone)",
+            metrics.schedules_missed.clone(),
         );
         registry.register_collector(Box::new(ProcessCollector));
         Metrics {

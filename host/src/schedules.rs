@@ -18,24 +18,31 @@ const PAGE: usize = 256;
 pub(crate) fn start(store: Db, writer: WriterHandle) {
     tokio::spawn(async move {
         loop {
-            let now = unix_ms(SystemTime::now());
-            match store.read(move |s| s.due_schedules(now, PAGE)).await {
-                // All at once: the writer commits them together, in
-                // batches, instead of one commit (and fsync) each.
-                Ok(due) => {
-                    let full = due.len() == PAGE;
-                    let fired = due.into_iter().map(|due| fire(&writer, due));
-                    let moved = futures::future::join_all(fired).await;
-                    // A full page that moved on: more are due, read again now.
-                    if full && moved.into_iter().any(|moved| moved) {
-                        continue;
-                    }
-                }
-                Err(err) => tracing::warn!(error = %err, "cannot read due schedules"),
+            if !scan(&store, &writer).await {
+                tokio::time::sleep(EVERY).await;
             }
-            tokio::time::sleep(EVERY).await;
         }
     });
+}
+
+/// One read of the due index and the firing of what it found, all at once
+/// (the writer commits them together, in batches, instead of one commit
+/// and fsync each). Whether to read again at once: a full page that moved
+/// on (fired or dropped some) says more are due.
+async fn scan(store: &Db, writer: &WriterHandle) -> bool {
+    let now = unix_ms(SystemTime::now());
+    match store.read(move |s| s.due_schedules(now, PAGE)).await {
+        Ok(due) => {
+            let full = due.len() == PAGE;
+            let fired = due.into_iter().map(|due| fire(writer, due));
+            let moved = futures::future::join_all(fired).await;
+            full && moved.into_iter().any(|moved| moved)
+        }
+        Err(err) => {
+            tracing::warn!(error = %err, "cannot read due schedules");
+            false
+        }
+    }
 }
 
 /// Fires one due schedule; a refusal is logged, and a cap waits for the
@@ -43,7 +50,7 @@ pub(crate) fn start(store: Db, writer: WriterHandle) {
 async fn fire(writer: &WriterHandle, due: DueSchedule) -> bool {
     let (session, schedule) = (due.session, due.schedule);
     let fired = writer.fire_schedule(due).await;
-    if let Ok(Fired::Input(_)) = &fired {
+    if let Ok(Fired::Input(_) | Fired::Session(..)) = &fired {
         let metrics = crate::metrics::get();
         metrics.schedules_fired.inc();
         let late_ms = unix_ms(SystemTime::now()).saturating_sub(due.due_ms);
@@ -58,10 +65,82 @@ async fn fire(writer: &WriterHandle, due: DueSchedule) -> bool {
             let position = queued.position;
             tracing::info!(%session, %schedule, position, "a schedule fired: queued, the session is busy");
         }
+        Ok(Fired::Session(created, ticket)) => {
+            let app = &ticket.app_slug;
+            tracing::info!(%app, %schedule, session = %created, "an app's schedule fired: a new session");
+        }
+        Ok(Fired::Missed(why)) => {
+            crate::metrics::get().schedules_missed.inc();
+            tracing::warn!(app = %session, %schedule, error = %why, "an app's schedule fired, but the app could not take it: missed");
+        }
         Ok(Fired::Dropped) => {}
-        // A cap (running turns, the session's queue): the next read tries again.
-        Err(StoreError::Quota { .. }) => {}
+        // A cap (running turns, the session's queue): the next read tries
+        // again; counted, and logged at debug (it repeats every read).
+        Err(StoreError::Quota { cap, .. }) => {
+            crate::metrics::get().schedules_deferred.inc();
+            tracing::debug!(%session, %schedule, cap, "a due schedule waits: a cap is reached");
+        }
         Err(err) => tracing::warn!(%session, %schedule, error = %err, "cannot fire a schedule"),
     }
     moved
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::store::{ScheduleRecord, TestBackend, new_deployment, start_for_tests, success};
+
+    /// More schedules due than a page holds: the first read fires a full
+    /// page and says to read again at once; the second fires the rest and
+    /// says to wait; then nothing is due.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_full_page_that_moved_on_is_read_again_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = TestBackend::Redb(dir.path().join("db.redb"));
+        let (store, writer) = start_for_tests(&backend).await;
+        let d = writer
+            .create_deployment(new_deployment(None))
+            .await
+            .unwrap();
+        writer.finish_build(d.id, success()).await.unwrap();
+        let now = unix_ms(SystemTime::now());
+        for n in 0..PAGE + 10 {
+            let (session, ticket) = (writer.create_session("app".into(), "/chat".into(), json!(n)))
+                .await
+                .unwrap();
+            (writer.finish_turn(
+                session.id,
+                ticket.turn,
+                vec![],
+                crate::store::TurnOutcome::Ended,
+            ))
+            .await
+            .unwrap();
+            let record = ScheduleRecord {
+                id: uuid::Uuid::now_v7(),
+                due_ms: now,
+                input: json!(n),
+                ..Default::default()
+            };
+            writer.create_schedule(session.id, record).await.unwrap();
+        }
+        let due = |store: Db| async move {
+            store
+                .read(|s| s.due_schedules(u64::MAX, 2 * PAGE))
+                .await
+                .unwrap()
+                .len()
+        };
+        assert_eq!(due(store.clone()).await, PAGE + 10);
+        assert!(
+            scan(&store, &writer).await,
+            "a full page: read again at once"
+        );
+        assert_eq!(due(store.clone()).await, 10);
+        assert!(!scan(&store, &writer).await, "the rest: wait");
+        assert_eq!(due(store.clone()).await, 0);
+        assert!(!scan(&store, &writer).await);
+    }
 }

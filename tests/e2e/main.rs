@@ -8,6 +8,7 @@
 
 mod agui;
 mod api_fuzz;
+mod app_schedules;
 mod approval_feed;
 mod approvals;
 mod assistant;
@@ -18,9 +19,11 @@ mod bundles;
 mod cluster;
 mod cluster_failover;
 mod cluster_keys;
+mod cluster_timers;
 mod cluster_tls;
 mod cluster_webhooks;
 mod console;
+mod console_schedules;
 mod controls;
 mod crash;
 mod decisions;
@@ -49,5 +52,7 @@ mod shutdown;
 mod storage;
 mod stream;
 mod support;
+mod timers;
+mod timers_bench;
 mod typescript;
 mod webhooks;

@@ -307,4 +307,7 @@ async fn bad_times_ended_sessions_and_the_per_session_cap_are_refused() {
         .post(&path, json!({"at": "2099-12-01T09:00:00Z", "input": 1}))
         .await;
     assert_eq!(status, 409, "{body}");
+    // Its 100 schedules were dropped when it ended: none is listed (or due).
+    let (status, listed) = server.get(&path).await;
+    assert_eq!((status, listed), (200, json!([])));
 }

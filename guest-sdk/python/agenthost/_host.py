@@ -94,3 +94,16 @@ def read_history(
 
 def end_session() -> None:
     _call(_bindings().end_session)
+
+
+# timers (docs/schedules.md)
+
+
+def schedule(after_ms: Optional[int], at: Optional[str], input_json: str) -> str:
+    """Schedules ``input_json`` as a later turn: returns the schedule's id."""
+    return _call(_bindings().schedule, after_ms, at, input_json)
+
+
+def cancel_schedule(schedule_id: str) -> bool:
+    """Cancels a pending schedule of the session: whether one was pending."""
+    return _call(_bindings().cancel_schedule, schedule_id)

@@ -26,6 +26,8 @@ HTTP_REQUEST = "HTTP_REQUEST"
 HTTP_REQUEST_DENIED = "HTTP_REQUEST_DENIED"
 HTTP_RESPONSE = "HTTP_RESPONSE"
 INPUT_QUEUED = "INPUT_QUEUED"
+TURN_SCHEDULED = "TURN_SCHEDULED"
+TURN_SCHEDULE_CANCELLED = "TURN_SCHEDULE_CANCELLED"
 
 
 class SessionCreated(TypedDict):
@@ -215,3 +217,20 @@ class InputQueued(TypedDict):
     """`true` for `on_busy` `interrupt`: the running turn is cancelled and this input runs next, before inputs queued earlier."""
     position: int
     """Inputs queued before it runs, counted from 1 (1: it runs next)."""
+
+
+class TurnScheduled(TypedDict):
+    """`TURN_SCHEDULED`: the agent scheduled an input as a later turn of its session (`schedule` of `wit/agent.wit`); journaled in the turn's final commit, just before its TURN_ENDED (or TOOL_APPROVAL_REQUIRED), so only a turn that ends well schedules (docs/schedules.md)."""
+
+    at: str
+    """When it is due, RFC 3339 in UTC, to the millisecond."""
+    input: Any
+    """The input the later turn gets."""
+    schedule_id: str
+    """The schedule's id, as `GET /sessions/{id}/schedules` lists it and the TURN_STARTED it starts names it."""
+
+
+class TurnScheduleCancelled(TypedDict):
+    """`TURN_SCHEDULE_CANCELLED`: the agent cancelled a schedule of its session made before this turn (`cancel-schedule`); journaled in the turn's final commit, like TURN_SCHEDULED."""
+
+    schedule_id: str

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, List, Optional
+from datetime import datetime, timedelta
+from typing import Any, Dict, Iterable, List, Optional, Union
 
 from . import _host
 from ._json import dumps
@@ -167,3 +168,41 @@ class Turn:
     def end_session(self) -> None:
         """Ends the session after this turn: it accepts no more input."""
         _host.end_session()
+
+    # Timers (docs/schedules.md)
+
+    def schedule(
+        self,
+        input: Any,
+        *,
+        after: Union[float, timedelta, None] = None,
+        at: Union[str, datetime, None] = None,
+    ) -> str:
+        """Schedules ``input`` as a later turn of this session and returns
+        the schedule's id: ``after`` seconds (or a ``timedelta``) from now,
+        or ``at`` a time (RFC 3339 text with a UTC offset, or an aware
+        ``datetime``); exactly one of them.
+
+        It takes effect only if this turn ends well: the host journals it
+        (TURN_SCHEDULED) in the turn's final commit, so a turn that fails
+        schedules nothing. At its time the session gets a turn with
+        ``input`` (queued if the session is busy). A turn makes at most 10
+        schedules and a session holds at most 100 (:class:`HostError`
+        ``limit`` beyond)."""
+        if (after is None) == (at is None):
+            raise ValueError("schedule: give `after` or `at`, exactly one")
+        after_ms = None
+        if after is not None:
+            seconds = after.total_seconds() if isinstance(after, timedelta) else float(after)
+            after_ms = max(0, int(seconds * 1000))
+        if isinstance(at, datetime):
+            if at.tzinfo is None:
+                raise ValueError("schedule: `at` needs a time zone (an aware datetime)")
+            at = at.isoformat()
+        return _host.schedule(after_ms, at, dumps(input))
+
+    def cancel_schedule(self, schedule_id: str) -> bool:
+        """Cancels a schedule of this session that has not fired (made by
+        this turn, an earlier one, or through the API). Returns whether one
+        was pending. A cancel too is kept only if this turn ends well."""
+        return _host.cancel_schedule(schedule_id)

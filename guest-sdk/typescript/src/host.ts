@@ -85,6 +85,18 @@ export function endSession(): void {
   call(() => host.endSession());
 }
 
+// timers (docs/schedules.md)
+
+/** Schedules `inputJson` as a later turn (`afterMs` or `at`): the schedule's id. */
+export function schedule(afterMs: bigint | undefined, at: string | undefined, inputJson: string): string {
+  return call(() => host.schedule(afterMs, at, inputJson));
+}
+
+/** Cancels a pending schedule of the session: whether one was pending. */
+export function cancelSchedule(id: string): boolean {
+  return call(() => host.cancelSchedule(id));
+}
+
 /** The turn's environment variables (the deployment's secrets among them). */
 export function environment(): Record<string, string> {
   const env: Record<string, string> = {};

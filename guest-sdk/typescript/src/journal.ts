@@ -37,6 +37,10 @@ export const HTTP_REQUEST_DENIED = 'HTTP_REQUEST_DENIED';
 export const HTTP_RESPONSE = 'HTTP_RESPONSE';
 /** The event type of {@link InputQueued}. */
 export const INPUT_QUEUED = 'INPUT_QUEUED';
+/** The event type of {@link TurnScheduled}. */
+export const TURN_SCHEDULED = 'TURN_SCHEDULED';
+/** The event type of {@link TurnScheduleCancelled}. */
+export const TURN_SCHEDULE_CANCELLED = 'TURN_SCHEDULE_CANCELLED';
 
 /** `SESSION_CREATED`: always seq 0. */
 export interface SessionCreated {
@@ -208,4 +212,19 @@ export interface InputQueued {
   interrupt?: boolean;
   /** Inputs queued before it runs, counted from 1 (1: it runs next). */
   position: number;
+}
+
+/** `TURN_SCHEDULED`: the agent scheduled an input as a later turn of its session (`schedule` of `wit/agent.wit`); journaled in the turn's final commit, just before its TURN_ENDED (or TOOL_APPROVAL_REQUIRED), so only a turn that ends well schedules (docs/schedules.md). */
+export interface TurnScheduled {
+  /** When it is due, RFC 3339 in UTC, to the millisecond. */
+  at: string;
+  /** The input the later turn gets. */
+  input: unknown;
+  /** The schedule's id, as `GET /sessions/{id}/schedules` lists it and the TURN_STARTED it starts names it. */
+  schedule_id: string;
+}
+
+/** `TURN_SCHEDULE_CANCELLED`: the agent cancelled a schedule of its session made before this turn (`cancel-schedule`); journaled in the turn's final commit, like TURN_SCHEDULED. */
+export interface TurnScheduleCancelled {
+  schedule_id: string;
 }

@@ -217,4 +217,36 @@ export class Turn {
   endSession(): void {
     host.endSession();
   }
+
+  // Timers (docs/schedules.md)
+
+  /**
+   * Schedules `input` as a later turn of this session and returns the
+   * schedule's id: `afterMs` milliseconds from now, or `at` a time (a
+   * `Date`, or RFC 3339 text with a UTC offset); exactly one of them.
+   *
+   * It takes effect only if this turn ends well: the host journals it
+   * (TURN_SCHEDULED) in the turn's final commit, so a turn that fails
+   * schedules nothing. At its time the session gets a turn with `input`
+   * (queued if the session is busy). A turn makes at most 10 schedules and
+   * a session holds at most 100 ({@link HostError} `limit` beyond).
+   */
+  schedule(input: unknown, when: { afterMs?: number; at?: string | Date }): string {
+    const { afterMs, at } = when;
+    if ((afterMs === undefined) === (at === undefined)) {
+      throw new TypeError('schedule: give `afterMs` or `at`, exactly one');
+    }
+    const after = afterMs === undefined ? undefined : BigInt(Math.max(0, Math.floor(afterMs)));
+    const time = at instanceof Date ? at.toISOString() : at;
+    return host.schedule(after, time, dumps(input === undefined ? null : input));
+  }
+
+  /**
+   * Cancels a schedule of this session that has not fired (made by this
+   * turn, an earlier one, or through the API). Returns whether one was
+   * pending. A cancel too is kept only if this turn ends well.
+   */
+  cancelSchedule(id: string): boolean {
+    return host.cancelSchedule(id);
+  }
 }

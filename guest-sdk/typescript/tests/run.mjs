@@ -24,6 +24,7 @@ const stubHost = {
         'const outside = () => { throw new Error("the host imports exist only inside a component"); };\n' +
         'export const messageStart = outside, messageDelta = outside, messageEnd = outside, toolCalls = outside,\n' +
         '  toolResult = outside, readHistory = outside, endSession = outside, reportPanic = outside,\n' +
+        '  schedule = outside, cancelSchedule = outside,\n' +
         '  getEnvironment = () => [];\n',
       loader: 'js',
     }));

@@ -254,6 +254,14 @@ fn samples(kind: EventType) -> Vec<NewEvent> {
                 position: 1,
             }),
         ],
+        EventType::TurnScheduled => vec![NewEvent::of(&TurnScheduled {
+            schedule_id: id(),
+            at: "2026-12-01T08:00:00.000Z".into(),
+            input: json!({"text": "follow up on the shipment"}),
+        })],
+        EventType::TurnScheduleCancelled => {
+            vec![NewEvent::of(&TurnScheduleCancelled { schedule_id: id() })]
+        }
     }
 }
 
@@ -409,6 +417,7 @@ fn golden_every_view_is_pinned() {
         slug: "ops".into(),
         created_at: "2026-11-22T09:00:00.000Z".into(),
         current_deployment: Some(id()),
+        schedules: Vec::new(),
     };
     let policy = OutboundPolicy::default();
     let session = SessionView::from(&session_record());
@@ -441,6 +450,7 @@ fn golden_every_view_is_pinned() {
                 created_at: "2026-11-22T10:00:00.123Z".into(),
                 cron: None,
                 timezone: None,
+                end_at: None,
             }),
         ),
         (
@@ -453,6 +463,21 @@ fn golden_every_view_is_pinned() {
                 created_at: "2026-11-22T10:00:00.123Z".into(),
                 cron: Some("0 9 * * MON-FRI".into()),
                 timezone: Some("Europe/Berlin".into()),
+                end_at: Some("2027-01-01T00:00:00.000Z".into()),
+            }),
+        ),
+        (
+            "app_schedule",
+            json!(super::app_schedules::AppScheduleView {
+                id: other(),
+                app_id: id(),
+                route: "/digest".into(),
+                at: "2026-11-23T01:00:00.000Z".into(),
+                input: json!({"text": "the nightly digest"}),
+                created_at: "2026-11-22T10:00:00.123Z".into(),
+                cron: Some("0 2 * * *".into()),
+                timezone: Some("Europe/Berlin".into()),
+                end_at: None,
             }),
         ),
         (

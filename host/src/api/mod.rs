@@ -7,6 +7,7 @@
 //! store, the writer, the runtime and the builder, and back.
 
 mod agui;
+mod app_schedules;
 mod approval_feed;
 mod approvals;
 mod apps;

@@ -596,6 +596,8 @@ fn payload_schema(kind: EventType, schemas: &mut Schemas) -> RefOr<Schema> {
         EventType::HttpRequestDenied => schema::<HttpRequestDenied>(schemas),
         EventType::HttpResponse => schema::<HttpResponse>(schemas),
         EventType::InputQueued => schema::<InputQueued>(schemas),
+        EventType::TurnScheduled => schema::<TurnScheduled>(schemas),
+        EventType::TurnScheduleCancelled => schema::<TurnScheduleCancelled>(schemas),
     }
 }
 

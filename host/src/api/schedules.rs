@@ -1,5 +1,5 @@
 //! `POST|GET /sessions/{id}/schedules`, `DELETE /sessions/{id}/schedules/{schedule_id}`:
-//! one-shot schedules set through the API (platform keys; docs/schedules.md).
+//! schedules set through the API, one-shot or cron (platform keys; docs/schedules.md).
 //! The rule and the firing are the store's (`store::domain::schedules`).
 
 use axum::Extension;
@@ -34,6 +34,10 @@ pub(super) struct CreateSchedule {
     /// The turn's input, as `POST /sessions/{id}/input` takes it.
     #[serde(default)]
     input: Value,
+    /// A cron schedule's end: no firing after this time (RFC 3339 with a
+    /// UTC offset); then it is gone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    end_at: Option<String>,
 }
 
 /// A schedule that has not fired yet.
@@ -50,6 +54,9 @@ pub(crate) struct ScheduleView {
     pub cron: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timezone: Option<String>,
+    /// No firing after this time (a cron schedule's end), RFC 3339 in UTC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_at: Option<String>,
 }
 
 impl ScheduleView {
@@ -62,6 +69,7 @@ impl ScheduleView {
             created_at: r.created_at.clone(),
             cron: r.cron.clone(),
             timezone: r.timezone.clone(),
+            end_at: r.end_at.clone(),
         }
     }
 }
@@ -73,44 +81,105 @@ pub(super) async fn create(
     Json(body): Json<CreateSchedule>,
 ) -> Result<(StatusCode, Json<ScheduleView>), ApiError> {
     let session = visible_session(&state, &principal, &id).await?;
-    let invalid = |message: String| ApiError::unprocessable("invalid_schedule", message);
-    let (due_ms, cron, timezone) = match (body.at, body.cron, body.timezone) {
-        (Some(at), None, None) => (parse_at(&at).map_err(invalid)?, None, None),
-        (None, Some(cron), timezone) => {
-            let timezone = timezone.unwrap_or_else(|| "UTC".into());
-            let rule = CronRule::parse(&cron, &timezone).map_err(invalid)?;
-            let now = unix_ms(std::time::SystemTime::now());
-            let next = rule
-                .next_after(now)
-                .ok_or_else(|| invalid(format!("`cron` {cron:?} never matches after now")))?;
-            (next, Some(cron), Some(timezone))
-        }
-        _ => {
-            return Err(invalid(
-                "give `at` (once) or `cron` (with an optional `timezone`), not both".into(),
-            ));
-        }
-    };
-    let record = ScheduleRecord {
-        id: Uuid::now_v7(),
-        at: rfc3339_ms(due_ms),
-        due_ms,
-        input: body.input,
-        created_at: now_rfc3339(),
-        cron,
-        timezone,
-    };
+    let when = When::off_thread(body.at, body.cron, body.timezone, body.end_at).await?;
+    let record = when.record(body.input);
     let record = state.writer.create_schedule(session.id, record).await?;
     let view = ScheduleView::of(session.id, &record);
     Ok((StatusCode::CREATED, Json(view)))
 }
 
-/// `at` as Unix ms.
-fn parse_at(at: &str) -> Result<u64, String> {
+/// When a schedule fires, checked: `at`, or `cron` in `timezone`, until `end_at`.
+pub(super) struct When {
+    due_ms: u64,
+    cron: Option<String>,
+    timezone: Option<String>,
+    end_ms: Option<u64>,
+}
+
+impl When {
+    pub(super) fn of(
+        at: Option<String>,
+        cron: Option<String>,
+        timezone: Option<String>,
+        end_at: Option<String>,
+    ) -> Result<When, ApiError> {
+        let invalid = |message: String| ApiError::unprocessable("invalid_schedule", message);
+        let end_ms = match &end_at {
+            Some(end) => Some(parse_at("end_at", end).map_err(invalid)?),
+            None => None,
+        };
+        let (due_ms, cron, timezone) = match (at, cron, timezone) {
+            (Some(at), None, None) => (parse_at("at", &at).map_err(invalid)?, None, None),
+            (None, Some(cron), timezone) => {
+                let timezone = timezone.unwrap_or_else(|| "UTC".into());
+                let rule = CronRule::parse(&cron, &timezone).map_err(invalid)?;
+                let now = unix_ms(std::time::SystemTime::now());
+                let next = rule
+                    .next_after(now)
+                    .ok_or_else(|| invalid(format!("`cron` {cron:?} never matches after now")))?;
+                (next, Some(cron), Some(timezone))
+            }
+            _ => {
+                return Err(invalid(
+                    "give `at` (once) or `cron` (with an optional `timezone`), not both".into(),
+                ));
+            }
+        };
+        if end_ms.is_some() && cron.is_none() {
+            return Err(invalid(
+                "`end_at` ends a `cron` schedule; `at` fires once".into(),
+            ));
+        }
+        if end_ms.is_some_and(|end| end < due_ms) {
+            return Err(invalid(
+                "`end_at` is before the schedule's first time: it would never fire".into(),
+            ));
+        }
+        Ok(When {
+            due_ms,
+            cron,
+            timezone,
+            end_ms,
+        })
+    }
+
+    /// `of` on the blocking pool: finding a cron pattern's next time may
+    /// search years ahead (a date that comes rarely, or never), which must
+    /// not hold an async worker.
+    pub(super) async fn off_thread(
+        at: Option<String>,
+        cron: Option<String>,
+        timezone: Option<String>,
+        end_at: Option<String>,
+    ) -> Result<When, ApiError> {
+        tokio::task::spawn_blocking(move || When::of(at, cron, timezone, end_at))
+            .await
+            .map_err(|err| ApiError::internal(format!("checking a schedule's times: {err}")))?
+    }
+
+    /// A new schedule with `input`, firing then.
+    pub(super) fn record(self, input: Value) -> ScheduleRecord {
+        ScheduleRecord {
+            id: Uuid::now_v7(),
+            at: rfc3339_ms(self.due_ms),
+            due_ms: self.due_ms,
+            input,
+            created_at: now_rfc3339(),
+            cron: self.cron,
+            timezone: self.timezone,
+            end_at: self.end_ms.map(rfc3339_ms),
+            end_ms: self.end_ms,
+            route: None,
+        }
+    }
+}
+
+/// `at` (the field `what`) as Unix ms.
+fn parse_at(what: &str, at: &str) -> Result<u64, String> {
     let at = chrono::DateTime::parse_from_rfc3339(at).map_err(|err| {
-        format!("`at` is not an RFC 3339 time ({err}): e.g. 2026-12-01T09:00:00Z")
+        format!("`{what}` is not an RFC 3339 time ({err}): e.g. 2026-12-01T09:00:00Z")
     })?;
-    u64::try_from(at.timestamp_millis()).map_err(|_| "`at` is before 1970".into())
+    u64::try_from(at.timestamp_millis()).map_err(|_| format!("`{what}` is before 1970"))
 }
 
 /// The session's schedules that have not fired, soonest first.

@@ -12,9 +12,9 @@ use axum::routing::{MethodRouter, delete, get, post, put};
 
 use super::openapi::{self, Doc};
 use super::{
-    Access, AppState, BUNDLE_BODY_LIMIT, Endpoint, agui, approval_feed, approvals, apps, console,
-    controls, decision_links, deployments, end_users, events, health, keys, mcp, schedules,
-    secrets, sessions, views, webhooks,
+    Access, AppState, BUNDLE_BODY_LIMIT, Endpoint, agui, app_schedules, approval_feed, approvals,
+    apps, console, controls, decision_links, deployments, end_users, events, health, keys, mcp,
+    schedules, secrets, sessions, views, webhooks,
 };
 
 /// Every endpoint of the API, in one table: the router is built from it,
@@ -371,6 +371,38 @@ pub(super) fn table() -> Vec<(Endpoint, Doc, MethodRouter<AppState>)> {
             .body(Body::Json(schema::<end_users::MintEndUserToken>))
             .errors(&[404]),
             post(end_users::mint),
+        ),
+        row(
+            "POST",
+            "/apps/{id}/schedules",
+            Platform,
+            Doc::new(
+                "Schedule new sessions of the app: one per firing, at `at` or by `cron` (docs/schedules.md)",
+                201,
+                Reply::Json(schema::<app_schedules::AppScheduleView>),
+            )
+            .body(Body::Json(schema::<app_schedules::CreateAppSchedule>))
+            .errors(&[404, 422, 429]),
+            post(app_schedules::create),
+        ),
+        row(
+            "GET",
+            "/apps/{id}/schedules",
+            Platform,
+            Doc::new(
+                "The app's schedules, soonest first",
+                200,
+                Reply::Json(list::<app_schedules::AppScheduleView>),
+            )
+            .errors(&[404]),
+            get(app_schedules::list),
+        ),
+        row(
+            "DELETE",
+            "/apps/{id}/schedules/{schedule_id}",
+            Platform,
+            Doc::new("Delete an app's schedule", 204, Reply::Empty).errors(&[404]),
+            delete(app_schedules::delete),
         ),
         row(
             "GET",

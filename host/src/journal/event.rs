@@ -30,11 +30,13 @@ pub enum EventType {
     HttpRequestDenied,
     HttpResponse,
     InputQueued,
+    TurnScheduled,
+    TurnScheduleCancelled,
 }
 
 impl EventType {
     /// Every event type.
-    pub const ALL: [EventType; 17] = [
+    pub const ALL: [EventType; 19] = [
         EventType::SessionCreated,
         EventType::TurnStarted,
         EventType::MessageStart,
@@ -52,6 +54,8 @@ impl EventType {
         EventType::HttpRequestDenied,
         EventType::HttpResponse,
         EventType::InputQueued,
+        EventType::TurnScheduled,
+        EventType::TurnScheduleCancelled,
     ];
 
     /// The wire name, e.g. `MESSAGE_DELTA`.
@@ -74,6 +78,8 @@ impl EventType {
             EventType::HttpRequestDenied => "HTTP_REQUEST_DENIED",
             EventType::HttpResponse => "HTTP_RESPONSE",
             EventType::InputQueued => "INPUT_QUEUED",
+            EventType::TurnScheduled => "TURN_SCHEDULED",
+            EventType::TurnScheduleCancelled => "TURN_SCHEDULE_CANCELLED",
         }
     }
 }

@@ -42,6 +42,8 @@ bind! {
     HttpRequestDenied => HttpRequestDenied,
     HttpResponse => HttpResponse,
     InputQueued => InputQueued,
+    TurnScheduled => TurnScheduled,
+    TurnScheduleCancelled => TurnScheduleCancelled,
 }
 
 /// `SESSION_CREATED`: always seq 0.
@@ -374,4 +376,27 @@ pub(crate) struct InputQueued {
     pub interrupt: bool,
     /// Inputs queued before it runs, counted from 1 (1: it runs next).
     pub position: u32,
+}
+
+/// `TURN_SCHEDULED`: the agent scheduled an input as a later turn of its
+/// session (`schedule` of `wit/agent.wit`); journaled in the turn's final
+/// commit, just before its TURN_ENDED (or TOOL_APPROVAL_REQUIRED), so only
+/// a turn that ends well schedules (docs/schedules.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub(crate) struct TurnScheduled {
+    /// The schedule's id, as `GET /sessions/{id}/schedules` lists it and
+    /// the TURN_STARTED it starts names it.
+    pub schedule_id: Uuid,
+    /// When it is due, RFC 3339 in UTC, to the millisecond.
+    pub at: String,
+    /// The input the later turn gets.
+    pub input: Value,
+}
+
+/// `TURN_SCHEDULE_CANCELLED`: the agent cancelled a schedule of its session
+/// made before this turn (`cancel-schedule`); journaled in the turn's final
+/// commit, like TURN_SCHEDULED.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub(crate) struct TurnScheduleCancelled {
+    pub schedule_id: Uuid,
 }

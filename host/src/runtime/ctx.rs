@@ -19,7 +19,7 @@ use crate::journal::payloads::{self, Role};
 use crate::journal::{NewEvent, TurnErrorKind};
 use crate::redact::Redactor;
 use crate::store::{Committed, Outbox, payload_bytes};
-use crate::store::{Db, StoreError, TurnReason, TurnTicket, WriterHandle};
+use crate::store::{Db, StoreError, TurnReason, TurnTicket, TurnTimers, WriterHandle};
 
 /// What a turn runs under: the deployment's gates, limits, secrets (as a
 /// redactor) and outbound access; nothing at all if it could not be loaded.
@@ -80,6 +80,8 @@ pub(super) struct TurnCtx {
     /// The turn's outbound HTTP (its records go through `outbox` as they
     /// happen); the instance's `wasi:http` hooks borrow it.
     pub(super) outbound: OutboundHooks,
+    /// The timers the agent set, for the final commit (`timers.rs`).
+    pub(super) timers: TurnTimers,
 }
 
 impl TurnCtx {
@@ -144,6 +146,7 @@ impl TurnCtx {
             committed,
             outbox,
             outbound,
+            timers: TurnTimers::default(),
         }
     }
 

@@ -94,6 +94,19 @@ impl Host for InstanceData {
         Ok(ctx(self)?.end_session())
     }
 
+    async fn schedule(
+        &mut self,
+        after_ms: Option<u64>,
+        at: Option<String>,
+        input: String,
+    ) -> wasmtime::Result<Result<String, HostError>> {
+        Ok(ctx(self)?.schedule(after_ms, at, input).await)
+    }
+
+    async fn cancel_schedule(&mut self, id: String) -> wasmtime::Result<Result<bool, HostError>> {
+        Ok(ctx(self)?.cancel_schedule(id).await)
+    }
+
     async fn report_panic(&mut self, message: String) -> wasmtime::Result<()> {
         let mut message = message;
         crate::util::truncate_utf8(&mut message, 4096);

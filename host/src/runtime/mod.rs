@@ -26,6 +26,7 @@ mod spare;
 mod split;
 mod split_state;
 pub(crate) mod state;
+mod timers;
 mod turn;
 mod whole;
 

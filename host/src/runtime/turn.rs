@@ -59,17 +59,19 @@ impl Runtime {
     ) {
         let started = Instant::now();
         let Prepared { ctx, guest } = self.prepare_turn(&ticket, gate, committed).await;
-        let (end, ctx) = match guest {
+        let (end, mut ctx) = match guest {
             Ok(guest) => match self.run_guest(guest, ctx, &ticket, started).await {
                 Some(ran) => ran,
                 None => return,
             },
             Err(failure) => (GuestEnd::Failed(failure), ctx),
         };
+        // Kept by the final commit only if the turn ends well.
+        let timers = std::mem::take(&mut ctx.timers);
         let (events, outcome, label) = closing_events(ctx, end, &ticket).await;
         let result = self
             .writer
-            .finish_turn(ticket.session_id, ticket.turn, events, outcome)
+            .finish_turn_with(ticket.session_id, ticket.turn, events, outcome, timers)
             .await;
         if let Err(err) = &result {
             tracing::error!(session = %ticket.session_id, turn = ticket.turn, error = %err, "cannot finish turn");

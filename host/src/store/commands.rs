@@ -15,12 +15,12 @@ use uuid::Uuid;
 use super::StoreError;
 use super::batch::{Batch, Op};
 use super::domain::{
-    Activate, Answered, Append, BuildOutcome, CloseTurn, CreateDeployment, CreateSchedule,
-    CreateSession, Decide, DecideAt, Decision, DecisionAnswer, DeleteApiKey, DeleteSchedule,
-    DeleteSecret, DeleteSession, DeploymentAnswer, EndSession, FinishBuild, FinishTurn,
-    FireSchedule, Fired, Idempotency, InputOutcome, NewDeployment, OnBusy, Once, OpenThread,
-    PostInput, PostInputAt, PurgeFeed, PurgeIdempotency, PutApiKey, PutSecret, Recover, Recovery,
-    SetArtifact, ThreadTurn, TouchApiKey, TurnAnswer, TurnOutcome,
+    Activate, Answered, Append, BuildOutcome, CloseTurn, CreateAppSchedule, CreateDeployment,
+    CreateSchedule, CreateSession, Decide, DecideAt, Decision, DecisionAnswer, DeleteApiKey,
+    DeleteAppSchedule, DeleteSchedule, DeleteSecret, DeleteSession, DeploymentAnswer, EndSession,
+    FinishBuild, FinishTurn, FireSchedule, Fired, Idempotency, InputOutcome, NewDeployment, OnBusy,
+    Once, OpenThread, PostInput, PostInputAt, PurgeFeed, PurgeIdempotency, PutApiKey, PutSecret,
+    Recover, Recovery, SetArtifact, ThreadTurn, TouchApiKey, TurnAnswer, TurnOutcome, TurnTimers,
 };
 use super::engine::DueSchedule;
 use super::outbox::Outbox;
@@ -28,7 +28,7 @@ use super::records::{
     ApiKeyRecord, Artifact, DeploymentRecord, ScheduleRecord, SecretRecord, SessionRecord,
 };
 use super::start::{AppendAck, TurnSink, TurnTicket, Turns};
-use crate::journal::payloads::EndUserInfo;
+use crate::journal::payloads::{EndUserInfo, StartReason};
 use crate::journal::{NewEvent, TurnErrorKind};
 
 /// Commands waiting for the writer before senders wait (backpressure).
@@ -188,6 +188,7 @@ impl WriterHandle {
             route,
             input,
             end_user: None,
+            reason: StartReason::Input,
         })
         .await
     }
@@ -311,11 +312,26 @@ impl WriterHandle {
         events: Vec<NewEvent>,
         outcome: TurnOutcome,
     ) -> Result<(), StoreError> {
+        self.finish_turn_with(session, turn, events, outcome, TurnTimers::default())
+            .await
+    }
+
+    /// `finish_turn` with the timers the agent set in the turn, kept only
+    /// if the turn ends well (`domain::timers`).
+    pub(crate) async fn finish_turn_with(
+        &self,
+        session: Uuid,
+        turn: u32,
+        events: Vec<NewEvent>,
+        outcome: TurnOutcome,
+        timers: TurnTimers,
+    ) -> Result<(), StoreError> {
         self.call(FinishTurn {
             session,
             turn,
             events,
             outcome,
+            timers,
         })
         .await
         .map(drop)
@@ -394,6 +410,7 @@ impl WriterHandle {
             route,
             input,
             end_user,
+            reason: StartReason::Input,
         };
         self.call(Once { op, key }).await
     }
@@ -472,6 +489,24 @@ impl WriterHandle {
         schedule: Uuid,
     ) -> Result<(), StoreError> {
         self.call(DeleteSchedule { session, schedule }).await
+    }
+
+    /// Adds a schedule to an app (`domain::app_schedules`): its id and the schedule.
+    pub(crate) async fn create_app_schedule(
+        &self,
+        app: String,
+        record: ScheduleRecord,
+    ) -> Result<(Uuid, ScheduleRecord), StoreError> {
+        self.call(CreateAppSchedule { app, record }).await
+    }
+
+    /// Deletes an app's schedule (404 when there is none).
+    pub(crate) async fn delete_app_schedule(
+        &self,
+        app: String,
+        schedule: Uuid,
+    ) -> Result<(), StoreError> {
+        self.call(DeleteAppSchedule { app, schedule }).await
     }
 
     /// Fires a due schedule, once: the writer starts its turn or queues it.

@@ -357,6 +357,12 @@ pub trait WriteTx {
     ) -> Result<(), StoreError>;
 
     fn app(&mut self, id_or_slug: &str) -> Result<Option<AppRecord>, StoreError>;
+    /// `app`, to change and save it: on PostgreSQL its row stays locked
+    /// until the commit, so two hosts never write back stale copies (its
+    /// schedules, its current deployment). One writer per engine otherwise.
+    fn app_for_update(&mut self, id_or_slug: &str) -> Result<Option<AppRecord>, StoreError> {
+        self.app(id_or_slug)
+    }
     /// Saves an app (`new`: also claims its slug).
     fn put_app(&mut self, app: &AppRecord, new: bool) -> Result<(), StoreError>;
     fn deployment(&mut self, id: Uuid) -> Result<Option<DeploymentRecord>, StoreError>;

@@ -14,7 +14,7 @@ use super::tests::{new_deployment, success, suspend};
 use super::*;
 
 #[derive(Clone)]
-pub(super) enum Backend {
+pub(crate) enum Backend {
     Redb(std::path::PathBuf),
     Postgres(String),
 }
@@ -29,7 +29,7 @@ fn open(backend: &Backend) -> Result<Db, StoreError> {
 }
 
 /// A store and its writer; reopening waits until the previous writer let go.
-pub(super) async fn start(backend: &Backend) -> (Db, WriterHandle) {
+pub(crate) async fn start(backend: &Backend) -> (Db, WriterHandle) {
     let mut store = open(backend);
     for _ in 0..500 {
         if store.is_ok() {

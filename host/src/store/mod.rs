@@ -39,6 +39,7 @@ pub(crate) use domain::{
     ThreadTurn, TurnOutcome, WEBHOOK_MAX_PENDING, rfc3339_ms, thread_key, unix_ms,
 };
 pub use domain::{BuildOutcome, NewDeployment};
+pub(crate) use domain::{MAX_SCHEDULES, MAX_TURN_SCHEDULES, TurnTimers};
 #[cfg(test)]
 pub(crate) use domain::{webhook_deployment_data, webhook_event_data};
 pub use engine::SessionFilter;
@@ -139,6 +140,10 @@ pub(crate) fn now_rfc3339() -> String {
 
 #[cfg(test)]
 mod idempotency_tests;
+#[cfg(test)]
+pub(crate) use idempotency_tests::{Backend as TestBackend, start as start_for_tests};
+#[cfg(test)]
+pub(crate) use tests::{new_deployment, success};
 #[cfg(test)]
 mod model_tests;
 #[cfg(test)]

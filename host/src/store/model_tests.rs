@@ -305,7 +305,7 @@ async fn stream(
 
 // ----- Fixtures -----
 
-/// The events `turn_start_events` journals for an input.
+/// The events `turn_start_events_for` journals for an input.
 fn turn_start_types(text: bool) -> Vec<String> {
     let mut types = vec!["TURN_STARTED".to_string()];
     if text {

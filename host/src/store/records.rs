@@ -16,6 +16,10 @@ pub struct AppRecord {
     /// The deployment new sessions pin to.
     #[serde(default)]
     pub current_deployment: Option<Uuid>,
+    /// Schedules that create a new session at each firing, soonest first
+    /// (`store::domain::app_schedules`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub schedules: Vec<ScheduleRecord>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -216,7 +220,7 @@ pub struct SessionRecord {
 
 /// A schedule: `input` becomes a turn of the session at `at`, once, or,
 /// with a `cron` pattern, at every time it matches.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ScheduleRecord {
     pub id: Uuid,
     /// When it is next due, RFC 3339 (UTC), and the same in Unix ms.
@@ -231,6 +235,16 @@ pub struct ScheduleRecord {
     /// The IANA time zone of `cron`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timezone: Option<String>,
+    /// No firing after this time (a cron schedule's end), RFC 3339 (UTC),
+    /// and the same in Unix ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_ms: Option<u64>,
+    /// An app's schedule (on `AppRecord::schedules`): the route each
+    /// firing's new session is created on (`domain::app_schedules`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route: Option<String>,
 }
 
 /// An input waiting for a turn of its own (its INPUT_QUEUED is journaled).

@@ -18,8 +18,7 @@ fn due_now(input: Value) -> ScheduleRecord {
         due_ms: unix_ms(std::time::SystemTime::now()),
         input,
         created_at: now_rfc3339(),
-        cron: None,
-        timezone: None,
+        ..Default::default()
     }
 }
 
@@ -170,4 +169,72 @@ async fn a_late_cron_schedule_fires_once_and_is_due_again_after_now() {
             (2, json!({"kind": "schedule", "schedule_id": every.id})),
         ]
     );
+}
+
+/// The types of the session's events, in order.
+async fn event_types(store: &Db, session: Uuid) -> Vec<String> {
+    let events = store.read(move |s| s.events(session, 0, 1000)).await;
+    (events.unwrap().iter())
+        .map(|e| e.event_type().to_string())
+        .collect()
+}
+
+/// An agent's timers (`domain::timers`): a turn that errs keeps none of
+/// them; one that ends keeps them, journaled just before its TURN_ENDED
+/// (cancels first), and they are due like any schedule.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timers_are_kept_only_by_a_turn_that_ends_well() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, writer) = start(&Backend::Redb(dir.path().join("db.redb"))).await;
+    let d = (writer.create_deployment(new_deployment(None)).await).unwrap();
+    writer.finish_build(d.id, success()).await.unwrap();
+    let (session, ticket) = writer
+        .create_session("app".into(), "/chat".into(), json!("hi"))
+        .await
+        .unwrap();
+    let id = session.id;
+    let old = ScheduleRecord {
+        due_ms: u64::MAX / 2,
+        ..due_now(json!("old"))
+    };
+    let old = writer.create_schedule(id, old).await.unwrap();
+    let ended = |turn| {
+        vec![crate::journal::NewEvent::of(
+            &crate::journal::payloads::TurnEnded { turn },
+        )]
+    };
+    let timers = || TurnTimers {
+        scheduled: vec![due_now(json!("new"))],
+        cancelled: vec![old.id],
+    };
+    // Turn 1 errs: nothing scheduled, nothing cancelled.
+    writer
+        .finish_turn_with(id, ticket.turn, vec![], TurnOutcome::Errored, timers())
+        .await
+        .unwrap();
+    let record = store.read(move |s| s.session(id)).await.unwrap().unwrap();
+    assert_eq!(record.schedules, std::slice::from_ref(&old));
+    assert!(due_now_in(&store).await.len() == 1);
+    assert!(
+        !event_types(&store, id)
+            .await
+            .contains(&"TURN_SCHEDULED".to_string())
+    );
+    // Turn 2 ends: the cancel and the new schedule, before TURN_ENDED.
+    let ticket = writer.post_input(id, json!("again")).await.unwrap();
+    let kept = timers();
+    writer
+        .finish_turn_with(id, ticket.turn, ended(2), TurnOutcome::Ended, kept.clone())
+        .await
+        .unwrap();
+    let types = event_types(&store, id).await;
+    assert_eq!(
+        types[types.len() - 3..],
+        ["TURN_SCHEDULE_CANCELLED", "TURN_SCHEDULED", "TURN_ENDED"]
+    );
+    let record = store.read(move |s| s.session(id)).await.unwrap().unwrap();
+    assert_eq!(record.schedules, kept.scheduled);
+    let due = due_now_in(&store).await;
+    assert_eq!(due.len(), 1);
+    assert_eq!(due[0].schedule, kept.scheduled[0].id);
 }

@@ -24,7 +24,7 @@ async fn append_committed(writer: &WriterHandle, outbox: &Arc<Outbox>, events: V
     ack.await.unwrap().unwrap();
 }
 
-pub(super) fn new_deployment(version: Option<u64>) -> NewDeployment {
+pub(crate) fn new_deployment(version: Option<u64>) -> NewDeployment {
     NewDeployment {
         app_slug: "app".into(),
         version,
@@ -86,7 +86,7 @@ async fn deployed(writer: &WriterHandle) {
     writer.finish_build(d.id, success()).await.unwrap();
 }
 
-pub(super) fn success() -> BuildOutcome {
+pub(crate) fn success() -> BuildOutcome {
     BuildOutcome::Succeeded {
         description: AgentDescription {
             routes: vec!["/chat".into()],

@@ -234,7 +234,9 @@ impl Mapper {
             EventType::HttpRequest
             | EventType::HttpRequestDenied
             | EventType::HttpResponse
-            | EventType::InputQueued => {
+            | EventType::InputQueued
+            | EventType::TurnScheduled
+            | EventType::TurnScheduleCancelled => {
                 let value: Value = payload(e)?;
                 vec![AgUiEvent::Custom(Custom {
                     name: format!("agenthost.{}", e.kind.as_str()),

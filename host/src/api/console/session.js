@@ -2,7 +2,8 @@
 // as it streams (transcript.js over stream.js), a box to send the next
 // input (POST /sessions/{id}/input; queued while a turn runs) that becomes the approve / deny form
 // while a gated call waits, and an operator's controls: cancel the
-// running turn (POST /sessions/{id}/cancel), end the session (…/end).
+// running turn (POST /sessions/{id}/cancel), end the session (…/end);
+// its schedules (GET /sessions/{id}/schedules) and queued inputs.
 // The page follows new output while the reader is at its end.
 
 import { api, seg } from './api.js';
@@ -37,11 +38,18 @@ export function render(main, ctx, id) {
   const cancel = h('button', { type: 'button', class: 'cancel-turn', hidden: true }, 'Cancel turn');
   const end = h('button', { type: 'button', class: 'end-session', hidden: true }, 'End session');
   const actions = h('div', { class: 'session-actions' }, cancel, end);
+  // The session's schedules (its agent's timers and the API's) and how
+  // many inputs wait, read again when the stream says they changed.
+  const queued = h('span', { class: 'queued-count' }, '0');
+  const scheduleList = h('ul', { class: 'schedule-list' });
+  const schedules = h('section', { class: 'schedules card', hidden: true, 'aria-label': 'Schedules' },
+    h('h2', null, 'Schedules'), scheduleList);
 
   main.append(
     h('p', { class: 'crumbs' }, h('a', { href: '#/sessions' }, 'Sessions'), ' / ', shortId(id)),
     h('div', { class: 'view-head' }, h('h1', null, 'Session ', h('code', null, shortId(id))), status, actions),
     facts,
+    schedules,
     connection,
     note.el,
     transcript.el,
@@ -114,6 +122,35 @@ export function render(main, ctx, id) {
 
   let stop = () => {};
   let left = false;
+  // One read at a time; an event during a read asks for one more after it.
+  let reading = false;
+  let again = false;
+  const readSchedules = async () => {
+    if (reading) { again = true; return; }
+    reading = true;
+    try {
+      do {
+        again = false;
+        const [list, s] = await Promise.all([
+          api('GET', `/sessions/${seg(id)}/schedules`),
+          api('GET', `/sessions/${seg(id)}`),
+        ]);
+        if (left) return;
+        scheduleList.replaceChildren(...list.map((x) => h('li', { dataset: { scheduleId: x.id } },
+          h('time', { datetime: x.at }, x.at),
+          x.cron ? h('code', null, ` ${x.cron} (${x.timezone})`) : null,
+          ` · ${typeof x.input === 'string' ? x.input : JSON.stringify(x.input)}`)));
+        schedules.hidden = list.length === 0;
+        queued.textContent = String(s.queued_inputs ?? 0);
+      } while (again);
+    } catch (error) {
+      // A key that may not read schedules (or a lost connection): the last list stays.
+    } finally {
+      reading = false;
+    }
+  };
+  const CHANGES_SCHEDULES = new Set(['TURN_SCHEDULED', 'TURN_SCHEDULE_CANCELLED', 'TURN_STARTED',
+    'INPUT_QUEUED', 'SESSION_ENDED']);
   api('GET', `/sessions/${seg(id)}`).then((s) => {
     if (left) return;
     const pair = (name, value) => h('div', null, h('dt', null, name), h('dd', null, value));
@@ -123,8 +160,11 @@ export function render(main, ctx, id) {
       pair('Route', s.route),
       pair('Deployment', `v${s.deployment_version}`),
       pair('Turn', turn),
+      pair('Queued', queued),
       pair('Id', h('code', null, s.session_id)));
     turn.textContent = String(s.turn);
+    queued.textContent = String(s.queued_inputs ?? 0);
+    readSchedules();
     setStatus(s.status);
     stop = follow(id, {
       onEvent(event) {
@@ -135,6 +175,7 @@ export function render(main, ctx, id) {
           || event.type === 'SESSION_ENDED')) hideDecision();
         if (AFTER[event.type]) setStatus(AFTER[event.type]);
         if (event.type === 'TURN_STARTED') turn.textContent = String(event.payload.turn);
+        if (CHANGES_SCHEDULES.has(event.type)) readSchedules();
       },
       onState({ state: now, resumedAfter, error }) {
         connection.dataset.state = now;

@@ -1,6 +1,7 @@
 // transcript.js: a session's events (docs/events.md) drawn as a chat:
 // messages growing delta by delta, tool calls with their results, approvals
-// (decided inline), turn markers, inputs queued while a turn ran, errors
+// (decided inline), turn markers, inputs queued while a turn ran, timers
+// the agent set or cancelled, errors
 // and outbound HTTP. Event types it does not know are ignored, as the API
 // asks of clients.
 
@@ -70,6 +71,15 @@ export class Transcript {
         el.dataset.inputId = p.input_id;
         break;
       }
+      case 'TURN_SCHEDULED': {
+        const text = typeof p.input === 'string' ? p.input : JSON.stringify(p.input);
+        const el = this.line('scheduled', `Scheduled for ${p.at}: ${text}`);
+        el.dataset.scheduleId = p.schedule_id;
+        break;
+      }
+      case 'TURN_SCHEDULE_CANCELLED':
+        this.line('scheduled', `Cancelled the schedule ${p.schedule_id}`).dataset.scheduleId = p.schedule_id;
+        break;
       case 'SESSION_ENDED':
         this.line('ended', p.key_id
           ? `Ended by key ${p.key_id}${p.reason ? `: ${p.reason}` : ''}.`

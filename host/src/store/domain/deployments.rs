@@ -21,7 +21,7 @@ impl Op for CreateDeployment {
         let new = &self.0;
         let tx = &mut *batch.tx;
         let now = now_rfc3339();
-        let app = match tx.app(&new.app_slug)? {
+        let app = match tx.app_for_update(&new.app_slug)? {
             Some(app) => app,
             None => {
                 let app = AppRecord {
@@ -29,6 +29,7 @@ impl Op for CreateDeployment {
                     slug: new.app_slug.clone(),
                     created_at: now.clone(),
                     current_deployment: None,
+                    schedules: Vec::new(),
                 };
                 tx.put_app(&app, true)?;
                 app
@@ -162,7 +163,7 @@ impl Op for FinishBuild {
 }
 
 fn app_of(tx: &mut dyn WriteTx, record: &DeploymentRecord) -> Result<AppRecord, StoreError> {
-    tx.app(&record.app_id.to_string())?
+    tx.app_for_update(&record.app_id.to_string())?
         .ok_or_else(|| corrupt(format!("app {} is missing", record.app_id)))
 }
 

@@ -8,6 +8,7 @@
 //! the turns its output declares (`store::start`). No file here knows which
 //! engine it runs on.
 
+mod app_schedules;
 mod closing;
 mod cron;
 mod deletion;
@@ -22,11 +23,13 @@ mod schedules;
 mod secrets;
 mod sessions;
 mod threads;
+mod timers;
 mod webhooks;
 
 use super::records::{AgentDescription, Artifact, DecisionDetails, LimitsRecord, PendingApproval};
 use super::start::{TurnReason, TurnTicket};
 
+pub(super) use app_schedules::{CreateAppSchedule, DeleteAppSchedule};
 pub(crate) use cron::CronRule;
 pub(super) use deletion::DeleteSession;
 pub(super) use deployments::{Activate, CreateDeployment, FinishBuild, SetArtifact};
@@ -44,7 +47,7 @@ pub(crate) use queue::OnBusy;
 pub(crate) use recovery::Recovery;
 pub(super) use recovery::{CloseTurn, Recover};
 pub(super) use schedules::{CreateSchedule, DeleteSchedule, FireSchedule};
-pub(crate) use schedules::{Fired, rfc3339_ms};
+pub(crate) use schedules::{Fired, MAX_SCHEDULES, rfc3339_ms};
 pub(super) use secrets::{DeleteSecret, PutSecret};
 pub(crate) use sessions::InputOutcome;
 pub(super) use sessions::{
@@ -52,6 +55,7 @@ pub(super) use sessions::{
 };
 pub(super) use threads::{DecideAt, OpenThread};
 pub(crate) use threads::{ThreadTurn, thread_key};
+pub(crate) use timers::{MAX_TURN_SCHEDULES, TurnTimers};
 pub(crate) use webhooks::{AttemptOutcome, MAX_PENDING as WEBHOOK_MAX_PENDING};
 pub(super) use webhooks::{
     ClaimDeliveries, CreateWebhook, DeleteWebhook, FinishAttempt, PurgeDeliveries,

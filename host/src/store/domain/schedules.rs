@@ -72,6 +72,19 @@ impl Op for CreateSchedule {
     }
 }
 
+/// Drops every schedule of the session `id` (it ended): off its record
+/// and out of the due index, so none is listed or due any more.
+pub(super) fn drop_all(batch: &mut Batch<'_>, id: Uuid) -> Result<(), StoreError> {
+    let dropped = std::mem::take(&mut batch.session(id)?.record.schedules);
+    for schedule in &dropped {
+        batch
+            .tx
+            .remove_schedule_due(schedule.due_ms, id, schedule.id)?;
+    }
+    batch.touch(id);
+    Ok(())
+}
+
 /// Deletes a schedule that has not fired.
 pub(crate) struct DeleteSchedule {
     pub session: Uuid,
@@ -110,8 +123,29 @@ pub(crate) struct FireSchedule {
 pub(crate) enum Fired {
     /// Its turn started, or it waits in the session's queue.
     Input(InputOutcome),
-    /// Nothing to fire: deleted, fired already, or its session is gone or ended.
+    /// Nothing to fire: deleted, fired already, past its `end_at`, or its
+    /// session is gone or ended.
     Dropped,
+    /// An app's schedule created this session, whose first turn started
+    /// (`app_schedules.rs`).
+    Session(Uuid, TurnTicket),
+    /// An app's schedule the app could not take (no active deployment, the
+    /// route gone), and why: this firing is lost, the schedule moves on.
+    Missed(String),
+}
+
+/// When a schedule that was due at `due_ms` is due next, firing at
+/// `now_ms`: a cron schedule's next time after both (one firing however
+/// many times passed while no server ran), unless that is past its
+/// `end_at`; a one-shot schedule never.
+pub(super) fn next_due(record: &ScheduleRecord, due_ms: u64, now_ms: u64) -> Option<u64> {
+    let cron = record.cron.as_deref()?;
+    let rule = CronRule::parse(cron, record.timezone.as_deref().unwrap_or("UTC")).ok()?;
+    let next = rule.next_after(now_ms.max(due_ms))?;
+    match record.end_ms {
+        Some(end) if next > end => None,
+        _ => Some(next),
+    }
 }
 
 impl Op for FireSchedule {
@@ -124,7 +158,8 @@ impl Op for FireSchedule {
     fn tickets(fired: &Fired) -> Vec<TurnTicket> {
         match fired {
             Fired::Input(outcome) => PostInput::tickets(outcome),
-            Fired::Dropped => Vec::new(),
+            Fired::Session(_, ticket) => vec![ticket.clone()],
+            Fired::Dropped | Fired::Missed(_) => Vec::new(),
         }
     }
 
@@ -135,14 +170,19 @@ impl Op for FireSchedule {
                 let ended = session.record.status == SessionStatus::Ended;
                 let record = (session.record.schedules.iter())
                     .find(|s| s.id == schedule && s.due_ms == due_ms);
-                record.map(|record| (record.input.clone(), ended))
+                // Past its `end_at` (a cron schedule late after downtime): dropped.
+                let past_end = |r: &ScheduleRecord| r.end_ms.is_some_and(|end| due_ms > end);
+                record.map(|record| (record.input.clone(), ended, past_end(record)))
             }
-            Err(StoreError::NotFound { .. }) => None,
+            // No session of that id: an app's schedule, or a leftover row.
+            Err(StoreError::NotFound { .. }) => {
+                return super::app_schedules::fire(batch, id, schedule, due_ms);
+            }
             Err(err) => return Err(err),
         };
         let input: Value = match found {
-            Some((input, false)) => input,
-            Some((_, true)) | None => {
+            Some((input, false, false)) => input,
+            Some((_, _, _)) | None => {
                 // Only the index row is left of it (or, on an ended session, nothing else runs it).
                 if let Ok(session) = batch.session(id) {
                     session.record.schedules.retain(|s| s.id != schedule);
@@ -169,13 +209,7 @@ impl Op for FireSchedule {
         batch.tx.remove_schedule_due(due_ms, id, schedule)?;
         // A cron schedule is due again at its next time after now: one
         // firing however many times passed while no server ran.
-        let now = unix_ms(SystemTime::now()).max(due_ms);
-        let next = (record.cron.as_deref())
-            .and_then(|cron| {
-                CronRule::parse(cron, record.timezone.as_deref().unwrap_or("UTC")).ok()
-            })
-            .and_then(|rule| rule.next_after(now));
-        if let Some(next) = next {
+        if let Some(next) = next_due(&record, due_ms, unix_ms(SystemTime::now())) {
             record.due_ms = next;
             record.at = rfc3339_ms(next);
             batch.tx.put_schedule_due(next, id, schedule)?;

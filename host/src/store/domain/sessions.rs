@@ -11,6 +11,7 @@ use super::closing::closing_events;
 use super::feed;
 use super::queue::{self, OnBusy, Queued};
 use super::quotas::{self, Starting};
+use super::timers::TurnTimers;
 use super::{Decision, TurnOutcome, TurnReason, TurnTicket};
 use crate::journal::payloads::{self, Delta, EndUserInfo, Role, StartReason};
 use crate::journal::{NewEvent, TurnErrorKind};
@@ -28,6 +29,8 @@ pub(in crate::store) struct CreateSession {
     pub input: Value,
     /// The end user creating it, who then owns it.
     pub end_user: Option<EndUserInfo>,
+    /// Why its first turn starts: `Input`, or the app schedule that fired.
+    pub reason: StartReason,
 }
 
 impl Op for CreateSession {
@@ -95,7 +98,7 @@ impl Op for CreateSession {
             input: self.input.clone(),
             end_user: self.end_user.clone(),
         })];
-        events.extend(turn_start_events(1, &self.input));
+        events.extend(turn_start_events_for(1, &self.input, self.reason.clone()));
         batch.insert_session(SessionRow {
             record: record.clone(),
             next_seq: 0,
@@ -292,6 +295,8 @@ pub(in crate::store) struct FinishTurn {
     pub turn: u32,
     pub events: Vec<NewEvent>,
     pub outcome: TurnOutcome,
+    /// The timers the agent set, kept only by a turn that ends well (`timers.rs`).
+    pub timers: TurnTimers,
 }
 
 impl Op for FinishTurn {
@@ -307,12 +312,13 @@ impl Op for FinishTurn {
     }
 
     fn apply(&mut self, batch: &mut Batch<'_>) -> Result<Option<TurnTicket>, StoreError> {
-        finish_turn(
+        finish_turn_with(
             batch,
             self.session,
             self.turn,
             &self.events,
             self.outcome.clone(),
+            &self.timers,
         )
     }
 }
@@ -325,7 +331,21 @@ pub(super) fn finish_turn(
     id: Uuid,
     turn: u32,
     events: &[NewEvent],
+    outcome: TurnOutcome,
+) -> Result<Option<TurnTicket>, StoreError> {
+    finish_turn_with(batch, id, turn, events, outcome, &TurnTimers::default())
+}
+
+/// `finish_turn` with the timers the turn set: applied, and journaled
+/// just before the turn's last event (its TURN_ENDED or
+/// TOOL_APPROVAL_REQUIRED), when the turn keeps them.
+fn finish_turn_with(
+    batch: &mut Batch<'_>,
+    id: Uuid,
+    turn: u32,
+    events: &[NewEvent],
     mut outcome: TurnOutcome,
+    timers: &TurnTimers,
 ) -> Result<Option<TurnTicket>, StoreError> {
     running_turn(batch, id, turn)?;
     if batch.is_broken(id) {
@@ -340,7 +360,11 @@ pub(super) fn finish_turn(
         batch.write_events(id, &closing)?;
         outcome = TurnOutcome::Errored;
     } else {
-        batch.write_events(id, events)?;
+        let (body, last) = events.split_at(events.len().saturating_sub(1));
+        batch.write_events(id, body)?;
+        let timers = super::timers::apply(batch, id, timers, &outcome)?;
+        batch.write_events(id, &timers)?;
+        batch.write_events(id, last)?;
     }
     let next_seq = batch.session(id)?.next_seq;
     let starts_next = matches!(outcome, TurnOutcome::Ended | TurnOutcome::Errored);
@@ -365,8 +389,10 @@ pub(super) fn finish_turn(
     session.record.boot_id = None;
     session.record.updated_at = now_rfc3339();
     if session.record.status == SessionStatus::Ended {
-        // Nothing runs after SESSION_ENDED: its queued inputs are dropped.
+        // Nothing runs after SESSION_ENDED: its queued inputs are dropped,
+        // and so are its schedules (and their rows of the due index).
         session.record.queued.clear();
+        super::schedules::drop_all(batch, id)?;
     }
     batch.touch(id);
     batch.changes.unbroken.insert(id);
@@ -579,18 +605,14 @@ impl Op for EndSession {
         session.record.pending_approval = None;
         session.record.resume = None;
         session.record.updated_at = now_rfc3339();
-        let record = session.record.clone();
+        super::schedules::drop_all(batch, id)?;
+        let record = batch.session(id)?.record.clone();
         batch.touch(id);
         Ok(record)
     }
 }
 
-/// TURN_STARTED, then the input as a user message when it is text.
-pub(super) fn turn_start_events(turn: u32, input: &Value) -> Vec<NewEvent> {
-    turn_start_events_for(turn, input, StartReason::Input)
-}
-
-/// `turn_start_events` with the reason TURN_STARTED gives.
+/// TURN_STARTED with `reason`, then the input as a user message when it is text.
 pub(super) fn turn_start_events_for(
     turn: u32,
     input: &Value,

@@ -88,6 +88,7 @@ impl Op for OpenThread {
             route: self.route.clone(),
             input: self.input.clone(),
             end_user: self.end_user.clone(),
+            reason: crate::journal::payloads::StartReason::Input,
         }
         .apply(batch)?;
         batch

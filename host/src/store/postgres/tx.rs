@@ -461,6 +461,18 @@ impl WriteTx for PgTx<'_> {
         }
     }
 
+    fn app_for_update(&mut self, id_or_slug: &str) -> Result<Option<AppRecord>, StoreError> {
+        // Locked: the record (its schedules, its current deployment) is
+        // read, changed and written back by one host at a time.
+        match Uuid::parse_str(id_or_slug) {
+            Ok(id) => self.one("SELECT record FROM apps WHERE id = $1 FOR UPDATE", &[&id]),
+            Err(_) => self.one(
+                "SELECT record FROM apps WHERE slug = $1 FOR UPDATE",
+                &[&id_or_slug],
+            ),
+        }
+    }
+
     fn put_app(&mut self, app: &AppRecord, _new: bool) -> Result<(), StoreError> {
         self.execute(
             "INSERT INTO apps (id, slug, record) VALUES ($1, $2, $3)

@@ -37,6 +37,27 @@ declare module 'agenthost:agent/host@0.1.0' {
    * panic message reaches TURN_ERROR.
    */
   export function reportPanic(message: string): void;
+  /**
+   * timers (issue 32, docs/schedules.md): inputs this session gets later,
+   * as turns of their own.
+   * Schedules `input` (JSON text) as a later turn of this session: in
+   * `after-ms` milliseconds, or at `at` (RFC 3339 with a UTC offset);
+   * exactly one of the two. Returns the schedule's id. It takes effect
+   * only when this turn commits: its TURN_SCHEDULED is journaled in the
+   * turn's final commit, so a turn that fails (or is cancelled) schedules
+   * nothing. At its time the input starts a turn whose TURN_STARTED says
+   * reason `schedule` (the guest sees reason `input`). `limit` when this
+   * turn made 10 already or the session holds 100 (the turn goes on).
+   */
+  export function schedule(afterMs: bigint | undefined, at: string | undefined, input: string): string;
+  /**
+   * Cancels a schedule of this session that has not fired: one this turn
+   * made (then nothing is journaled), or one made earlier, by a turn or
+   * through the API (TURN_SCHEDULE_CANCELLED in this turn's final commit).
+   * Returns whether such a schedule was pending; `false` for one that
+   * fired, was cancelled, or never existed.
+   */
+  export function cancelSchedule(id: string): boolean;
   export type ToolCall = import('agenthost:agent/types@0.1.0').ToolCall;
   export type Step = import('agenthost:agent/types@0.1.0').Step;
   export type ToolStatus = import('agenthost:agent/types@0.1.0').ToolStatus;
