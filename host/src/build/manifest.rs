@@ -38,6 +38,9 @@ pub(crate) struct Manifest {
     /// What MCP clients are told of each route's tool (docs/mcp.md).
     #[serde(default)]
     pub routes: BTreeMap<String, RouteSettings>,
+    /// MCP servers the host calls for the agent (docs/mcp.md).
+    #[serde(default)]
+    pub mcp: BTreeMap<String, super::mcp_manifest::McpServerSettings>,
 }
 
 /// Longest `[routes."<route>"] description`, in characters.
@@ -357,6 +360,7 @@ impl Manifest {
         for (route, settings) in &manifest.routes {
             settings.check(route)?;
         }
+        super::mcp_manifest::check(&manifest.mcp, &manifest.outbound.allow)?;
         let limits = &manifest.limits;
         let set = [
             (limits.wall_clock_secs, &WALL_CLOCK_SECS),

@@ -10,6 +10,7 @@
 
 mod adopt;
 pub(crate) mod manifest;
+pub(crate) mod mcp_manifest;
 pub(crate) mod unpack;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};

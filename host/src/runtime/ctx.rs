@@ -28,6 +28,8 @@ pub(super) struct Terms {
     pub limits: TurnLimits,
     pub redactor: Redactor,
     pub outbound: Access,
+    /// The deployment's MCP servers and their credentials.
+    pub mcp: super::mcp::McpTerms,
 }
 
 /// Events read per query when a turn collects its session's tool call ids.
@@ -80,6 +82,13 @@ pub(super) struct TurnCtx {
     /// The turn's outbound HTTP (its records go through `outbox` as they
     /// happen); the instance's `wasi:http` hooks borrow it.
     pub(super) outbound: OutboundHooks,
+    /// The turn's MCP sessions and tool lists (`runtime::mcp`).
+    pub(super) mcp: super::mcp::McpTurn,
+    /// The arguments of the calls waiting for their result: id → arguments
+    /// (an MCP call is sent with them).
+    pub(super) call_arguments: HashMap<String, Value>,
+    /// In a resumed turn: the denied call's output, `denied by <approver>[: <message>]`.
+    pub(super) denial: Option<String>,
 }
 
 impl TurnCtx {
@@ -94,11 +103,13 @@ impl TurnCtx {
         let mut pending_calls = HashMap::new();
         let mut denied_call = None;
         let mut answered_call = None;
+        let mut call_arguments = HashMap::new();
+        let mut denial = None;
         if let TurnReason::ApprovalDecision {
             approved,
+            approver,
             pending,
             details,
-            ..
         } = &ticket.reason
         {
             if let Some(result) = &details.result {
@@ -107,9 +118,14 @@ impl TurnCtx {
             // The resumed turn answers the suspended step: each call once.
             for call in &pending.step {
                 pending_calls.insert(call.tool_call_id.clone(), call.name.clone());
+                call_arguments.insert(call.tool_call_id.clone(), call.arguments.clone());
             }
             if !approved {
                 denied_call = Some(pending.call.tool_call_id.clone());
+                denial = Some(match &details.message {
+                    Some(message) => format!("denied by {approver}: {message}"),
+                    None => format!("denied by {approver}"),
+                });
             }
         }
         let outbox = Arc::new(Outbox::after(
@@ -144,6 +160,9 @@ impl TurnCtx {
             committed,
             outbox,
             outbound,
+            mcp: super::mcp::McpTurn::new(terms.mcp),
+            call_arguments,
+            denial,
         }
     }
 

@@ -402,6 +402,7 @@ mod tests {
                     tool_call_id: "c1".into(),
                     name: "add".into(),
                     arguments: json!({"n": 1}),
+                    mcp_server: None,
                 },
             ),
             stored(
@@ -457,6 +458,7 @@ mod tests {
                     tool_call_id: "c2".into(),
                     name: "rm".into(),
                     arguments: json!({}),
+                    mcp_server: None,
                 },
             ),
             stored(
