@@ -14,6 +14,7 @@ use super::{
     MAX_MCP_DESCRIPTION, MAX_MCP_LIST_PAGES, MAX_MCP_RESULT_BYTES, MAX_MCP_SCHEMA_BYTES,
     MAX_MCP_TOOLS, McpTool,
 };
+use crate::build::mcp_manifest::Approval;
 use crate::journal::TurnErrorKind;
 use crate::runtime::bindings::agenthost::agent::host::McpResult;
 use crate::runtime::bindings::agenthost::agent::types::ToolSpec;
@@ -47,12 +48,19 @@ impl TurnCtx {
             return gated;
         }
         for call in calls {
-            let Some((index, _)) = self.mcp.split(&call.name) else {
+            let Some((index, tool)) = self.mcp.split(&call.name) else {
                 continue;
             };
-            let listed = self.mcp_list(index).await.ok();
-            let tool = listed.and_then(|tools| tools.iter().find(|t| t.exposed == call.name));
-            if tool.is_none_or(|t| t.gated) {
+            let approval = &self.mcp.terms.servers[index].settings.approval;
+            let is_gated = if *approval == Approval::NotReadOnly {
+                // Only this rule needs the tool's annotations: its list.
+                let listed = self.mcp_list(index).await.ok();
+                let tool = listed.and_then(|tools| tools.iter().find(|t| t.exposed == call.name));
+                tool.is_none_or(|t| t.gated)
+            } else {
+                approval.gates(tool, false)
+            };
+            if is_gated {
                 gated.insert(call.name.clone());
             }
         }
@@ -162,12 +170,7 @@ impl TurnCtx {
             );
             return Err(turn.fail(TurnErrorKind::InvalidOrder, message));
         };
-        let Some((index, tool)) = turn.mcp.split(&name) else {
-            let message =
-                format!("mcp-call for tool call `{tool_call_id}`: `{name}` is not an MCP tool");
-            return Err(turn.fail(TurnErrorKind::InvalidOrder, message));
-        };
-        let tool = tool.to_string();
+        let target = (turn.mcp.split(&name)).map(|(index, tool)| (index, tool.to_string()));
         let given = (turn.answered_call.as_ref())
             .filter(|(id, _)| *id == tool_call_id)
             .map(|(_, given)| given.clone());
@@ -176,11 +179,16 @@ impl TurnCtx {
             (ToolStatus::Denied, Value::String(why))
         } else if let Some(given) = given {
             (ToolStatus::Ok, given)
-        } else {
+        } else if let Some((index, tool)) = target {
             let arguments =
                 (turn.call_arguments.get(&tool_call_id).cloned()).unwrap_or_else(|| json!({}));
             drop(turn);
             self.mcp_send(index, &tool, arguments).await
+        } else {
+            // Neither the agent's own tool nor an MCP server's: answered as
+            // the SDKs answer an unknown tool.
+            let output = Value::String(format!("unknown tool: {name}"));
+            (ToolStatus::Error, output)
         };
         let mut text = self.redactor.redact(&output.to_string()).into_owned();
         let max = MAX_MCP_RESULT_BYTES.min(self.limits.max_payload_bytes);
