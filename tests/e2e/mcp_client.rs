@@ -480,3 +480,88 @@ async fn mcp_calls_obey_the_outbound_policy_and_the_bearer_check() {
         "{message}"
     );
 }
+
+/// An SDK's assistant example (`language`, built as `component`) with
+/// `[mcp.tools]`: its model loop calls a read-only tool at once, and a
+/// gated one after a human approves it (decided once, run once).
+async fn an_sdk_agent_calls_mcp_tools(language: &str, slug: &str, component: &[u8]) {
+    let mcp = McpServer::start(TOKEN, false);
+    let fake = FakeOpenAi::start(vec![
+        Reply::tool_calls("", &[("tools__weather", r#"{"city":"Lima"}"#)]),
+        Reply::text(&["Sunny."]),
+        Reply::tool_calls("", &[("tools__delete_file", r#"{"path":"/tmp/y"}"#)]),
+        Reply::text(&["Deleted."]),
+    ])
+    .await;
+    let dir = support::data_dir();
+    let server = crate::support::agents::server(dir.path(), &["--outbound-allow-private"]).await;
+    for (name, value) in [
+        ("OPENAI_BASE_URL", fake.base_url()),
+        ("OPENAI_API_KEY", "sk-fake".to_string()),
+        ("OPENAI_MODEL", "gpt-fake".to_string()),
+        ("MCP_TOKEN", TOKEN.to_string()),
+    ] {
+        let (status, body) = server.put_secret(name, &value).await;
+        assert_eq!(status, 201, "PUT /secrets/{name}: {body}");
+    }
+    let extra = format!(
+        "secrets = [\"OPENAI_BASE_URL\", \"OPENAI_API_KEY\", \"OPENAI_MODEL\"]\n\
+         [outbound]\nallow = [\"{}\", \"{}\"]\n{}",
+        fake.origin(),
+        mcp.origin(),
+        mcp.section("")
+    );
+    let manifest = crate::support::agents::manifest(slug, language, &extra);
+    crate::support::agents::deploy(&server, component, &manifest).await;
+
+    let session = server
+        .session(slug, "/chat", json!("Weather in Lima?"))
+        .await;
+    let events = turn(&mut server.events(&session, None).await).await;
+    assert_eq!(events.last().unwrap()["type"], "TURN_ENDED", "{events:?}");
+    let offered: Vec<String> = (fake.received()[0].body["tools"].as_array().unwrap().iter())
+        .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        offered.contains(&"tools__weather".to_string()),
+        "{offered:?}"
+    );
+    assert!(offered.contains(&"lookup_order".to_string()), "{offered:?}");
+    let result = payload_of(&events, "TOOL_RESULT");
+    assert_eq!(result["status"], "ok", "{result}");
+    assert_eq!(result["output"]["content"][0]["text"], "sunny in Lima");
+    assert_eq!(payload_of(&events, "TOOL_CALL")["mcp_server"], "tools");
+    assert_eq!(mcp.calls(), ["weather"]);
+
+    let session = server.session(slug, "/chat", json!("Delete /tmp/y")).await;
+    let mut stream = server.events(&session, None).await;
+    let events = turn(&mut stream).await;
+    let required = events.last().unwrap();
+    assert_eq!(required["type"], "TOOL_APPROVAL_REQUIRED", "{events:?}");
+    assert_eq!(required["payload"]["name"], "tools__delete_file");
+    assert_eq!(mcp.calls(), ["weather"], "not sent before the decision");
+    let (status, body) = decide(&server, &session, json!({"approved": true})).await;
+    assert_eq!(status, 202, "{body}");
+    let resumed = turn(&mut stream).await;
+    assert_eq!(resumed.last().unwrap()["type"], "TURN_ENDED", "{resumed:?}");
+    let result = payload_of(&resumed, "TOOL_RESULT");
+    assert_eq!(result["status"], "ok", "{result}");
+    assert_eq!(result["output"]["content"][0]["text"], "deleted /tmp/y");
+    let (status, _) = decide(&server, &session, json!({"approved": true})).await;
+    assert_eq!(status, 409);
+    assert_eq!(mcp.calls(), ["weather", "delete_file"]);
+    let all = serde_json::to_string(&events).unwrap() + &serde_json::to_string(&resumed).unwrap();
+    assert!(!all.contains(TOKEN));
+}
+
+#[tokio::test]
+async fn a_python_agent_calls_mcp_tools_through_its_model_loop() {
+    let component = crate::python::python_guest("examples/python/assistant");
+    an_sdk_agent_calls_mcp_tools("python", "assistant-py", &component).await;
+}
+
+#[tokio::test]
+async fn a_typescript_agent_calls_mcp_tools_through_its_model_loop() {
+    let component = crate::typescript::typescript_guest("examples/typescript/assistant");
+    an_sdk_agent_calls_mcp_tools("typescript", "assistant-ts", &component).await;
+}
