@@ -40,7 +40,7 @@ pub(crate) struct Manifest {
     pub routes: BTreeMap<String, RouteSettings>,
     /// MCP servers the host calls for the agent (docs/mcp.md).
     #[serde(default)]
-    pub mcp: BTreeMap<String, super::mcp_manifest::McpServerSettings>,
+    pub mcp: BTreeMap<String, crate::runtime::mcp::settings::McpServerSettings>,
 }
 
 /// Longest `[routes."<route>"] description`, in characters.
@@ -360,7 +360,8 @@ impl Manifest {
         for (route, settings) in &manifest.routes {
             settings.check(route)?;
         }
-        super::mcp_manifest::check(&manifest.mcp, &manifest.outbound.allow)?;
+        crate::runtime::mcp::settings::check(&manifest.mcp, &manifest.outbound.allow)
+            .map_err(ManifestError::Invalid)?;
         let limits = &manifest.limits;
         let set = [
             (limits.wall_clock_secs, &WALL_CLOCK_SECS),

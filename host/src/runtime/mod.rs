@@ -18,7 +18,7 @@ mod gates;
 mod host;
 pub(crate) mod limiter;
 pub(crate) mod limits;
-mod mcp;
+pub(crate) mod mcp;
 pub(crate) mod outbound;
 mod output;
 mod prepare;

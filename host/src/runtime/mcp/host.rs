@@ -10,11 +10,11 @@ use std::collections::HashSet;
 use serde_json::{Value, json};
 
 use super::client::{Client, McpError};
+use super::settings::Approval;
 use super::{
     MAX_MCP_DESCRIPTION, MAX_MCP_LIST_PAGES, MAX_MCP_RESULT_BYTES, MAX_MCP_SCHEMA_BYTES,
     MAX_MCP_TOOLS, McpTool,
 };
-use crate::build::mcp_manifest::Approval;
 use crate::journal::TurnErrorKind;
 use crate::runtime::bindings::agenthost::agent::host::McpResult;
 use crate::runtime::bindings::agenthost::agent::types::ToolSpec;

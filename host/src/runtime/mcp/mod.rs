@@ -14,13 +14,14 @@
 
 mod client;
 mod host;
+pub(crate) mod settings;
 
 use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::build::mcp_manifest::{HeaderValue, McpServerSettings};
 use crate::secrets::Vault;
+use settings::{HeaderValue, McpServerSettings};
 
 /// Most tools kept from one server (the rest are left out, with a warning).
 pub(crate) const MAX_MCP_TOOLS: usize = 128;
@@ -46,12 +47,9 @@ pub(super) struct McpServer {
 /// A deployment's MCP servers, from its stored manifest (checked at upload;
 /// one that no longer parses declares none).
 pub(super) fn servers_of(manifest: &str) -> Arc<[McpServer]> {
-    match crate::build::manifest::Manifest::parse(manifest) {
-        Ok(manifest) => (manifest.mcp.into_iter())
-            .map(|(name, settings)| McpServer { name, settings })
-            .collect(),
-        Err(_) => Arc::new([]),
-    }
+    (settings::read(manifest).into_iter())
+        .map(|(name, settings)| McpServer { name, settings })
+        .collect()
 }
 
 /// A server's request headers for one turn, or why it cannot be called.
