@@ -468,6 +468,16 @@ async fn mcp_calls_obey_the_outbound_policy_and_the_bearer_check() {
     assert_eq!(result["status"], "ok", "{result}");
     assert_eq!(said(&events).len(), 1, "{events:?}");
     assert_eq!(mcp.calls(), ["weather"]);
+    // The listing, and the bearer secret that never enters the agent.
+    let session = server.session("direct", "/list", json!(null)).await;
+    let events = (server.events(&session, None).await).until(TERMINAL).await;
+    assert_eq!(
+        said(&events),
+        ["tools=tools__weather,tools__delete_file,tools__whoami,tools__hang"]
+    );
+    let session = server.session("direct", "/env", json!(null)).await;
+    let events = (server.events(&session, None).await).until(TERMINAL).await;
+    assert_eq!(said(&events), ["env=false"]);
     // A URL outside the manifest's own allowlist is refused at upload.
     let manifest = "[app]\nslug = \"other\"\n[agent]\nentry = \"agent.wasm\"\n[mcp.x]\nurl = \"https://mcp.example.com/mcp\"\n";
     let (status, body) = server
