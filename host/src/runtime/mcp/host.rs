@@ -182,7 +182,6 @@ impl TurnCtx {
         } else if let Some((index, tool)) = target {
             let arguments =
                 (turn.call_arguments.get(&tool_call_id).cloned()).unwrap_or_else(|| json!({}));
-            drop(turn);
             self.mcp_send(index, &tool, arguments).await
         } else {
             // Neither the agent's own tool nor an MCP server's: answered as
