@@ -33,16 +33,18 @@ pub struct McpServer {
 impl McpServer {
     /// Starts the server expecting `token`, answering with SSE (or JSON).
     pub fn start(token: &str, json_answers: bool) -> McpServer {
+        McpServer::start_with(token, if json_answers { &["--json"] } else { &[] })
+    }
+
+    /// Starts the server expecting `token`, with server.py's `flags`.
+    pub fn start_with(token: &str, flags: &[&str]) -> McpServer {
         let python = std::env::var("AGENTHOST_MCP_PYTHON")
             .expect("AGENTHOST_MCP_PYTHON: source scripts/prereqs/47-mcp.sh");
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("calls.jsonl");
         let script = support::workspace().join("tests/mcp/server.py");
         let mut command = Command::new(python);
-        command.arg(script).arg(token).arg(&log);
-        if json_answers {
-            command.arg("--json");
-        }
+        command.arg(script).arg(token).arg(&log).args(flags);
         let mut child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -393,13 +395,12 @@ async fn direct(flags: &[&str], mcp: &McpServer, token: &str) -> (tempfile::Temp
 
 /// Runs one `/call` of `tool`; returns the turn's events.
 async fn call(server: &Server, tool: &str) -> Vec<Value> {
-    let session = server
-        .session(
-            "direct",
-            "/call",
-            json!({"tool": tool, "arguments": {"city": "Oslo"}}),
-        )
-        .await;
+    call_with(server, tool, json!({"city": "Oslo"})).await
+}
+
+async fn call_with(server: &Server, tool: &str, arguments: Value) -> Vec<Value> {
+    let input = json!({"tool": tool, "arguments": arguments});
+    let session = server.session("direct", "/call", input).await;
     (server.events(&session, None).await).until(TERMINAL).await
 }
 
@@ -574,4 +575,38 @@ async fn a_python_agent_calls_mcp_tools_through_its_model_loop() {
 async fn a_typescript_agent_calls_mcp_tools_through_its_model_loop() {
     let component = crate::typescript::typescript_guest("examples/typescript/assistant");
     an_sdk_agent_calls_mcp_tools("typescript", "assistant-ts", &component).await;
+}
+
+#[tokio::test]
+async fn what_an_mcp_server_sends_is_bounded() {
+    let mcp = McpServer::start_with(TOKEN, &["--many"]);
+    let (_dir, server) = direct(&["--outbound-allow-private"], &mcp, TOKEN).await;
+    // 205 tools listed: the host keeps 128.
+    let session = server.session("direct", "/list", json!(null)).await;
+    let events = (server.events(&session, None).await).until(TERMINAL).await;
+    let said = said(&events);
+    let names = said[0].strip_prefix("tools=").unwrap().split(',').count();
+    assert_eq!(names, 128, "{said:?}");
+    // A result over 256 KiB is not kept; the turn goes on.
+    let events = call_with(&server, "tools__big", json!({"n": 300_000})).await;
+    assert_eq!(events.last().unwrap()["type"], "TURN_ENDED", "{events:?}");
+    let result = payload_of(&events, "TOOL_RESULT");
+    assert_eq!(result["status"], "error");
+    let why = result["output"].as_str().unwrap();
+    assert!(why.contains("larger than 262144 bytes"), "{why}");
+    // An answer over 1 MiB is not read to its end.
+    let events = call_with(&server, "tools__big", json!({"n": 600_000})).await;
+    let result = payload_of(&events, "TOOL_RESULT");
+    assert_eq!(result["status"], "error");
+    let why = result["output"].as_str().unwrap();
+    assert!(
+        why.contains("an answer is larger than 1048576 bytes"),
+        "{why}"
+    );
+    // Below both, the result is whole.
+    let events = call_with(&server, "tools__big", json!({"n": 1000})).await;
+    let result = payload_of(&events, "TOOL_RESULT");
+    assert_eq!(result["status"], "ok");
+    let text = result["output"]["content"][0]["text"].as_str().unwrap();
+    assert_eq!(text.len(), 1000);
 }

@@ -15,6 +15,10 @@ Tools:
 - `whoami()`: read-only: echoes the token it was started with (the host
   must redact it from the journal).
 - `hang()`: read-only: never answers.
+- `big(n)`: read-only: a text of `n` bytes.
+
+`--many` adds 200 more read-only tools, `extra_0` to `extra_199` (the host
+keeps 128 tools of a server).
 """
 
 import asyncio
@@ -61,6 +65,17 @@ async def hang() -> str:
     logged("hang", {})
     await asyncio.sleep(3600)
     return "too late"
+
+
+@server.tool(annotations=READ_ONLY, description="A text of n bytes.")
+def big(n: int) -> str:
+    logged("big", {"n": n})
+    return "x" * n
+
+
+if "--many" in sys.argv[3:]:
+    for i in range(200):
+        server.add_tool(lambda: "extra", name=f"extra_{i}", annotations=READ_ONLY)
 
 
 def bearer_only(app):

@@ -66,11 +66,22 @@ mod tests {
                 "[mcp.x]\nurl = \"https://mcp.example.com/m\"\nretries = 3\n",
                 "retries",
             ),
+            (
+                "[mcp.x]\nurl = \"https://mcp.example.com/m\"\nheaders = { H0 = \"v\", H1 = \"v\", H2 = \"v\", H3 = \"v\", H4 = \"v\", H5 = \"v\", H6 = \"v\", H7 = \"v\", H8 = \"v\", H9 = \"v\", H10 = \"v\", H11 = \"v\", H12 = \"v\", H13 = \"v\", H14 = \"v\", H15 = \"v\", H16 = \"v\" }\n",
+                "more than 16 headers",
+            ),
         ] {
             let err = Manifest::parse(&format!("{BASE}{bad}"))
                 .unwrap_err()
                 .to_string();
             assert!(err.contains(needle), "{bad:?} gave {err}");
         }
+        let nine: String = (0..9)
+            .map(|i| format!("[mcp.s{i}]\nurl = \"https://mcp.example.com/m\"\n"))
+            .collect();
+        let err = Manifest::parse(&format!("{BASE}{nine}"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("more than 8"), "{err}");
     }
 }
