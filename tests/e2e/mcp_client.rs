@@ -610,3 +610,48 @@ async fn what_an_mcp_server_sends_is_bounded() {
     let text = result["output"]["content"][0]["text"].as_str().unwrap();
     assert_eq!(text.len(), 1000);
 }
+
+#[tokio::test]
+async fn a_cancel_ends_a_turn_waiting_on_an_mcp_server() {
+    let mcp = McpServer::start(TOKEN, false);
+    let (_dir, server) = direct(&["--outbound-allow-private"], &mcp, TOKEN).await;
+    let input = json!({"tool": "tools__hang", "arguments": {}});
+    let session = server.session("direct", "/call", input).await;
+    let mut stream = server.events(&session, None).await;
+    // Wait until the call has reached the server (it never answers).
+    for _ in 0..600 {
+        if mcp.calls() == ["hang"] {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(mcp.calls(), ["hang"]);
+    let (status, view) = server
+        .post(&format!("/sessions/{session}/cancel"), json!({}))
+        .await;
+    assert_eq!(status, 200, "{view}");
+    let events = stream.until(&["TURN_ERROR", "TURN_ENDED"]).await;
+    let end = events.last().unwrap();
+    assert_eq!(end["payload"]["kind"], "cancelled", "{events:?}");
+    // The request in flight is on record as ended with the turn; the call has no result.
+    let responses = of_type(&events, "HTTP_RESPONSE");
+    let requests = of_type(&events, "HTTP_REQUEST");
+    assert_eq!(responses.len(), requests.len(), "{:?}", types(&events));
+    assert!(responses.last().unwrap()["payload"]["error"].is_string());
+    assert!(
+        of_type(&events, "TOOL_RESULT").is_empty(),
+        "{:?}",
+        types(&events)
+    );
+    let input = json!({"input": {"tool": "tools__weather", "arguments": {"city": "Rome"}}});
+    let (status, body) = server
+        .post(&format!("/sessions/{session}/input"), input)
+        .await;
+    assert_eq!(status, 202, "the session takes input again: {body}");
+    let events = stream.until(TERMINAL).await;
+    assert_eq!(
+        payload_of(&events, "TOOL_RESULT")["status"],
+        "ok",
+        "{events:?}"
+    );
+}
