@@ -474,7 +474,7 @@ async fn mcp_calls_obey_the_outbound_policy_and_the_bearer_check() {
     let events = (server.events(&session, None).await).until(TERMINAL).await;
     assert_eq!(
         said(&events),
-        ["tools=tools__weather,tools__delete_file,tools__whoami,tools__hang"]
+        ["tools=tools__weather,tools__delete_file,tools__whoami,tools__hang,tools__big"]
     );
     let session = server.session("direct", "/env", json!(null)).await;
     let events = (server.events(&session, None).await).until(TERMINAL).await;

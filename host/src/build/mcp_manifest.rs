@@ -39,6 +39,10 @@ mod tests {
                 "query string",
             ),
             (
+                "[mcp.x]\nurl = \"https://me:pw@mcp.example.com/m\"\n",
+                "credentials",
+            ),
+            (
                 "[mcp.\"a_b\"]\nurl = \"https://mcp.example.com/m\"\n",
                 "server name",
             ),

@@ -109,6 +109,12 @@ impl McpServerSettings {
         }
         let uri: http::Uri = (self.url.parse())
             .map_err(|_| invalid(format!("`url` = {:?} is not a URL", self.url)))?;
+        if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
+            return Err(invalid(
+                "`url` must not carry credentials (put them in `bearer_secret` or `headers`)"
+                    .into(),
+            ));
+        }
         let origin = Origin::of(&uri).ok_or_else(|| {
             invalid(format!(
                 "`url` = {:?}: use an http:// or https:// URL",
