@@ -117,6 +117,9 @@ pub struct MessageEnd {
 pub struct ToolCall {
     /// The `arguments` field.
     pub arguments: Value,
+    /// The `[mcp.<name>]` server whose tool this is (named `<server>__<tool>`): the host calls it and journals its result.
+    #[serde(default)]
+    pub mcp_server: Option<String>,
     /// The `name` field.
     pub name: String,
     /// The `tool_call_id` field.

@@ -128,6 +128,16 @@ impl Turn {
         let plan = plan(decision);
         let mut results = Vec::with_capacity(plan.len());
         for action in plan {
+            let call = match &action {
+                Action::Run(call) | Action::Deny(call, _) | Action::Answer(call, _) => call,
+            };
+            if self.is_mcp_tool(&call.name) {
+                // The host runs it (or answers it as the human decided) and
+                // journals its result.
+                let (id, name) = (call.id.clone().unwrap_or_default(), call.name.clone());
+                results.push(self.call_mcp(id, name)?);
+                continue;
+            }
             let result = match action {
                 Action::Run(call) => {
                     let id = call.id.clone().unwrap_or_default();

@@ -159,8 +159,14 @@ impl Turn {
             wit::Step::Run => {
                 let mut results = Vec::with_capacity(calls.len());
                 for (id, call) in calls {
-                    let result = self.invoke(id, call);
-                    report(&result)?;
+                    let result = if self.is_mcp_tool(&call.name) {
+                        // The host runs it and journals its result.
+                        self.call_mcp(id, call.name)?
+                    } else {
+                        let result = self.invoke(id, call);
+                        report(&result)?;
+                        result
+                    };
                     results.push(result);
                 }
                 Ok(results)

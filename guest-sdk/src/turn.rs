@@ -25,6 +25,8 @@ pub struct Turn {
     pub(crate) calls_named: u32,
     /// The resumed step's results, once the SDK has run it (`resume`).
     pub(crate) resumed: Option<Vec<ToolResult>>,
+    /// The MCP servers' tools, once listed in this turn (`mcp`).
+    pub(crate) mcp_tools: Option<Vec<crate::mcp::McpTool>>,
 }
 
 /// Why a turn runs.
@@ -95,6 +97,7 @@ impl Turn {
             tools,
             calls_named: 0,
             resumed: None,
+            mcp_tools: None,
         })
     }
 
@@ -153,6 +156,7 @@ impl Turn {
             tools: Rc::from(Vec::new()),
             calls_named: 0,
             resumed: None,
+            mcp_tools: None,
         }
     }
 }

@@ -37,6 +37,7 @@ mod idempotency;
 mod keys;
 mod limits;
 mod logs;
+mod mcp_client;
 mod mcp_server;
 mod old_stores;
 mod on_busy;

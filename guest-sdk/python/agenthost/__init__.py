@@ -30,6 +30,7 @@ agent's tools.
 from .agent import Agent
 from .errors import AgentError, BadInput, HostError, ToolApprovalRequired
 from .history import ChatMessage, EndUser, Event, History
+from .mcp import McpTool
 from .message import Message
 from .tools import ToolCall, ToolResult, ToolStatus
 from .turn import Decision, Turn
@@ -44,6 +45,7 @@ __all__ = [
     "Event",
     "History",
     "HostError",
+    "McpTool",
     "Message",
     "ToolApprovalRequired",
     "ToolCall",

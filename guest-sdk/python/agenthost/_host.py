@@ -107,3 +107,22 @@ def schedule(after_ms: Optional[int], at: Optional[str], input_json: str) -> str
 def cancel_schedule(schedule_id: str) -> bool:
     """Cancels a pending schedule of the session: whether one was pending."""
     return _call(_bindings().cancel_schedule, schedule_id)
+
+
+# mcp
+
+
+_STATUS_BACK = {"OK": "ok", "ERROR": "error", "DENIED": "denied"}
+
+
+def mcp_tools() -> List[Tuple[str, str, str, bool]]:
+    """The MCP servers' tools: ``[(name, description, parameters JSON, needs_approval)]``."""
+    specs = _call(_bindings().mcp_tools)
+    return [(t.name, t.description, t.parameters, t.needs_approval) for t in specs]
+
+
+def mcp_call(tool_call_id: str) -> Tuple[str, str]:
+    """Runs a handed-over MCP call on the host: ``(output JSON, status)``."""
+    result = _call(_bindings().mcp_call, tool_call_id)
+    status = getattr(result.status, "name", str(result.status)).upper()
+    return result.output, _STATUS_BACK.get(status, "error")

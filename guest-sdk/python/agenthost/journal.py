@@ -86,6 +86,8 @@ class ToolCall(TypedDict):
     """`TOOL_CALL`."""
 
     arguments: Any
+    mcp_server: NotRequired[Optional[str]]
+    """The `[mcp.<name>]` server whose tool this is (named `<server>__<tool>`): the host calls it and journals its result."""
     name: str
     tool_call_id: str
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Iterable, List, Tuple
 
 from . import journal
 from .history import Event
+from .mcp import call_mcp, is_mcp_tool
 from .tools import ToolCall, ToolResult, ToolStatus, invoke, report
 
 if TYPE_CHECKING:
@@ -82,6 +83,10 @@ def resume_step(turn: "Turn") -> List[ToolResult]:
     results = []
     for action, call in plan(decision):
         call_id = call.id or ""
+        if is_mcp_tool(turn, call.name):
+            # The host runs it (or answers it as the human decided) and journals its result.
+            results.append(call_mcp(call_id, call.name))
+            continue
         if action == "run":
             result = invoke(turn, call_id, call)
         elif action == "answer":

@@ -13,6 +13,7 @@ from . import _host
 from ._json import dumps
 from .errors import BadInput, ToolApprovalRequired
 from .history import EndUser, History, read_end_user
+from .mcp import McpTool, call_mcp, is_mcp_tool, mcp_tools
 from .message import Message
 from .tools import Tool, ToolCall, ToolResult, call_id, invoke, report
 
@@ -88,6 +89,7 @@ class Turn:
         ``None`` on an input turn."""
         self._tools = tools
         self._calls_named = 0
+        self._mcp_tools: Optional[List[McpTool]] = None
 
     @property
     def reason(self) -> str:
@@ -154,10 +156,20 @@ class Turn:
             raise ToolApprovalRequired(ToolCall._from_wire(*suspended))
         results = []
         for i, call in named:
+            if is_mcp_tool(self, call.name):
+                # The host runs it and journals its result.
+                results.append(call_mcp(i, call.name))
+                continue
             result = invoke(self, i, call)
             report(result)
             results.append(result)
         return results
+
+    def mcp_tools(self) -> List[McpTool]:
+        """The tools of the manifest's MCP servers (``[mcp.<name>]``), named
+        ``<server>__<tool>``, listed by the host once per turn (a server that
+        cannot be reached is left out). Empty when there is none."""
+        return mcp_tools(self)
 
     def _next_call_id(self) -> str:
         self._calls_named += 1

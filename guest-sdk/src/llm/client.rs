@@ -21,27 +21,33 @@ pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(30);
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 
 /// The JSON body of a streamed chat completions request.
-pub(crate) fn request_body(config: &ModelConfig, messages: &[ChatMsg], tools: &[Tool]) -> Value {
+pub(crate) fn request_body(
+    config: &ModelConfig,
+    messages: &[ChatMsg],
+    tools: &[Tool],
+    mcp: &[crate::mcp::McpTool],
+) -> Value {
     let mut body = json!({
         "model": config.model,
         "messages": messages.iter().map(ChatMsg::to_json).collect::<Vec<_>>(),
         "stream": true,
         "stream_options": {"include_usage": true},
     });
-    if !tools.is_empty() {
-        body["tools"] = tools
-            .iter()
-            .map(|tool| {
-                json!({
-                    "type": "function",
-                    "function": {
-                        "name": tool.name,
-                        "description": tool.description,
-                        "parameters": tool.parameters,
-                    },
-                })
-            })
-            .collect();
+    let function = |name: &str, description: &str, parameters: &Value| {
+        json!({
+            "type": "function",
+            "function": {
+                "name": name,
+                "description": description,
+                "parameters": parameters,
+            },
+        })
+    };
+    let own = (tools.iter()).map(|t| function(&t.name, &t.description, &t.parameters));
+    let mcp = (mcp.iter()).map(|t| function(&t.name, &t.description, &t.parameters));
+    let offered: Vec<Value> = own.chain(mcp).collect();
+    if !offered.is_empty() {
+        body["tools"] = Value::Array(offered);
     }
     body
 }
@@ -195,7 +201,7 @@ mod tests {
             handler: Box::new(|_, v| Ok(v)),
         }];
         let messages = vec![ChatMsg::System("s".into()), ChatMsg::User("hi".into())];
-        let body = request_body(&config, &messages, &tools);
+        let body = request_body(&config, &messages, &tools, &[]);
         assert_eq!(body["model"], "m");
         assert_eq!(body["stream"], true);
         assert_eq!(body["stream_options"], json!({"include_usage": true}));
@@ -209,7 +215,11 @@ mod tests {
                 "name": "lookup_order", "description": "Looks an order up.",
                 "parameters": {"type": "object"}}}])
         );
-        assert!(request_body(&config, &messages, &[]).get("tools").is_none());
+        assert!(
+            request_body(&config, &messages, &[], &[])
+                .get("tools")
+                .is_none()
+        );
     }
 
     #[test]

@@ -118,14 +118,17 @@ impl ChatLoop {
             None => ModelConfig::from_env()?,
         };
         let tools = turn.tools.clone();
+        // The MCP servers' tools, offered beside the agent's own.
+        let mcp = turn.mcp_tools()?;
         let policy = approval_policy();
         let gated = |name: &str| {
             policy.iter().any(|p| p == name)
                 || tools.iter().any(|t| t.name == name && t.needs_approval)
+                || mcp.iter().any(|t| t.name == name && t.needs_approval)
         };
         for _ in 0..self.max_rounds {
             let messages = conversation::rebuild(&self.system_prompt, turn.history())?;
-            let body = client::request_body(&config, &messages, &tools);
+            let body = client::request_body(&config, &messages, &tools, &mcp);
             let completion = stream_reply(turn, &config, &body)?;
             if let Some(usage) = completion.usage {
                 eprintln!(

@@ -105,3 +105,16 @@ export function environment(): Record<string, string> {
   }
   return env;
 }
+
+// mcp
+
+/** The MCP servers' tools: `[name, description, parameters JSON, needsApproval]`. */
+export function mcpTools(): [string, string, string, boolean][] {
+  return call(() => host.mcpTools()).map((t) => [t.name, t.description, t.parameters, t.needsApproval]);
+}
+
+/** Runs a handed-over MCP call on the host: `[output JSON, status]`. */
+export function mcpCall(toolCallId: string): [string, ToolStatus] {
+  const result = call(() => host.mcpCall(toolCallId));
+  return [result.output, result.status];
+}

@@ -35,6 +35,7 @@ export { type ChatMessage, chatMessage, type EndUser, type Event, History } from
 export * as journal from './journal.ts';
 export { AddressProhibited, HttpError, RequestDenied } from './http.ts';
 export { dumps } from './json.ts';
+export type { McpTool } from './mcp.ts';
 export { Message } from './message.ts';
 export type { JsonSchema } from './schema.ts';
 export type { Tool, ToolCall, ToolOptions, ToolResult, ToolStatus } from './tools.ts';

@@ -92,6 +92,8 @@ export interface MessageEnd {
 /** `TOOL_CALL`. */
 export interface ToolCall {
   arguments: unknown;
+  /** The `[mcp.<name>]` server whose tool this is (named `<server>__<tool>`): the host calls it and journals its result. */
+  mcp_server?: string | null;
   name: string;
   tool_call_id: string;
 }

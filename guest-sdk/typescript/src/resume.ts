@@ -15,6 +15,7 @@
 
 import { type Event, isObject } from './history.ts';
 import * as journal from './journal.ts';
+import { callMcp } from './mcp.ts';
 import { invoke, report, type Tool, type ToolCall, type ToolResult } from './tools.ts';
 import type { Decision, Turn } from './turn.ts';
 
@@ -84,6 +85,11 @@ export async function resumeStep(turn: Turn, tools: Map<string, Tool>): Promise<
   const denial = `denied by ${decision.approver}` + (decision.message === undefined ? '' : `: ${decision.message}`);
   const results: ToolResult[] = [];
   for (const [todo, call] of plan(decision)) {
+    if (!tools.has(call.name)) {
+      // Not the agent's own: the host runs it (or answers it as the human decided) and journals its result.
+      results.push(callMcp(call.id, call.name));
+      continue;
+    }
     const result: ToolResult =
       todo === 'run'
         ? await invoke(turn, tools, call.id, call)

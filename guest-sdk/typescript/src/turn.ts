@@ -11,6 +11,7 @@ import { type EndUser, History, isObject, readEndUser } from './history.ts';
 import * as host from './host.ts';
 import { dumps } from './json.ts';
 import { Message } from './message.ts';
+import { callMcp, listMcpTools, type McpTool } from './mcp.ts';
 import { callFromWire, callId, invoke, report, type Tool, type ToolCall, type ToolResult } from './tools.ts';
 
 /** A human's decision on a gated tool call, which this turn resumes from. */
@@ -199,11 +200,28 @@ export class Turn {
     }
     const results: ToolResult[] = [];
     for (const [id, call] of named) {
+      if (!this.#tools.has(call.name)) {
+        // Not the agent's own: the host runs it (an MCP tool) and journals its result.
+        results.push(callMcp(id, call.name));
+        continue;
+      }
       const result = await invoke(this, this.#tools, id, call);
       report(result);
       results.push(result);
     }
     return results;
+  }
+
+  #mcpTools: McpTool[] | undefined;
+
+  /**
+   * The tools of the manifest's MCP servers (`[mcp.<name>]`), named
+   * `<server>__<tool>`, listed by the host once per turn (a server that
+   * cannot be reached is left out). Empty when there is none.
+   */
+  mcpTools(): McpTool[] {
+    this.#mcpTools ??= listMcpTools();
+    return [...this.#mcpTools];
   }
 
   #nextCallId(): string {

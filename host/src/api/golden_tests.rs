@@ -132,11 +132,20 @@ fn samples(kind: EventType) -> Vec<NewEvent> {
                 incomplete: Some(true),
             }),
         ],
-        EventType::ToolCall => vec![NewEvent::of(&ToolCall {
-            tool_call_id: "call_1_1".into(),
-            name: "rm".into(),
-            arguments: json!({"path": "/tmp/x"}),
-        })],
+        EventType::ToolCall => vec![
+            NewEvent::of(&ToolCall {
+                tool_call_id: "call_1_1".into(),
+                name: "rm".into(),
+                arguments: json!({"path": "/tmp/x"}),
+                mcp_server: None,
+            }),
+            NewEvent::of(&ToolCall {
+                tool_call_id: "call_1_2".into(),
+                name: "docs__search".into(),
+                arguments: json!({"query": "wasm"}),
+                mcp_server: Some("docs".into()),
+            }),
+        ],
         EventType::ToolResult => [ToolStatus::Ok, ToolStatus::Error, ToolStatus::Denied]
             .into_iter()
             .map(|status| {

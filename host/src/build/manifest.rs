@@ -38,6 +38,9 @@ pub(crate) struct Manifest {
     /// What MCP clients are told of each route's tool (docs/mcp.md).
     #[serde(default)]
     pub routes: BTreeMap<String, RouteSettings>,
+    /// MCP servers the host calls for the agent (docs/mcp.md).
+    #[serde(default)]
+    pub mcp: BTreeMap<String, crate::runtime::mcp::settings::McpServerSettings>,
 }
 
 /// Longest `[routes."<route>"] description`, in characters.
@@ -357,6 +360,8 @@ impl Manifest {
         for (route, settings) in &manifest.routes {
             settings.check(route)?;
         }
+        crate::runtime::mcp::settings::check(&manifest.mcp, &manifest.outbound.allow)
+            .map_err(ManifestError::Invalid)?;
         let limits = &manifest.limits;
         let set = [
             (limits.wall_clock_secs, &WALL_CLOCK_SECS),

@@ -10,6 +10,8 @@
 
 mod adopt;
 pub(crate) mod manifest;
+#[cfg(test)]
+mod mcp_manifest;
 pub(crate) mod unpack;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};

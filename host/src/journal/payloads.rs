@@ -150,6 +150,10 @@ pub(crate) struct ToolCall {
     pub tool_call_id: String,
     pub name: String,
     pub arguments: Value,
+    /// The `[mcp.<name>]` server whose tool this is (named
+    /// `<server>__<tool>`): the host calls it and journals its result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_server: Option<String>,
 }
 
 /// How a tool call ended.

@@ -28,6 +28,8 @@ pub(super) struct Terms {
     pub limits: TurnLimits,
     pub redactor: Redactor,
     pub outbound: Access,
+    /// The deployment's MCP servers and their credentials.
+    pub mcp: super::mcp::McpTerms,
 }
 
 /// Events read per query when a turn collects its session's tool call ids.
@@ -82,6 +84,13 @@ pub(super) struct TurnCtx {
     pub(super) outbound: OutboundHooks,
     /// The timers the agent set, for the final commit (`timers.rs`).
     pub(super) timers: TurnTimers,
+    /// The turn's MCP sessions and tool lists (`runtime::mcp`).
+    pub(super) mcp: super::mcp::McpTurn,
+    /// The arguments of the calls waiting for their result: id → arguments
+    /// (an MCP call is sent with them).
+    pub(super) call_arguments: HashMap<String, Value>,
+    /// In a resumed turn: the denied call's output, `denied by <approver>[: <message>]`.
+    pub(super) denial: Option<String>,
 }
 
 impl TurnCtx {
@@ -96,11 +105,13 @@ impl TurnCtx {
         let mut pending_calls = HashMap::new();
         let mut denied_call = None;
         let mut answered_call = None;
+        let mut call_arguments = HashMap::new();
+        let mut denial = None;
         if let TurnReason::ApprovalDecision {
             approved,
+            approver,
             pending,
             details,
-            ..
         } = &ticket.reason
         {
             if let Some(result) = &details.result {
@@ -109,9 +120,14 @@ impl TurnCtx {
             // The resumed turn answers the suspended step: each call once.
             for call in &pending.step {
                 pending_calls.insert(call.tool_call_id.clone(), call.name.clone());
+                call_arguments.insert(call.tool_call_id.clone(), call.arguments.clone());
             }
             if !approved {
                 denied_call = Some(pending.call.tool_call_id.clone());
+                denial = Some(match &details.message {
+                    Some(message) => format!("denied by {approver}: {message}"),
+                    None => format!("denied by {approver}"),
+                });
             }
         }
         let outbox = Arc::new(Outbox::after(
@@ -147,6 +163,9 @@ impl TurnCtx {
             outbox,
             outbound,
             timers: TurnTimers::default(),
+            mcp: super::mcp::McpTurn::new(terms.mcp),
+            call_arguments,
+            denial,
         }
     }
 

@@ -107,6 +107,21 @@ impl Host for InstanceData {
         Ok(ctx(self)?.cancel_schedule(id).await)
     }
 
+    async fn mcp_tools(
+        &mut self,
+    ) -> wasmtime::Result<Result<Vec<super::bindings::agenthost::agent::types::ToolSpec>, HostError>>
+    {
+        Ok(ctx(self)?.mcp_tools().await)
+    }
+
+    async fn mcp_call(
+        &mut self,
+        tool_call_id: String,
+    ) -> wasmtime::Result<Result<super::bindings::agenthost::agent::host::McpResult, HostError>>
+    {
+        Ok(ctx(self)?.mcp_call(tool_call_id).await)
+    }
+
     async fn report_panic(&mut self, message: String) -> wasmtime::Result<()> {
         let mut message = message;
         crate::util::truncate_utf8(&mut message, 4096);
@@ -191,6 +206,8 @@ impl TurnCtx {
         // A closed gate refuses before the journal is read for earlier ids.
         self.open()?;
         self.remember_earlier_calls().await?;
+        // MCP tools are gated by their server's rule, which may need its list.
+        let mcp_gated = self.mcp_gated(&calls).await;
         let mut turn = self.open()?;
         // What a gated call carries is stored in the session's record, where
         // PostgreSQL cannot hold a NUL: refused on every engine alike.
@@ -240,6 +257,7 @@ impl TurnCtx {
                     tool_call_id: c.tool_call_id.clone(),
                     name: c.name.clone(),
                     arguments: c.arguments.clone(),
+                    mcp_server: turn.mcp_server_of(&c.name),
                 })
             })
             .collect();
@@ -247,14 +265,25 @@ impl TurnCtx {
             .extend(step.iter().map(|c| c.tool_call_id.clone()));
         turn.emit(events).await?;
         let gates = turn.gates.clone();
+        let gated_by = |name: &str| {
+            let mut by = gates.gated_by(name).to_vec();
+            if mcp_gated.contains(name) && !by.contains(&"manifest") {
+                // In the documented order: code, manifest, policy.
+                let at = by.iter().position(|m| *m == "policy").unwrap_or(by.len());
+                by.insert(at, "manifest");
+            }
+            by
+        };
         let gated: Vec<&ToolCallRecord> = (step.iter())
-            .filter(|c| !gates.gated_by(&c.name).is_empty())
+            .filter(|c| !gated_by(&c.name).is_empty())
             .collect();
         match gated.as_slice() {
             [] => {
                 for call in &step {
                     turn.pending_calls
                         .insert(call.tool_call_id.clone(), call.name.clone());
+                    turn.call_arguments
+                        .insert(call.tool_call_id.clone(), call.arguments.clone());
                 }
                 Ok(Step::Run)
             }
@@ -266,7 +295,7 @@ impl TurnCtx {
                     arguments: call.arguments.to_string(),
                 };
                 turn.gate.suspend(Suspension {
-                    gated_by: gates.gated_by(&call.name).to_vec(),
+                    gated_by: gated_by(&call.name),
                     call,
                     reason,
                     step,
@@ -287,7 +316,7 @@ impl TurnCtx {
         }
     }
 
-    async fn tool_result(
+    pub(super) async fn tool_result(
         &mut self,
         tool_call_id: String,
         output: String,

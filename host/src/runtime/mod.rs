@@ -18,6 +18,7 @@ mod gates;
 mod host;
 pub(crate) mod limiter;
 pub(crate) mod limits;
+pub(crate) mod mcp;
 pub(crate) mod outbound;
 mod output;
 mod prepare;
@@ -97,6 +98,8 @@ struct Deployed {
     limits: TurnLimits,
     /// The effective outbound allowlist.
     outbound: Arc<[OriginPattern]>,
+    /// The manifest's `[mcp.<name>]` servers.
+    mcp: Arc<[mcp::McpServer]>,
 }
 
 /// The runtime as the writer's `TurnSink`.
@@ -442,6 +445,7 @@ impl Runtime {
         let mut limits = TurnLimits::from_record(&record.limits);
         limits.approval_timeout = limits.approval_timeout.or(self.approval_timeout);
         let outbound = self.outbound.effective(&record.outbound).into();
+        let mcp = mcp::servers_of(&record.manifest);
         let engine = self.engine.clone();
         let data_dir = self.data_dir.clone();
         let store = self.store.clone();
@@ -472,6 +476,7 @@ impl Runtime {
             secrets,
             limits,
             outbound,
+            mcp,
         };
         self.deployments
             .lock()

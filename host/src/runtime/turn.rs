@@ -15,6 +15,7 @@ use super::bindings::{Agent, Decision, Reason, ToolCall, Turn};
 use super::ctx::{Terms, TurnCtx};
 use super::gate::{Failure, Gate, Settled, Suspension, TurnState};
 use super::limits::TurnLimits;
+use super::mcp::McpTerms;
 use super::outbound::Access;
 use super::prepare::trap_message;
 use super::spare::{Recipe, Secrets};
@@ -111,6 +112,7 @@ impl Runtime {
                         allow: Arc::new([]),
                         allow_private: false,
                     },
+                    mcp: Default::default(),
                 };
                 return Prepared {
                     ctx: ctx(terms),
@@ -122,13 +124,17 @@ impl Runtime {
             }
         };
         let secrets = self.secrets_of(&deployed);
+        // The MCP servers' secrets never reach the guest, but are redacted
+        // from everything the turn journals all the same.
+        let (mcp, mcp_secrets) = McpTerms::resolve(deployed.mcp.clone(), &self.vault);
         let terms = Terms {
             gates: deployed.gates.clone(),
             limits: deployed.limits.clone(),
             redactor: match &secrets {
-                Ok(secrets) => Redactor::new(secrets.clone()),
-                Err(_) => Redactor::default(),
+                Ok(secrets) => Redactor::new(secrets.iter().cloned().chain(mcp_secrets).collect()),
+                Err(_) => Redactor::new(mcp_secrets),
             },
+            mcp,
             outbound: Access {
                 allow: deployed.outbound.clone(),
                 allow_private: self.outbound.allow_private,

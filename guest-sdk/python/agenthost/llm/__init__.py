@@ -119,7 +119,9 @@ class ChatLoop:
     def run(self, turn: Turn) -> None:
         """Runs the loop for this turn (see :class:`ChatLoop`)."""
         config = self.config or ModelConfig.from_env()
-        tools = list(turn._tools.values())
+        # The MCP servers' tools, offered beside the agent's own.
+        mcp = turn.mcp_tools()
+        tools = list(turn._tools.values()) + mcp
         policy = approval_policy()
         code_gated = {t.name for t in tools if t.needs_approval}
 

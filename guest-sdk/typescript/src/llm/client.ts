@@ -26,7 +26,7 @@ export const FIRST_BACKOFF = 1;
 export function requestBody(
   config: ModelConfig,
   messages: ChatCompletionMessage[],
-  tools: Iterable<Tool>,
+  tools: Iterable<Pick<Tool, 'name' | 'description' | 'parameters'>>,
 ): Record<string, unknown> {
   const body: Record<string, unknown> = {
     model: config.model,

@@ -105,7 +105,8 @@ export class ChatLoop {
   /** Runs the loop for this turn (see {@link ChatLoop}). */
   async run(turn: Turn): Promise<void> {
     const config = this.config ?? configFromEnv(turn.env);
-    const tools = [...turn.tools.values()];
+    // The MCP servers' tools, offered beside the agent's own.
+    const tools = [...turn.tools.values(), ...turn.mcpTools()];
     const policy = approvalPolicy(turn.env);
     const codeGated = new Set(tools.filter((t) => t.needsApproval).map((t) => t.name));
     const gated = (name: string): boolean => policy.includes(name) || codeGated.has(name);

@@ -404,6 +404,7 @@ mod tests {
                     tool_call_id: "c1".into(),
                     name: "add".into(),
                     arguments: json!({"n": 1}),
+                    mcp_server: None,
                 },
             ),
             stored(
@@ -459,6 +460,7 @@ mod tests {
                     tool_call_id: "c2".into(),
                     name: "rm".into(),
                     arguments: json!({}),
+                    mcp_server: None,
                 },
             ),
             stored(

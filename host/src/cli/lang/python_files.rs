@@ -80,6 +80,10 @@ pub(super) const FILES: &[(&str, &str)] = &[
         include_str!("../../../../guest-sdk/python/agenthost/llm/stream.py"),
     ),
     (
+        "sdk/agenthost/mcp.py",
+        include_str!("../../../../guest-sdk/python/agenthost/mcp.py"),
+    ),
+    (
         "sdk/agenthost/message.py",
         include_str!("../../../../guest-sdk/python/agenthost/message.py"),
     ),

@@ -290,6 +290,29 @@ impl OutboundHooks {
     }
 }
 
+/// The turn's outbound access for requests the host makes on the agent's
+/// behalf (MCP calls, `runtime::mcp`): the same allowlist, address check,
+/// bounds, gate and records as the guest's own requests.
+pub(crate) struct HostRequests(Arc<Outbound>);
+
+impl HostRequests {
+    /// Checks, journals and sends `request` as `send` does a guest's.
+    pub(crate) async fn send(
+        &self,
+        request: http::Request<WasiBody>,
+        options: RequestOptions,
+    ) -> Result<http::Response<WasiBody>, wasmtime_wasi_http::Error> {
+        self.0.send(request, Some(options)).await
+    }
+}
+
+impl OutboundHooks {
+    /// The same access, for requests the host makes itself.
+    pub(super) fn host_requests(&self) -> HostRequests {
+        HostRequests(self.0.clone())
+    }
+}
+
 /// The `wasi:http` hooks of an instance with no outbound access at all
 /// (`describe`): every request is refused.
 #[derive(Default)]

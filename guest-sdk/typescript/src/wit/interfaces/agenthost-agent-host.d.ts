@@ -58,9 +58,36 @@ declare module 'agenthost:agent/host@0.1.0' {
    * fired, was cancelled, or never existed.
    */
   export function cancelSchedule(id: string): boolean;
+  /**
+   * The tools of the deployment's MCP servers, each named
+   * `<server>__<tool>`; `needs-approval` says whether the host gates its
+   * calls. Listed once per turn (later calls answer from that list); a
+   * server that cannot be reached is left out (its error is logged).
+   */
+  export function mcpTools(): Array<ToolSpec>;
+  /**
+   * Runs a call of an MCP tool that `tool-calls` handed over (and the
+   * host allowed to run): calls the server and journals the call's
+   * TOOL_RESULT, which the agent must not report again. A server that
+   * fails, hangs past its timeout or is refused by the outbound policy is
+   * an `error` result; a denied call is not sent and its result is `denied`.
+   */
+  export function mcpCall(toolCallId: string): McpResult;
   export type ToolCall = import('agenthost:agent/types@0.1.0').ToolCall;
   export type Step = import('agenthost:agent/types@0.1.0').Step;
   export type ToolStatus = import('agenthost:agent/types@0.1.0').ToolStatus;
   export type HistoryPage = import('agenthost:agent/types@0.1.0').HistoryPage;
   export type HostError = import('agenthost:agent/types@0.1.0').HostError;
+  export type ToolSpec = import('agenthost:agent/types@0.1.0').ToolSpec;
+  /**
+   * How an MCP tool call the host made ended (its TOOL_RESULT is journaled).
+   */
+  export interface McpResult {
+    /**
+     * The result as JSON text: `{"content": [...], "structuredContent": ...}`,
+     * or for an error or a denial a JSON string saying why.
+     */
+    output: string,
+    status: ToolStatus,
+  }
 }
