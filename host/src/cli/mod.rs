@@ -23,6 +23,9 @@ pub use dev::{DevArgs, dev};
 pub(crate) use keys::KeysAction;
 pub use keys::keys;
 
+/// `--max-session-journal-mb` unless the operator says otherwise.
+pub(crate) const DEFAULT_SESSION_JOURNAL_MB: u64 = 1024;
+
 #[derive(Parser)]
 #[command(
     name = "agenthost",
@@ -201,6 +204,11 @@ pub struct ServeArgs {
     /// decision) gets 429 `quota_exceeded`. Off by default.
     #[arg(long, env = "AGENTHOST_MAX_RUNNING_TURNS_PER_APP", value_name = "N")]
     pub max_running_turns_per_app: Option<u64>,
+    /// MiB of one session's journal (its events' JSON payloads); at it the
+    /// session takes no more input (409 `journal_full`) and a turn that
+    /// would pass it ends with TURN_ERROR `output_limit`. 0: no cap.
+    #[arg(long, default_value_t = DEFAULT_SESSION_JOURNAL_MB, env = "AGENTHOST_MAX_SESSION_JOURNAL_MB", value_name = "MIB")]
+    pub max_session_journal_mb: u64,
     /// Event streams one API key (with the stream tokens it minted) may
     /// hold open on this host; one more gets 429 `too_many_streams`. 0: no cap.
     #[arg(long, default_value_t = crate::api::stream_caps::DEFAULT_PER_KEY, env = "AGENTHOST_MAX_STREAMS_PER_KEY", value_name = "N")]
@@ -216,7 +224,7 @@ pub struct ServeArgs {
     /// (oldest first; `more` says there are others: page `GET /approvals`).
     #[arg(long, default_value_t = crate::api::limits::DEFAULT_APPROVALS_SNAPSHOT, env = "AGENTHOST_APPROVALS_SNAPSHOT_MAX", value_name = "N")]
     pub approvals_snapshot_max: usize,
-    /// Turns that may wait for a slot on this host (each holds its input);
+    /// Turns that may wait for a slot on this host;
     /// past them, a request that would start one gets 503 `overloaded`. 0: no bound.
     #[arg(long, default_value_t = crate::api::overload::DEFAULT_MAX_QUEUED, env = "AGENTHOST_MAX_QUEUED_TURNS", value_name = "N")]
     pub max_queued_turns: usize,
@@ -363,7 +371,14 @@ impl ServeArgs {
             open_sessions: self.max_open_sessions_per_app,
             running_turns: self.max_running_turns_per_app,
             webhook_pending: Some(self.webhook_max_pending),
+            journal_bytes: self.max_journal_bytes(),
         })
+    }
+
+    /// `--max-session-journal-mb` in bytes; `None`: no cap.
+    pub fn max_journal_bytes(&self) -> Option<u64> {
+        (self.max_session_journal_mb > 0)
+            .then(|| self.max_session_journal_mb.saturating_mul(1 << 20))
     }
 
     /// The webhook settings these flags describe.

@@ -66,10 +66,16 @@ impl Runtime {
             },
             Err(failure) => (GuestEnd::Failed(failure), ctx),
         };
+        let outbox = ctx.outbox();
         let (events, outcome, label) = closing_events(ctx, end, &ticket).await;
-        let result = self
-            .writer
-            .finish_turn(ticket.session_id, ticket.turn, events, outcome)
+        let result = (self.writer)
+            .finish_turn_after(
+                ticket.session_id,
+                ticket.turn,
+                events,
+                outcome,
+                outbox.bytes(),
+            )
             .await;
         if let Err(err) = &result {
             tracing::error!(session = %ticket.session_id, turn = ticket.turn, error = %err, "cannot finish turn");
@@ -122,7 +128,8 @@ impl Runtime {
         let secrets = self.secrets_of(&deployed);
         let terms = Terms {
             gates: deployed.gates.clone(),
-            limits: deployed.limits.clone(),
+            limits: (deployed.limits.clone())
+                .in_journal(self.max_journal_bytes, ticket.journal_bytes),
             redactor: match &secrets {
                 Ok(secrets) => Redactor::new(secrets.clone()),
                 Err(_) => Redactor::default(),

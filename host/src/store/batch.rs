@@ -50,6 +50,9 @@ pub struct Quotas {
     /// Pending webhook deliveries per endpoint (`--webhook-max-pending`;
     /// `None`: `domain::webhooks::MAX_PENDING`).
     pub webhook_pending: Option<u64>,
+    /// Bytes of one session's journal (`--max-session-journal-mb`,
+    /// `domain::journal_cap`).
+    pub journal_bytes: Option<u64>,
 }
 
 /// What the writer keeps between batches for the domain's sake.
@@ -229,7 +232,23 @@ impl<'a> Batch<'a> {
                 self.changes.hooks.push(Hook::Event { session, seq });
             }
         }
-        self.session(session)?.next_seq = next_seq;
+        let row = self.session(session)?;
+        row.next_seq = next_seq;
+        row.record.journal_bytes += crate::store::payload_bytes(events);
+        Ok(())
+    }
+
+    /// `write_events` for a running turn's own events: counted in the
+    /// session's `journal_bytes` at the turn's end (`FinishTurn`), so an
+    /// append does not save the session's record.
+    pub(super) fn append_events(
+        &mut self,
+        session: Uuid,
+        events: &[NewEvent],
+    ) -> Result<(), StoreError> {
+        let before = self.session(session)?.record.journal_bytes;
+        self.write_events(session, events)?;
+        self.session(session)?.record.journal_bytes = before;
         Ok(())
     }
 

@@ -311,11 +311,27 @@ impl WriterHandle {
         events: Vec<NewEvent>,
         outcome: TurnOutcome,
     ) -> Result<(), StoreError> {
+        self.finish_turn_after(session, turn, events, outcome, 0)
+            .await
+    }
+
+    /// `finish_turn` of a turn that appended `appended` bytes of events
+    /// (their payloads) before its last ones: they count in the session's
+    /// journal bytes from now.
+    pub async fn finish_turn_after(
+        &self,
+        session: Uuid,
+        turn: u32,
+        events: Vec<NewEvent>,
+        outcome: TurnOutcome,
+        appended: u64,
+    ) -> Result<(), StoreError> {
         self.call(FinishTurn {
             session,
             turn,
             events,
             outcome,
+            appended,
         })
         .await
         .map(drop)

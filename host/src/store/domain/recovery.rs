@@ -68,6 +68,9 @@ impl Op for Recover {
                     route: record.route,
                     input,
                     reason,
+                    // The journal's turn starts at its TURN_STARTED.
+                    started_seq: journal.first().map_or(0, |start| start.seq),
+                    journal_bytes: record.journal_bytes,
                 });
                 continue;
             }
@@ -81,7 +84,7 @@ impl Op for Recover {
             };
             let events = closing_events(batch, id, turn, TurnErrorKind::HostRestarted, &message)?;
             // A queued input waiting for this turn starts now (`queue.rs`).
-            let next = finish_turn(batch, id, turn, &events, TurnOutcome::Errored)?;
+            let next = finish_turn(batch, id, turn, &events, TurnOutcome::Errored, 0)?;
             recovery.closed.push(id);
             recovery.restarted.extend(next);
         }
@@ -117,7 +120,7 @@ impl Op for CloseTurn {
     fn apply(&mut self, batch: &mut Batch<'_>) -> Result<Option<TurnTicket>, StoreError> {
         let (id, turn) = (self.session, self.turn);
         let events = closing_events(batch, id, turn, self.kind, &self.message)?;
-        finish_turn(batch, id, turn, &events, TurnOutcome::Errored)
+        finish_turn(batch, id, turn, &events, TurnOutcome::Errored, 0)
     }
 }
 

@@ -85,6 +85,7 @@ impl Op for CreateSession {
             end_user: self.end_user.as_ref().map(|user| user.id.clone()),
             queued: Vec::new(),
             schedules: Vec::new(),
+            journal_bytes: 0,
         };
         let mut events = vec![NewEvent::of(&payloads::SessionCreated {
             app_id: app.id,
@@ -109,6 +110,9 @@ impl Op for CreateSession {
             route: self.route.clone(),
             input: self.input.clone(),
             reason: TurnReason::Input,
+            // After SESSION_CREATED (seq 0) of the new journal.
+            started_seq: 1,
+            journal_bytes: crate::store::payload_bytes(&events),
         };
         Ok((record, ticket))
     }
@@ -146,6 +150,9 @@ impl Op for PostInput {
 
     fn apply(&mut self, batch: &mut Batch<'_>) -> Result<InputOutcome, StoreError> {
         let id = self.session;
+        if batch.session(id)?.record.status != SessionStatus::Ended {
+            super::journal_cap::check(batch, id)?;
+        }
         let session = batch.session(id)?;
         match session.record.status {
             SessionStatus::Idle | SessionStatus::Errored => {}
@@ -180,6 +187,7 @@ impl Op for PostInput {
             Some(schedule_id) => StartReason::Schedule { schedule_id },
             None => StartReason::Input,
         };
+        let started_seq = batch.session(id)?.next_seq;
         batch.write_events(id, &turn_start_events_for(turn, &self.input, reason))?;
         let boot = batch.state.boot;
         let session = batch.session(id)?;
@@ -195,6 +203,8 @@ impl Op for PostInput {
             route: session.record.route.clone(),
             input: self.input.clone(),
             reason: TurnReason::Input,
+            started_seq,
+            journal_bytes: session.record.journal_bytes,
         };
         batch.touch(id);
         Ok(InputOutcome::Started(ticket))
@@ -275,7 +285,7 @@ impl Op for Append {
                 "an earlier write of this turn failed; the turn cannot go on".into(),
             ));
         }
-        batch.write_events(id, events)
+        batch.append_events(id, events)
     }
 
     fn abandon(&mut self) {
@@ -292,6 +302,8 @@ pub(in crate::store) struct FinishTurn {
     pub turn: u32,
     pub events: Vec<NewEvent>,
     pub outcome: TurnOutcome,
+    /// Payload bytes the turn appended before (`Append`).
+    pub appended: u64,
 }
 
 impl Op for FinishTurn {
@@ -313,6 +325,7 @@ impl Op for FinishTurn {
             self.turn,
             &self.events,
             self.outcome.clone(),
+            self.appended,
         )
     }
 }
@@ -326,8 +339,10 @@ pub(super) fn finish_turn(
     turn: u32,
     events: &[NewEvent],
     mut outcome: TurnOutcome,
+    appended: u64,
 ) -> Result<Option<TurnTicket>, StoreError> {
     running_turn(batch, id, turn)?;
+    batch.session(id)?.record.journal_bytes += appended;
     if batch.is_broken(id) {
         // Some of this turn's events were never committed: say so instead.
         let closing = closing_events(
@@ -523,6 +538,9 @@ impl Op for Decide {
                 pending: Box::new(pending),
                 details: Box::new(details),
             },
+            // After the decision's event.
+            started_seq: decided_seq + 1,
+            journal_bytes: session.record.journal_bytes,
         })
     }
 }
