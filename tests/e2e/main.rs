@@ -41,6 +41,7 @@ mod on_busy;
 mod outbound;
 mod python;
 mod quotas;
+mod redaction;
 mod rollback;
 mod schedules;
 mod secrets;
