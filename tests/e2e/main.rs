@@ -31,6 +31,7 @@ mod end_user_jwts;
 mod end_users;
 mod http;
 mod idempotency;
+mod invocation_caps;
 mod journal_cap;
 mod keys;
 mod limits;

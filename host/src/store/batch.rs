@@ -50,6 +50,12 @@ pub struct Quotas {
     /// Pending webhook deliveries per endpoint (`--webhook-max-pending`;
     /// `None`: `domain::webhooks::MAX_PENDING`).
     pub webhook_pending: Option<u64>,
+    /// Sessions not ended, when an invocation key or an end user opens one
+    /// (`--invocation-max-open-sessions-per-app`).
+    pub public_open_sessions: Option<u64>,
+    /// Running turns, when an invocation key or an end user starts one
+    /// (`--invocation-max-running-turns-per-app`).
+    pub public_running_turns: Option<u64>,
     /// Bytes of one session's journal (`--max-session-journal-mb`,
     /// `domain::journal_cap`).
     pub journal_bytes: Option<u64>,

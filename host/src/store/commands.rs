@@ -188,6 +188,7 @@ impl WriterHandle {
             route,
             input,
             end_user: None,
+            public: false,
         })
         .await
     }
@@ -201,6 +202,7 @@ impl WriterHandle {
                 input,
                 on_busy,
                 schedule: None,
+                public: false,
             })
             .await?
         {
@@ -215,12 +217,14 @@ impl WriterHandle {
         &self,
         session: Uuid,
         input: Value,
+        public: bool,
     ) -> Result<(TurnTicket, u64), StoreError> {
         self.call(PostInputAt(PostInput {
             session,
             input,
             on_busy: OnBusy::Reject,
             schedule: None,
+            public,
         }))
         .await
     }
@@ -234,6 +238,7 @@ impl WriterHandle {
         thread: String,
         input: Value,
         end_user: Option<EndUserInfo>,
+        public: bool,
     ) -> Result<ThreadTurn, StoreError> {
         self.call(OpenThread {
             app,
@@ -241,6 +246,7 @@ impl WriterHandle {
             thread,
             input,
             end_user,
+            public,
         })
         .await
     }
@@ -397,6 +403,7 @@ impl WriterHandle {
 
     /// `create_session` done once per idempotency key (`key`; every time
     /// without one): a retry answers the first session (`work: None`).
+    #[cfg(test)]
     pub(crate) async fn create_session_once(
         &self,
         app: String,
@@ -405,11 +412,26 @@ impl WriterHandle {
         end_user: Option<EndUserInfo>,
         key: Option<Idempotency>,
     ) -> Result<Answered<(SessionRecord, TurnTicket), SessionRecord>, StoreError> {
+        (self.create_session_once_as(app, route, input, end_user, false, key)).await
+    }
+
+    /// `create_session_once` for a caller `public` or not (an invocation
+    /// key or an end user: `domain::quotas::check`).
+    pub(crate) async fn create_session_once_as(
+        &self,
+        app: String,
+        route: String,
+        input: Value,
+        end_user: Option<EndUserInfo>,
+        public: bool,
+        key: Option<Idempotency>,
+    ) -> Result<Answered<(SessionRecord, TurnTicket), SessionRecord>, StoreError> {
         let op = CreateSession {
             app,
             route,
             input,
             end_user,
+            public,
         };
         self.call(Once { op, key }).await
     }
@@ -441,11 +463,24 @@ impl WriterHandle {
         on_busy: OnBusy,
         key: Option<Idempotency>,
     ) -> Result<Answered<InputOutcome, TurnAnswer>, StoreError> {
+        (self.input_once_as(session, input, on_busy, false, key)).await
+    }
+
+    /// `input_once` for a caller `public` or not (`domain::quotas::check`).
+    pub async fn input_once_as(
+        &self,
+        session: Uuid,
+        input: Value,
+        on_busy: OnBusy,
+        public: bool,
+        key: Option<Idempotency>,
+    ) -> Result<Answered<InputOutcome, TurnAnswer>, StoreError> {
         let op = PostInput {
             session,
             input,
             on_busy,
             schedule: None,
+            public,
         };
         self.call(Once { op, key }).await
     }

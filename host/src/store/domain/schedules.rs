@@ -158,6 +158,7 @@ impl Op for FireSchedule {
             input,
             on_busy: OnBusy::Enqueue,
             schedule: Some(schedule),
+            public: false,
         };
         let outcome = start.apply(batch)?;
         let session = batch.session(id)?;

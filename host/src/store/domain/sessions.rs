@@ -28,6 +28,8 @@ pub(in crate::store) struct CreateSession {
     pub input: Value,
     /// The end user creating it, who then owns it.
     pub end_user: Option<EndUserInfo>,
+    /// Asked by an invocation key or an end user (`quotas::check`).
+    pub public: bool,
 }
 
 impl Op for CreateSession {
@@ -60,7 +62,7 @@ impl Op for CreateSession {
                 hint: format!(": app `{}` serves {}", app.slug, routes.join(", ")),
             });
         }
-        quotas::check(batch, app.id, &app.slug, Starting::Session)?;
+        quotas::check(batch, app.id, &app.slug, Starting::Session, self.public)?;
         let user_cap = (deployment.end_users.as_ref()).and_then(|p| p.max_open_sessions_per_user);
         if let (Some(user), Some(cap)) = (&self.end_user, user_cap) {
             quotas::check_user(batch, app.id, &user.id, cap)?;
@@ -127,6 +129,8 @@ pub(in crate::store) struct PostInput {
     pub on_busy: OnBusy,
     /// The schedule whose firing this input is (`domain::schedules`).
     pub schedule: Option<Uuid>,
+    /// Sent by an invocation key or an end user (`quotas::check`).
+    pub public: bool,
 }
 
 /// What an input did.
@@ -182,7 +186,7 @@ impl Op for PostInput {
         }
         let (turn, app) = (session.record.turn + 1, session.record.app_id);
         let slug = session.record.app_slug.clone();
-        quotas::check(batch, app, &slug, Starting::Turn)?;
+        quotas::check(batch, app, &slug, Starting::Turn, self.public)?;
         let reason = match self.schedule {
             Some(schedule_id) => StartReason::Schedule { schedule_id },
             None => StartReason::Input,
@@ -454,7 +458,13 @@ impl Op for Decide {
         let session = batch.session(id)?;
         let (turn, app) = (session.record.turn + 1, session.record.app_id);
         let slug = session.record.app_slug.clone();
-        quotas::check(batch, app, &slug, Starting::Turn)?;
+        quotas::check(
+            batch,
+            app,
+            &slug,
+            Starting::Turn,
+            decision.end_user.is_some(),
+        )?;
         if decision.details.arguments.is_some() && decision.checked_seq != Some(pending.event_seq) {
             return Err(StoreError::Conflict(
                 "the pending call changed since its edited arguments were checked: decide again"
