@@ -11,6 +11,15 @@ use uuid::Uuid;
 use crate::store::StoreError;
 use crate::store::batch::Batch;
 
+/// Whether session `id`'s journal is at the cap: it takes no more input
+/// (a schedule of it is dropped, as on an ended session).
+pub(super) fn full(batch: &mut Batch<'_>, id: Uuid) -> Result<bool, StoreError> {
+    let Some(cap) = batch.state.quotas.journal_bytes else {
+        return Ok(false);
+    };
+    Ok(batch.session(id)?.record.journal_bytes >= cap)
+}
+
 /// Refuses an input to session `id` once its journal is at the cap.
 pub(super) fn check(batch: &mut Batch<'_>, id: Uuid) -> Result<(), StoreError> {
     let Some(cap) = batch.state.quotas.journal_bytes else {

@@ -140,10 +140,16 @@ impl Op for FireSchedule {
             Err(StoreError::NotFound { .. }) => None,
             Err(err) => return Err(err),
         };
+        // A full journal takes no input ever again: no firing to retry.
+        let found = match found {
+            Some((input, false)) => Some((input, super::journal_cap::full(batch, id)?)),
+            other => other,
+        };
         let input: Value = match found {
             Some((input, false)) => input,
             Some((_, true)) | None => {
-                // Only the index row is left of it (or, on an ended session, nothing else runs it).
+                // Only the index row is left of it (or, on an ended session
+                // or a full journal, nothing else runs it).
                 if let Ok(session) = batch.session(id) {
                     session.record.schedules.retain(|s| s.id != schedule);
                     batch.touch(id);
