@@ -131,6 +131,7 @@ async fn start(args: &ServeArgs, bootstrap_key: Option<String>) -> anyhow::Resul
         turns: TurnSettings {
             max_concurrent: args.max_concurrent_turns,
             approval_timeout: args.approval_timeout.map(Into::into),
+            max_journal_bytes: args.max_journal_bytes(),
         },
         outbound: args.outbound_policy()?,
         store: args.store_engine()?,

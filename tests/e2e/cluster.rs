@@ -601,25 +601,33 @@ async fn a_postgres_restart_answers_503_meanwhile_and_loses_nothing_acknowledged
 /// killed with SIGKILL at a random point each round and started again.
 /// Every event any client saw through any host is in the journal with the
 /// same id and seq, no stream skipped or repeated a seq, every turn ended
-/// exactly once, some kill landed mid-turn, no client met a failure before
-/// its host's kill, and no session stays stuck (`crash::check_survivors`).
+/// exactly once, no client met a failure before its host's kill, and no
+/// session stays stuck (`crash::check_survivors`). Every kill lands
+/// mid-turn for sure: before it, the victim starts a turn that waits on an
+/// upstream that never answers (`Hold`); each such turn must end closed
+/// `host_restarted` by the host that takes it over, its request never sent
+/// again.
 #[tokio::test]
 async fn hosts_killed_at_random_lose_nothing_any_client_saw_through_any_host() {
     use rand::Rng;
 
-    use crate::crash::{Seen, Target, check_survivors, client};
+    use crate::crash::{Seen, Target, check_survivors, client, settled};
 
     let dirs: Vec<_> = (0..3).map(|_| support::data_dir()).collect();
     let db = database(&dirs[0]);
+    let flags = ["--outbound-allow-private"];
     let mut hosts = Vec::new();
     for dir in &dirs {
-        hosts.push(Some(Server::start_host(dir.path(), &db).await));
+        hosts.push(Some(Server::start_host_with(dir.path(), &db, &flags).await));
     }
+    let held = Hold::start().await;
+    let mut held_sessions = Vec::new();
     let up = |hosts: &[Option<Server>], i: usize| -> String {
         hosts[i].as_ref().expect("every host is up").url.clone()
     };
     let deployer = hosts[0].as_ref().expect("host 0");
     deployer.deploy("hello", &support::guest("hello")).await;
+    held.deploy_fetch(deployer).await;
     let seen = Arc::new(std::sync::Mutex::new(Seen::default()));
     let mut sessions: Vec<Option<String>> = vec![None; 9];
     const ROUNDS: usize = 5;
@@ -638,6 +646,10 @@ async fn hosts_killed_at_random_lose_nothing_any_client_saw_through_any_host() {
         // The victim is killed while one of its clients' turns runs; the
         // other hosts' clients finish their turn and stop.
         let victim = rand::rng().random_range(0..hosts.len());
+        // A turn of the victim's that is surely running when the kill comes.
+        let host = hosts[victim].as_ref().expect("the victim is up");
+        held_sessions.push(host.session("fetch", "/fetch", held.input()).await);
+        held.wait_arrived(round + 1).await;
         targets[victim].wait_mid_turn().await;
         targets[victim].dying.store(true, Ordering::SeqCst);
         for target in &targets {
@@ -649,13 +661,30 @@ async fn hosts_killed_at_random_lose_nothing_any_client_saw_through_any_host() {
                 *slot = Some(session);
             }
         }
-        hosts[victim] = Some(Server::start_host(dirs[victim].path(), &db).await);
+        hosts[victim] = Some(Server::start_host_with(dirs[victim].path(), &db, &flags).await);
     }
     let seen = std::mem::take(&mut *seen.lock().unwrap());
     let readers: Vec<&Server> = hosts.iter().flatten().collect();
     let (sessions, turns, interrupted) = check_survivors(&seen, &readers).await;
+    // Each kill landed mid-turn: the held turn it cut was closed by the
+    // host that took it over, and never run again.
+    let mut mid_turn_kills = 0;
+    for (i, session) in held_sessions.iter().enumerate() {
+        let reader = readers[i % readers.len()];
+        settled(reader, session).await;
+        let events = (reader.events(session, None).await)
+            .until(&["TURN_ENDED", "TURN_ERROR"])
+            .await;
+        let last = events.last().expect("the held session's journal");
+        assert_eq!(last["type"], "TURN_ERROR", "{events:#?}");
+        assert_eq!(last["payload"]["kind"], "host_restarted", "{events:#?}");
+        mid_turn_kills += 1;
+    }
+    assert_eq!(mid_turn_kills, ROUNDS);
+    assert!(mid_turn_kills > 0);
+    assert_eq!(held.arrived(), ROUNDS, "a held request was sent again");
     eprintln!(
-        "cluster crash test: {ROUNDS} hosts killed while a client streamed a turn, {sessions} sessions, {turns} accepted turns, {interrupted} taken over, {} events seen",
+        "cluster crash test: {ROUNDS} hosts killed while a client streamed a turn, {mid_turn_kills} kills mid-turn (held turns closed host_restarted), {sessions} sessions, {turns} accepted turns, {interrupted} client turns taken over, {} events seen",
         seen.events.len()
     );
 }

@@ -272,7 +272,7 @@ impl Drop for MidTurn {
 }
 
 /// Waits until the session has no running turn; returns its record.
-async fn settled(server: &Server, session: &str) -> Value {
+pub(crate) async fn settled(server: &Server, session: &str) -> Value {
     let mut record = Value::Null;
     for _ in 0..1200 {
         let (_, r) = server.get(&format!("/sessions/{session}")).await;

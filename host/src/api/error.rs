@@ -104,6 +104,10 @@ impl From<StoreError> for ApiError {
             StoreError::Quota { cap, message } => {
                 // Every refusal a client sees passes here, once.
                 crate::metrics::get().quota_refusal(cap);
+                if cap == "journal_bytes" {
+                    // Retrying does not help: the session is full for good.
+                    return ApiError::new(StatusCode::CONFLICT, "journal_full", message);
+                }
                 let code = match cap {
                     "queued_inputs" => "queue_full",
                     "schedules" => "too_many_schedules",

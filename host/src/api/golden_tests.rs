@@ -379,6 +379,7 @@ fn session_record() -> SessionRecord {
         end_user: Some("user_2Nq8".into()),
         queued: Vec::new(),
         schedules: Vec::new(),
+        journal_bytes: 0,
     }
 }
 

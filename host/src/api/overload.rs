@@ -1,8 +1,8 @@
 //! The bound on the turn queue (`--max-queued-turns`): while that many
 //! turns wait on this host for a slot, a request that would start one more
 //! gets `503 overloaded` with `Retry-After`, before anything is committed.
-//! Each waiting turn holds its input (up to 1 MiB) in memory, so the bound
-//! is also a bound on that memory.
+//! A waiting turn holds no input (`runtime::parked`): the bound is on the
+//! count of waiting tasks.
 //!
 //! Checked before the request's work, so requests racing the last place
 //! may all get in: the queue can pass the bound by the requests in flight

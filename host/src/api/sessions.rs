@@ -39,7 +39,8 @@ pub(super) async fn create(
         Fingerprint::json("POST", "/sessions", &body)?,
     )?;
     let mut owner = None;
-    if !principal.is_platform() {
+    let public = !principal.is_platform();
+    if public {
         // An end user names only their own app (the same answer whether
         // another app exists or not).
         let own_slug = end_users::own_slug(&state, &principal).await?;
@@ -58,7 +59,7 @@ pub(super) async fn create(
     }
     // The writer starts the turn it commits (`store::start`).
     let done = (state.writer)
-        .create_session_once(body.app, body.route, body.input, owner, key)
+        .create_session_once_as(body.app, body.route, body.input, owner, public, key)
         .await?;
     // A retry gets the first session as it was created, and a fresh token
     // (credentials are never stored).
@@ -242,7 +243,7 @@ pub(super) async fn input(
         Some(OnBusyMode::Interrupt) => OnBusy::Interrupt,
     };
     let done = (state.writer)
-        .input_once(id, body.input, on_busy, key)
+        .input_once_as(id, body.input, on_busy, !principal.is_platform(), key)
         .await?;
     if let Some(InputOutcome::Queued(queued)) = &done.work
         && let Some(turn) = queued.interrupts

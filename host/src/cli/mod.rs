@@ -23,6 +23,14 @@ pub use dev::{DevArgs, dev};
 pub(crate) use keys::KeysAction;
 pub use keys::keys;
 
+/// `--invocation-max-open-sessions-per-app` unless the operator says otherwise.
+pub(crate) const DEFAULT_INVOCATION_OPEN_SESSIONS: u64 = 10_000;
+/// `--invocation-max-running-turns-per-app` unless the operator says otherwise.
+pub(crate) const DEFAULT_INVOCATION_RUNNING_TURNS: u64 = 64;
+
+/// `--max-session-journal-mb` unless the operator says otherwise.
+pub(crate) const DEFAULT_SESSION_JOURNAL_MB: u64 = 1024;
+
 #[derive(Parser)]
 #[command(
     name = "agenthost",
@@ -201,6 +209,20 @@ pub struct ServeArgs {
     /// decision) gets 429 `quota_exceeded`. Off by default.
     #[arg(long, env = "AGENTHOST_MAX_RUNNING_TURNS_PER_APP", value_name = "N")]
     pub max_running_turns_per_app: Option<u64>,
+    /// MiB of one session's journal (its events' JSON payloads); at it the
+    /// session takes no more input (409 `journal_full`) and a turn that
+    /// would pass it ends with TURN_ERROR `output_limit`. 0: no cap.
+    #[arg(long, default_value_t = DEFAULT_SESSION_JOURNAL_MB, env = "AGENTHOST_MAX_SESSION_JOURNAL_MB", value_name = "MIB")]
+    pub max_session_journal_mb: u64,
+    /// As --max-open-sessions-per-app, for sessions an invocation key or an
+    /// end user opens (what ships in frontends); the count is the app's
+    /// open sessions, whoever opened them. 0: no cap.
+    #[arg(long, default_value_t = DEFAULT_INVOCATION_OPEN_SESSIONS, env = "AGENTHOST_INVOCATION_MAX_OPEN_SESSIONS_PER_APP", value_name = "N")]
+    pub invocation_max_open_sessions_per_app: u64,
+    /// As --max-running-turns-per-app, for turns an invocation key or an end
+    /// user starts; the count is the app's running turns. 0: no cap.
+    #[arg(long, default_value_t = DEFAULT_INVOCATION_RUNNING_TURNS, env = "AGENTHOST_INVOCATION_MAX_RUNNING_TURNS_PER_APP", value_name = "N")]
+    pub invocation_max_running_turns_per_app: u64,
     /// Event streams one API key (with the stream tokens it minted) may
     /// hold open on this host; one more gets 429 `too_many_streams`. 0: no cap.
     #[arg(long, default_value_t = crate::api::stream_caps::DEFAULT_PER_KEY, env = "AGENTHOST_MAX_STREAMS_PER_KEY", value_name = "N")]
@@ -216,7 +238,7 @@ pub struct ServeArgs {
     /// (oldest first; `more` says there are others: page `GET /approvals`).
     #[arg(long, default_value_t = crate::api::limits::DEFAULT_APPROVALS_SNAPSHOT, env = "AGENTHOST_APPROVALS_SNAPSHOT_MAX", value_name = "N")]
     pub approvals_snapshot_max: usize,
-    /// Turns that may wait for a slot on this host (each holds its input);
+    /// Turns that may wait for a slot on this host;
     /// past them, a request that would start one gets 503 `overloaded`. 0: no bound.
     #[arg(long, default_value_t = crate::api::overload::DEFAULT_MAX_QUEUED, env = "AGENTHOST_MAX_QUEUED_TURNS", value_name = "N")]
     pub max_queued_turns: usize,
@@ -363,7 +385,18 @@ impl ServeArgs {
             open_sessions: self.max_open_sessions_per_app,
             running_turns: self.max_running_turns_per_app,
             webhook_pending: Some(self.webhook_max_pending),
+            journal_bytes: self.max_journal_bytes(),
+            public_open_sessions: Some(self.invocation_max_open_sessions_per_app)
+                .filter(|cap| *cap > 0),
+            public_running_turns: Some(self.invocation_max_running_turns_per_app)
+                .filter(|cap| *cap > 0),
         })
+    }
+
+    /// `--max-session-journal-mb` in bytes; `None`: no cap.
+    pub fn max_journal_bytes(&self) -> Option<u64> {
+        (self.max_session_journal_mb > 0)
+            .then(|| self.max_session_journal_mb.saturating_mul(1 << 20))
     }
 
     /// The webhook settings these flags describe.
@@ -429,4 +462,43 @@ pub struct DeployArgs {
     /// tool names whose calls always wait for a human decision.
     #[arg(long, value_name = "JSON")]
     pub approval_policy: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::{Cli, Command};
+
+    fn quotas(args: &[&str]) -> crate::store::Quotas {
+        let cli = Cli::try_parse_from([&["agenthost", "serve"], args].concat()).unwrap();
+        let Command::Serve(serve) = cli.command else {
+            panic!("serve");
+        };
+        serve.quotas().unwrap()
+    }
+
+    /// What ships in frontends is capped with no flag set; 0 lifts a cap.
+    #[test]
+    fn invocation_keys_and_journals_are_capped_by_default() {
+        let defaults = quotas(&[]);
+        assert_eq!(defaults.public_open_sessions, Some(10_000));
+        assert_eq!(defaults.public_running_turns, Some(64));
+        assert_eq!(defaults.journal_bytes, Some(1 << 30));
+        assert_eq!(
+            (defaults.open_sessions, defaults.running_turns),
+            (None, None)
+        );
+        let lifted = quotas(&[
+            "--invocation-max-open-sessions-per-app",
+            "0",
+            "--invocation-max-running-turns-per-app",
+            "0",
+            "--max-session-journal-mb",
+            "0",
+        ]);
+        assert_eq!(lifted.public_open_sessions, None);
+        assert_eq!(lifted.public_running_turns, None);
+        assert_eq!(lifted.journal_bytes, None);
+    }
 }

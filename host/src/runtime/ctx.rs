@@ -13,7 +13,7 @@ use uuid::Uuid;
 use super::bindings::HostError;
 use super::gate::{Failure, Gate, Settled};
 use super::gates::Gates;
-use super::limits::{OUTBOX_BYTES, TurnLimits, output_exceeded};
+use super::limits::{OUTBOX_BYTES, TurnLimits, journal_exceeded, output_exceeded};
 use super::outbound::{Access, OutboundHooks};
 use crate::journal::payloads::{self, Role};
 use crate::journal::{NewEvent, TurnErrorKind};
@@ -141,7 +141,7 @@ impl TurnCtx {
             outbox.clone(),
             terms.redactor.clone(),
             gate.clone(),
-            terms.limits.max_output_bytes,
+            terms.limits.max_output_bytes.min(terms.limits.journal_room),
         );
         TurnCtx {
             writer,
@@ -191,6 +191,11 @@ impl TurnCtx {
     /// The guest's call is over: how the gate stands (see `Gate::settle`).
     pub(super) fn settle(&self) -> Settled {
         self.gate.settle()
+    }
+
+    /// The turn's outbox (its byte count is the turn's journal bytes).
+    pub(super) fn outbox(&self) -> Arc<Outbox> {
+        self.outbox.clone()
     }
 
     /// The turn's last outbound records (see `OutboundHooks::close`).
@@ -327,8 +332,13 @@ impl Open<'_> {
             ));
         }
         let max = turn.limits.max_output_bytes;
-        if turn.outbox.bytes() + payload_bytes(events) > max {
+        let bytes = turn.outbox.bytes() + payload_bytes(events);
+        if bytes > max {
             return Err(turn.fail(TurnErrorKind::OutputLimit, output_exceeded(max)));
+        }
+        if bytes > turn.limits.journal_room {
+            let cap = turn.limits.journal_cap.unwrap_or_default();
+            return Err(turn.fail(TurnErrorKind::OutputLimit, journal_exceeded(cap)));
         }
         turn.events = count;
         Ok(())

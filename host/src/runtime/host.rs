@@ -234,6 +234,16 @@ impl TurnCtx {
                 let message = format!("tool call #{i} has an empty or over-long id");
                 return Err(turn.fail(TurnErrorKind::InvalidOrder, message));
             }
+            // An id is journaled as it is (the guest answers by it): one
+            // holding a secret's value is refused, not shown.
+            if turn.redactor.redact(id) != id.as_str()
+                || turn.redactor.redact(&call.name) != call.name
+            {
+                let message = format!(
+                    "tool call #{i}'s id or tool name holds the value of a secret; it was not journaled"
+                );
+                return Err(turn.fail(TurnErrorKind::InvalidOrder, message));
+            }
             if turn.seen_calls.contains(id) || calls[..i].iter().any(|c| c.tool_call_id == *id) {
                 let message = format!("tool call id `{id}` is used twice in this session");
                 return Err(turn.fail(TurnErrorKind::InvalidOrder, message));

@@ -31,6 +31,12 @@ pub(crate) struct TurnLimits {
     /// How long an approval may wait before it is denied by `timeout`:
     /// the manifest's, else the operator's default; `None` waits forever.
     pub approval_timeout: Option<Duration>,
+    /// Bytes the turn may add to its session's journal before the
+    /// session's cap (`--max-session-journal-mb`, `journal_cap`): the cap
+    /// less what the journal held when the turn started.
+    pub journal_room: u64,
+    /// That cap, for the message; `None`: no cap.
+    pub journal_cap: Option<u64>,
 }
 
 /// A limit the manifest may set: its default and the server's maximum.
@@ -114,8 +120,28 @@ impl TurnLimits {
             max_history_page: 1000,
             approval_timeout: (record.approval_timeout_secs)
                 .map(|secs| Duration::from_secs(secs.min(APPROVAL_TIMEOUT_MAX_SECS))),
+            journal_room: u64::MAX,
+            journal_cap: None,
         }
     }
+
+    /// These limits for a turn of a session whose journal held
+    /// `journal_bytes` when it started, under the operator's cap.
+    pub(crate) fn in_journal(mut self, cap: Option<u64>, journal_bytes: u64) -> TurnLimits {
+        if let Some(cap) = cap {
+            self.journal_room = cap.saturating_sub(journal_bytes);
+            self.journal_cap = Some(cap);
+        }
+        self
+    }
+}
+
+/// Why a turn that would pass its session's journal cap fails.
+pub(crate) fn journal_exceeded(cap: u64) -> String {
+    format!(
+        "the session's journal reached its cap of {} MiB (--max-session-journal-mb): start a new session",
+        cap >> 20
+    )
 }
 
 /// Why a turn that passed `limits.max_output_mb` fails.

@@ -21,6 +21,7 @@ pub(crate) mod limits;
 pub(crate) mod mcp;
 pub(crate) mod outbound;
 mod output;
+mod parked;
 mod prepare;
 mod shared_modules;
 mod spare;
@@ -74,6 +75,8 @@ pub struct TurnSettings {
     /// How long an approval may wait when the deployment's manifest does
     /// not say (`limits.approval_timeout_secs`); `None`: forever.
     pub approval_timeout: Option<Duration>,
+    /// Bytes of one session's journal (`--max-session-journal-mb`); `None`: no cap.
+    pub max_journal_bytes: Option<u64>,
 }
 
 impl Default for TurnSettings {
@@ -81,6 +84,7 @@ impl Default for TurnSettings {
         TurnSettings {
             max_concurrent: DEFAULT_MAX_CONCURRENT_TURNS,
             approval_timeout: None,
+            max_journal_bytes: None,
         }
     }
 }
@@ -172,6 +176,8 @@ pub struct Runtime {
     controls: Arc<Controls>,
     /// The operator's default for `TurnLimits::approval_timeout`.
     approval_timeout: Option<Duration>,
+    /// The operator's cap on a session's journal (`TurnLimits::in_journal`).
+    max_journal_bytes: Option<u64>,
     /// False once shutdown began: no new turn starts.
     accepting: AtomicBool,
     outbound: OutboundPolicy,
@@ -247,6 +253,7 @@ impl Runtime {
             waiting: Arc::default(),
             controls: Arc::default(),
             approval_timeout: turns.approval_timeout,
+            max_journal_bytes: turns.max_journal_bytes,
             accepting: AtomicBool::new(true),
             outbound,
             compile_cache: cache,
@@ -313,7 +320,9 @@ impl Runtime {
         });
     }
 
-    /// Runs the turn once a slot is free, unless it is cancelled first.
+    /// Runs the turn once a slot is free, unless it is cancelled first. A
+    /// turn that has to wait leaves its input to the journal meanwhile
+    /// (`parked`), so waiting turns hold no inputs.
     async fn run_when_free(
         self: Arc<Self>,
         ticket: TurnTicket,
@@ -322,18 +331,34 @@ impl Runtime {
         waiting: Waiting,
     ) {
         let gate = registered.gate.clone();
-        let slot = tokio::select! {
-            slot = self.slots.clone().acquire_owned() => slot,
-            by = gate.cancelled() => {
-                let (session, turn) = (ticket.session_id, ticket.turn);
-                self.close_turn(session, turn, TurnErrorKind::Cancelled, cancelled(&by)).await;
-                return;
+        let (session, turn) = (ticket.session_id, ticket.turn);
+        let (ticket, _slot) = match self.slots.clone().try_acquire_owned() {
+            Ok(slot) => (ticket, slot),
+            Err(_) => {
+                let parked = parked::Parked::park(ticket);
+                let slot = tokio::select! {
+                    slot = self.slots.clone().acquire_owned() => slot,
+                    by = gate.cancelled() => {
+                        self.close_turn(session, turn, TurnErrorKind::Cancelled, cancelled(&by)).await;
+                        return;
+                    }
+                };
+                let Ok(slot) = slot else {
+                    return;
+                };
+                match parked.unpark(&self.store, committed.as_ref()).await {
+                    Ok(ticket) => (ticket, slot),
+                    Err(err) => {
+                        tracing::error!(%session, turn, error = %err, "cannot read a waiting turn's input");
+                        let message = "the host could not read this turn's input from its journal; send a new input to continue";
+                        self.close_turn(session, turn, TurnErrorKind::Storage, message.into())
+                            .await;
+                        return;
+                    }
+                }
             }
         };
         drop(waiting);
-        let Ok(_slot) = slot else {
-            return;
-        };
         self.run_turn(ticket, gate, committed).await;
         drop(registered);
     }

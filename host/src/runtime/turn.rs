@@ -69,10 +69,17 @@ impl Runtime {
         };
         // Kept by the final commit only if the turn ends well.
         let timers = std::mem::take(&mut ctx.timers);
+        let outbox = ctx.outbox();
         let (events, outcome, label) = closing_events(ctx, end, &ticket).await;
-        let result = self
-            .writer
-            .finish_turn_with(ticket.session_id, ticket.turn, events, outcome, timers)
+        let result = (self.writer)
+            .finish_turn_with(
+                ticket.session_id,
+                ticket.turn,
+                events,
+                outcome,
+                timers,
+                outbox.bytes(),
+            )
             .await;
         if let Err(err) = &result {
             tracing::error!(session = %ticket.session_id, turn = ticket.turn, error = %err, "cannot finish turn");
@@ -129,7 +136,8 @@ impl Runtime {
         let (mcp, mcp_secrets) = McpTerms::resolve(deployed.mcp.clone(), &self.vault);
         let terms = Terms {
             gates: deployed.gates.clone(),
-            limits: deployed.limits.clone(),
+            limits: (deployed.limits.clone())
+                .in_journal(self.max_journal_bytes, ticket.journal_bytes),
             redactor: match &secrets {
                 Ok(secrets) => Redactor::new(secrets.iter().cloned().chain(mcp_secrets).collect()),
                 Err(_) => Redactor::new(mcp_secrets),

@@ -50,6 +50,15 @@ pub struct Quotas {
     /// Pending webhook deliveries per endpoint (`--webhook-max-pending`;
     /// `None`: `domain::webhooks::MAX_PENDING`).
     pub webhook_pending: Option<u64>,
+    /// Sessions not ended, when an invocation key or an end user opens one
+    /// (`--invocation-max-open-sessions-per-app`).
+    pub public_open_sessions: Option<u64>,
+    /// Running turns, when an invocation key or an end user starts one
+    /// (`--invocation-max-running-turns-per-app`).
+    pub public_running_turns: Option<u64>,
+    /// Bytes of one session's journal (`--max-session-journal-mb`,
+    /// `domain::journal_cap`).
+    pub journal_bytes: Option<u64>,
 }
 
 /// What the writer keeps between batches for the domain's sake.
@@ -229,7 +238,23 @@ impl<'a> Batch<'a> {
                 self.changes.hooks.push(Hook::Event { session, seq });
             }
         }
-        self.session(session)?.next_seq = next_seq;
+        let row = self.session(session)?;
+        row.next_seq = next_seq;
+        row.record.journal_bytes += crate::store::payload_bytes(events);
+        Ok(())
+    }
+
+    /// `write_events` for a running turn's own events: counted in the
+    /// session's `journal_bytes` at the turn's end (`FinishTurn`), so an
+    /// append does not save the session's record.
+    pub(super) fn append_events(
+        &mut self,
+        session: Uuid,
+        events: &[NewEvent],
+    ) -> Result<(), StoreError> {
+        let before = self.session(session)?.record.journal_bytes;
+        self.write_events(session, events)?;
+        self.session(session)?.record.journal_bytes = before;
         Ok(())
     }
 

@@ -189,6 +189,7 @@ impl WriterHandle {
             input,
             end_user: None,
             reason: StartReason::Input,
+            public: false,
         })
         .await
     }
@@ -202,6 +203,7 @@ impl WriterHandle {
                 input,
                 on_busy,
                 schedule: None,
+                public: false,
             })
             .await?
         {
@@ -216,12 +218,14 @@ impl WriterHandle {
         &self,
         session: Uuid,
         input: Value,
+        public: bool,
     ) -> Result<(TurnTicket, u64), StoreError> {
         self.call(PostInputAt(PostInput {
             session,
             input,
             on_busy: OnBusy::Reject,
             schedule: None,
+            public,
         }))
         .await
     }
@@ -235,6 +239,7 @@ impl WriterHandle {
         thread: String,
         input: Value,
         end_user: Option<EndUserInfo>,
+        public: bool,
     ) -> Result<ThreadTurn, StoreError> {
         self.call(OpenThread {
             app,
@@ -242,6 +247,7 @@ impl WriterHandle {
             thread,
             input,
             end_user,
+            public,
         })
         .await
     }
@@ -312,12 +318,15 @@ impl WriterHandle {
         events: Vec<NewEvent>,
         outcome: TurnOutcome,
     ) -> Result<(), StoreError> {
-        self.finish_turn_with(session, turn, events, outcome, TurnTimers::default())
+        self.finish_turn_with(session, turn, events, outcome, TurnTimers::default(), 0)
             .await
     }
 
     /// `finish_turn` with the timers the agent set in the turn, kept only
-    /// if the turn ends well (`domain::timers`).
+    /// if the turn ends well (`domain::timers`), of a turn that appended
+    /// `appended` bytes of events (their payloads) before its last ones:
+    /// they count in the session's journal bytes from now.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn finish_turn_with(
         &self,
         session: Uuid,
@@ -325,6 +334,7 @@ impl WriterHandle {
         events: Vec<NewEvent>,
         outcome: TurnOutcome,
         timers: TurnTimers,
+        appended: u64,
     ) -> Result<(), StoreError> {
         self.call(FinishTurn {
             session,
@@ -332,6 +342,7 @@ impl WriterHandle {
             events,
             outcome,
             timers,
+            appended,
         })
         .await
         .map(drop)
@@ -397,6 +408,7 @@ impl WriterHandle {
 
     /// `create_session` done once per idempotency key (`key`; every time
     /// without one): a retry answers the first session (`work: None`).
+    #[cfg(test)]
     pub(crate) async fn create_session_once(
         &self,
         app: String,
@@ -405,12 +417,27 @@ impl WriterHandle {
         end_user: Option<EndUserInfo>,
         key: Option<Idempotency>,
     ) -> Result<Answered<(SessionRecord, TurnTicket), SessionRecord>, StoreError> {
+        (self.create_session_once_as(app, route, input, end_user, false, key)).await
+    }
+
+    /// `create_session_once` for a caller `public` or not (an invocation
+    /// key or an end user: `domain::quotas::check`).
+    pub(crate) async fn create_session_once_as(
+        &self,
+        app: String,
+        route: String,
+        input: Value,
+        end_user: Option<EndUserInfo>,
+        public: bool,
+        key: Option<Idempotency>,
+    ) -> Result<Answered<(SessionRecord, TurnTicket), SessionRecord>, StoreError> {
         let op = CreateSession {
             app,
             route,
             input,
             end_user,
             reason: StartReason::Input,
+            public,
         };
         self.call(Once { op, key }).await
     }
@@ -442,11 +469,24 @@ impl WriterHandle {
         on_busy: OnBusy,
         key: Option<Idempotency>,
     ) -> Result<Answered<InputOutcome, TurnAnswer>, StoreError> {
+        (self.input_once_as(session, input, on_busy, false, key)).await
+    }
+
+    /// `input_once` for a caller `public` or not (`domain::quotas::check`).
+    pub async fn input_once_as(
+        &self,
+        session: Uuid,
+        input: Value,
+        on_busy: OnBusy,
+        public: bool,
+        key: Option<Idempotency>,
+    ) -> Result<Answered<InputOutcome, TurnAnswer>, StoreError> {
         let op = PostInput {
             session,
             input,
             on_busy,
             schedule: None,
+            public,
         };
         self.call(Once { op, key }).await
     }

@@ -156,6 +156,6 @@ mod schedule_tests;
 #[cfg(test)]
 mod start_tests;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 #[cfg(test)]
 mod webhook_tests;

@@ -216,6 +216,15 @@ pub struct SessionRecord {
     /// first (`store::domain::schedules`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub schedules: Vec<ScheduleRecord>,
+    /// Bytes of the session's journal (its events' JSON payloads) as of
+    /// this record's last save: a running turn's own events count from its
+    /// end (`--max-session-journal-mb`, `domain::journal_cap`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub journal_bytes: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A schedule: `input` becomes a turn of the session at `at`, once, or,

@@ -2,7 +2,7 @@
 //! exactly once however many hosts fire it at once (two writers on one
 //! PostgreSQL database; one writer twice on redb); a deleted one fires
 //! nothing; one due while a turn runs is queued and starts, with its
-//! reason, when the turn ends.
+//! reason, when the turn ends; one of a full journal is dropped.
 
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -209,7 +209,7 @@ async fn timers_are_kept_only_by_a_turn_that_ends_well() {
     };
     // Turn 1 errs: nothing scheduled, nothing cancelled.
     writer
-        .finish_turn_with(id, ticket.turn, vec![], TurnOutcome::Errored, timers())
+        .finish_turn_with(id, ticket.turn, vec![], TurnOutcome::Errored, timers(), 0)
         .await
         .unwrap();
     let record = store.read(move |s| s.session(id)).await.unwrap().unwrap();
@@ -224,7 +224,14 @@ async fn timers_are_kept_only_by_a_turn_that_ends_well() {
     let ticket = writer.post_input(id, json!("again")).await.unwrap();
     let kept = timers();
     writer
-        .finish_turn_with(id, ticket.turn, ended(2), TurnOutcome::Ended, kept.clone())
+        .finish_turn_with(
+            id,
+            ticket.turn,
+            ended(2),
+            TurnOutcome::Ended,
+            kept.clone(),
+            0,
+        )
         .await
         .unwrap();
     let types = event_types(&store, id).await;
@@ -237,4 +244,59 @@ async fn timers_are_kept_only_by_a_turn_that_ends_well() {
     let due = due_now_in(&store).await;
     assert_eq!(due.len(), 1);
     assert_eq!(due[0].schedule, kept.scheduled[0].id);
+}
+
+/// A session whose journal is at its cap (`--max-session-journal-mb`)
+/// takes no input: its due schedule is dropped, not retried at every scan.
+#[tokio::test]
+async fn a_schedule_of_a_full_journal_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Db::open(&dir.path().join("db.redb")).unwrap();
+    let quotas = Quotas {
+        journal_bytes: Some(64),
+        ..Quotas::default()
+    };
+    let redact: CurrentRedactor = std::sync::Arc::new(crate::redact::Redactor::default);
+    let writer = Writer::spawn_for_host(store.clone(), Uuid::now_v7(), redact, quotas).unwrap();
+    let d = writer
+        .create_deployment(new_deployment(None))
+        .await
+        .unwrap();
+    writer.finish_build(d.id, success()).await.unwrap();
+    let (session, ticket) = writer
+        .create_session(
+            "app".into(),
+            "/chat".into(),
+            json!("more than sixty-four bytes of input, in a few events"),
+        )
+        .await
+        .unwrap();
+    let id = session.id;
+    writer
+        .finish_turn(id, ticket.turn, vec![], TurnOutcome::Ended)
+        .await
+        .unwrap();
+    let refused = writer.post_input(id, json!("x")).await.unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            StoreError::Quota {
+                cap: "journal_bytes",
+                ..
+            }
+        ),
+        "{refused:?}"
+    );
+    writer
+        .create_schedule(id, due_now(json!("tick")))
+        .await
+        .unwrap();
+    let due = due_now_in(&store).await;
+    assert_eq!(due.len(), 1);
+    let fired = writer.fire_schedule(due[0]).await.unwrap();
+    assert!(matches!(fired, Fired::Dropped), "{fired:?}");
+    assert!(due_now_in(&store).await.is_empty());
+    let record = store.read(move |s| s.session(id)).await.unwrap().unwrap();
+    assert!(record.schedules.is_empty(), "{:?}", record.schedules);
+    assert_eq!(starts(&store, id).await.len(), 1);
 }

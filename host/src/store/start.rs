@@ -66,6 +66,14 @@ pub struct TurnTicket {
     pub route: String,
     pub input: Value,
     pub reason: TurnReason,
+    /// The seq of the turn's TURN_STARTED, which holds `input`: a turn that
+    /// waits for a slot drops its input and reads it back from there
+    /// (`runtime::parked`).
+    pub started_seq: u64,
+    /// The session's journal bytes when the turn started (its start
+    /// events included): the turn may add up to `--max-session-journal-mb`
+    /// less this (`domain::journal_cap`).
+    pub journal_bytes: u64,
 }
 
 /// Resolves once the events it was handed out for are committed (or failed).

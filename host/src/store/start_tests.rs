@@ -190,6 +190,7 @@ async fn on_postgres_a_command_the_database_cannot_store_fails_alone() {
         "thread\u{0}1".into(),
         json!("hi"),
         None,
+        false,
     );
     let (results, thread) = tokio::join!(futures::future::join_all(suspends), thread);
     assert!(

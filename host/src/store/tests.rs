@@ -11,7 +11,7 @@ use super::outbox::Outbox;
 use super::*;
 use crate::journal::NewEvent;
 
-fn open() -> (tempfile::TempDir, Db, WriterHandle) {
+pub(crate) fn open() -> (tempfile::TempDir, Db, WriterHandle) {
     let dir = tempfile::tempdir().unwrap();
     let store = Db::open(&dir.path().join("db.redb")).unwrap();
     let writer = Writer::spawn(store.clone()).unwrap();
@@ -42,7 +42,7 @@ pub(crate) fn new_deployment(version: Option<u64>) -> NewDeployment {
 
 /// Ends `turn` of `session` suspended on the gated `call` alone (its
 /// input: `input`), with its TOOL_APPROVAL_REQUIRED as a runner writes it.
-pub(super) async fn suspend(
+pub(crate) async fn suspend(
     writer: &WriterHandle,
     session: Uuid,
     turn: u32,
@@ -78,7 +78,7 @@ pub(super) async fn suspend(
 }
 
 /// Deploys app `app` and finishes its build: it takes sessions.
-async fn deployed(writer: &WriterHandle) {
+pub(crate) async fn deployed(writer: &WriterHandle) {
     let d = writer
         .create_deployment(new_deployment(None))
         .await

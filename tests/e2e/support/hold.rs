@@ -3,8 +3,8 @@
 //! a test that needs a running turn waits for the request to arrive and
 //! releases it when it is done, instead of betting on a sleep's length.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -17,6 +17,8 @@ pub struct Hold {
     /// the server with `--outbound-allow-private`).
     pub origin: String,
     arrived: Arc<AtomicUsize>,
+    /// The path and query of every request, in arrival order.
+    paths: Arc<Mutex<Vec<String>>>,
     release: watch::Sender<bool>,
 }
 
@@ -25,8 +27,14 @@ impl Hold {
         let arrived = Arc::new(AtomicUsize::new(0));
         let (release, released) = watch::channel(false);
         let counter = arrived.clone();
-        let app = axum::Router::new().fallback(move || {
+        let paths: Arc<Mutex<Vec<String>>> = Arc::default();
+        let seen = paths.clone();
+        let app = axum::Router::new().fallback(move |uri: axum::http::Uri| {
             let (counter, mut released) = (counter.clone(), released.clone());
+            let path = uri
+                .path_and_query()
+                .map_or_else(String::new, |p| p.to_string());
+            seen.lock().unwrap_or_else(|e| e.into_inner()).push(path);
             async move {
                 counter.fetch_add(1, Ordering::SeqCst);
                 let _ = released.wait_for(|r| *r).await;
@@ -41,6 +49,7 @@ impl Hold {
         Hold {
             origin,
             arrived,
+            paths,
             release,
         }
     }
@@ -71,6 +80,11 @@ impl Hold {
     /// How many requests have arrived so far.
     pub fn arrived(&self) -> usize {
         self.arrived.load(Ordering::SeqCst)
+    }
+
+    /// The path and query of every request so far, in arrival order.
+    pub fn paths(&self) -> Vec<String> {
+        self.paths.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Answers every held request, and every later one at once.

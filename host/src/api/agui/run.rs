@@ -111,6 +111,7 @@ pub(crate) async fn run(
                     input.thread_id.clone(),
                     Value::String(text),
                     end_users::owner(&principal, policy.as_ref()),
+                    !principal.is_platform(),
                 )
                 .await
         }

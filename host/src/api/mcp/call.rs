@@ -56,11 +56,12 @@ pub(super) async fn call(
         None => {
             let owner = end_users::owner(&principal, policy.as_ref());
             (state.writer)
-                .create_session_once(
+                .create_session_once_as(
                     tool.app_id.to_string(),
                     tool.route.clone(),
                     input,
                     owner,
+                    !principal.is_platform(),
                     None,
                 )
                 .await
@@ -84,7 +85,7 @@ pub(super) async fn call(
                 Err(err) => return Err(err),
             };
             (state.writer)
-                .post_input_at(record.id, input)
+                .post_input_at(record.id, input, !principal.is_platform())
                 .await
                 .map(|(ticket, seq)| (ticket.session_id, ticket.turn, seq))
         }

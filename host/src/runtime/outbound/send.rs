@@ -98,7 +98,7 @@ impl Outbound {
             id: self.next_request_id(),
             method: self.redactor.redact(request.method().as_str()).into_owned(),
             // The path only: a query string may carry credentials.
-            path: self.redactor.redact(request.uri().path()).into_owned(),
+            path: self.redactor.redact_path(request.uri().path()).into_owned(),
             shown_origin: self.redactor.redact(&origin.to_string()).into_owned(),
             origin,
         };

@@ -119,6 +119,7 @@ pub(super) fn fire(
             reason: StartReason::Schedule {
                 schedule_id: schedule,
             },
+            public: false,
         };
         match create.apply(batch) {
             Ok((session, ticket)) => Fired::Session(session.id, ticket),

@@ -15,6 +15,7 @@ mod deletion;
 mod deployments;
 mod feed;
 mod idempotency;
+mod journal_cap;
 mod keys;
 mod queue;
 mod quotas;

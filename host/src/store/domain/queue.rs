@@ -131,6 +131,7 @@ pub(super) fn start_next(
         Some(schedule_id) => StartReason::Schedule { schedule_id },
         None => StartReason::Input,
     };
+    let started_seq = batch.session(id)?.next_seq;
     batch.write_events(id, &turn_start_events_for(turn, &next.input, reason))?;
     batch.touch(id);
     let boot = batch.state.boot;
@@ -147,5 +148,7 @@ pub(super) fn start_next(
         route: session.record.route.clone(),
         input: next.input,
         reason: TurnReason::Input,
+        started_seq,
+        journal_bytes: session.record.journal_bytes,
     }))
 }

@@ -20,38 +20,65 @@ pub(super) enum Starting {
     Turn,
 }
 
-/// Refuses (`StoreError::Quota`) when starting one more would go past a cap of the app.
+/// Refuses (`StoreError::Quota`) when starting one more would go past a cap
+/// of the app: the operator's caps for everyone, and, for a `public`
+/// caller (an invocation key or an end user: what ships in frontends), the
+/// caps of theirs, which count the app's sessions and turns all the same.
 pub(super) fn check(
     batch: &mut Batch<'_>,
     app: Uuid,
     slug: &str,
     starting: Starting,
+    public: bool,
 ) -> Result<(), StoreError> {
     let quotas = batch.state.quotas;
-    let counts_open = starting == Starting::Session && quotas.open_sessions.is_some();
-    if !counts_open && quotas.running_turns.is_none() {
+    let pick = |all: Option<u64>, theirs: Option<u64>, flags: [&'static str; 2]| {
+        let theirs = theirs.filter(|_| public).map(|cap| (cap, flags[1]));
+        let all = all.map(|cap| (cap, flags[0]));
+        match (all, theirs) {
+            (Some(a), Some(t)) => Some(if t.0 < a.0 { t } else { a }),
+            (a, t) => a.or(t),
+        }
+    };
+    let open_cap = pick(
+        quotas.open_sessions,
+        quotas.public_open_sessions,
+        [
+            "--max-open-sessions-per-app",
+            "--invocation-max-open-sessions-per-app",
+        ],
+    )
+    .filter(|_| starting == Starting::Session);
+    let running_cap = pick(
+        quotas.running_turns,
+        quotas.public_running_turns,
+        [
+            "--max-running-turns-per-app",
+            "--invocation-max-running-turns-per-app",
+        ],
+    );
+    if open_cap.is_none() && running_cap.is_none() {
         return Ok(());
     }
     let load = load(batch, app)?;
-    if counts_open
-        && let Some(cap) = quotas.open_sessions
+    if let Some((cap, flag)) = open_cap
         && load.open >= cap
     {
         return Err(StoreError::Quota {
             cap: "open_sessions",
             message: format!(
-                "app `{slug}` has {} open sessions, its cap (--max-open-sessions-per-app {cap}): end one first (POST /sessions/{{id}}/end)",
+                "app `{slug}` has {} open sessions, its cap ({flag} {cap}): end one first (POST /sessions/{{id}}/end)",
                 load.open
             ),
         });
     }
-    if let Some(cap) = quotas.running_turns
+    if let Some((cap, flag)) = running_cap
         && load.running >= cap
     {
         return Err(StoreError::Quota {
             cap: "running_turns",
             message: format!(
-                "app `{slug}` has {} running turns, its cap (--max-running-turns-per-app {cap}): retry once one ends",
+                "app `{slug}` has {} running turns, its cap ({flag} {cap}): retry once one ends",
                 load.running
             ),
         });

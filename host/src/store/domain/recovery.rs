@@ -68,6 +68,9 @@ impl Op for Recover {
                     route: record.route,
                     input,
                     reason,
+                    // The journal's turn starts at its TURN_STARTED.
+                    started_seq: journal.first().map_or(0, |start| start.seq),
+                    journal_bytes: record.journal_bytes,
                 });
                 continue;
             }

@@ -180,10 +180,18 @@ impl Op for FireSchedule {
             }
             Err(err) => return Err(err),
         };
+        // A full journal takes no input ever again: no firing to retry.
+        let found = match found {
+            Some((input, false, false)) => {
+                Some((input, false, super::journal_cap::full(batch, id)?))
+            }
+            other => other,
+        };
         let input: Value = match found {
             Some((input, false, false)) => input,
             Some((_, _, _)) | None => {
-                // Only the index row is left of it (or, on an ended session, nothing else runs it).
+                // Only the index row is left of it (or, on an ended session,
+                // past its end or with a full journal, nothing else runs it).
                 if let Ok(session) = batch.session(id) {
                     session.record.schedules.retain(|s| s.id != schedule);
                     batch.touch(id);
@@ -198,6 +206,7 @@ impl Op for FireSchedule {
             input,
             on_busy: OnBusy::Enqueue,
             schedule: Some(schedule),
+            public: false,
         };
         let outcome = start.apply(batch)?;
         let session = batch.session(id)?;

@@ -31,6 +31,8 @@ pub(in crate::store) struct CreateSession {
     pub end_user: Option<EndUserInfo>,
     /// Why its first turn starts: `Input`, or the app schedule that fired.
     pub reason: StartReason,
+    /// Asked by an invocation key or an end user (`quotas::check`).
+    pub public: bool,
 }
 
 impl Op for CreateSession {
@@ -63,7 +65,7 @@ impl Op for CreateSession {
                 hint: format!(": app `{}` serves {}", app.slug, routes.join(", ")),
             });
         }
-        quotas::check(batch, app.id, &app.slug, Starting::Session)?;
+        quotas::check(batch, app.id, &app.slug, Starting::Session, self.public)?;
         let user_cap = (deployment.end_users.as_ref()).and_then(|p| p.max_open_sessions_per_user);
         if let (Some(user), Some(cap)) = (&self.end_user, user_cap) {
             quotas::check_user(batch, app.id, &user.id, cap)?;
@@ -88,6 +90,7 @@ impl Op for CreateSession {
             end_user: self.end_user.as_ref().map(|user| user.id.clone()),
             queued: Vec::new(),
             schedules: Vec::new(),
+            journal_bytes: 0,
         };
         let mut events = vec![NewEvent::of(&payloads::SessionCreated {
             app_id: app.id,
@@ -112,6 +115,9 @@ impl Op for CreateSession {
             route: self.route.clone(),
             input: self.input.clone(),
             reason: TurnReason::Input,
+            // After SESSION_CREATED (seq 0) of the new journal.
+            started_seq: 1,
+            journal_bytes: crate::store::payload_bytes(&events),
         };
         Ok((record, ticket))
     }
@@ -126,6 +132,8 @@ pub(in crate::store) struct PostInput {
     pub on_busy: OnBusy,
     /// The schedule whose firing this input is (`domain::schedules`).
     pub schedule: Option<Uuid>,
+    /// Sent by an invocation key or an end user (`quotas::check`).
+    pub public: bool,
 }
 
 /// What an input did.
@@ -149,6 +157,9 @@ impl Op for PostInput {
 
     fn apply(&mut self, batch: &mut Batch<'_>) -> Result<InputOutcome, StoreError> {
         let id = self.session;
+        if batch.session(id)?.record.status != SessionStatus::Ended {
+            super::journal_cap::check(batch, id)?;
+        }
         let session = batch.session(id)?;
         match session.record.status {
             SessionStatus::Idle | SessionStatus::Errored => {}
@@ -178,11 +189,12 @@ impl Op for PostInput {
         }
         let (turn, app) = (session.record.turn + 1, session.record.app_id);
         let slug = session.record.app_slug.clone();
-        quotas::check(batch, app, &slug, Starting::Turn)?;
+        quotas::check(batch, app, &slug, Starting::Turn, self.public)?;
         let reason = match self.schedule {
             Some(schedule_id) => StartReason::Schedule { schedule_id },
             None => StartReason::Input,
         };
+        let started_seq = batch.session(id)?.next_seq;
         batch.write_events(id, &turn_start_events_for(turn, &self.input, reason))?;
         let boot = batch.state.boot;
         let session = batch.session(id)?;
@@ -198,6 +210,8 @@ impl Op for PostInput {
             route: session.record.route.clone(),
             input: self.input.clone(),
             reason: TurnReason::Input,
+            started_seq,
+            journal_bytes: session.record.journal_bytes,
         };
         batch.touch(id);
         Ok(InputOutcome::Started(ticket))
@@ -278,7 +292,7 @@ impl Op for Append {
                 "an earlier write of this turn failed; the turn cannot go on".into(),
             ));
         }
-        batch.write_events(id, events)
+        batch.append_events(id, events)
     }
 
     fn abandon(&mut self) {
@@ -297,6 +311,8 @@ pub(in crate::store) struct FinishTurn {
     pub outcome: TurnOutcome,
     /// The timers the agent set, kept only by a turn that ends well (`timers.rs`).
     pub timers: TurnTimers,
+    /// Payload bytes the turn appended before (`Append`).
+    pub appended: u64,
 }
 
 impl Op for FinishTurn {
@@ -319,6 +335,7 @@ impl Op for FinishTurn {
             &self.events,
             self.outcome.clone(),
             &self.timers,
+            self.appended,
         )
     }
 }
@@ -333,12 +350,13 @@ pub(super) fn finish_turn(
     events: &[NewEvent],
     outcome: TurnOutcome,
 ) -> Result<Option<TurnTicket>, StoreError> {
-    finish_turn_with(batch, id, turn, events, outcome, &TurnTimers::default())
+    finish_turn_with(batch, id, turn, events, outcome, &TurnTimers::default(), 0)
 }
 
 /// `finish_turn` with the timers the turn set: applied, and journaled
 /// just before the turn's last event (its TURN_ENDED or
-/// TOOL_APPROVAL_REQUIRED), when the turn keeps them.
+/// TOOL_APPROVAL_REQUIRED), when the turn keeps them; `appended` payload
+/// bytes the turn wrote before count in the session's journal from now.
 fn finish_turn_with(
     batch: &mut Batch<'_>,
     id: Uuid,
@@ -346,8 +364,10 @@ fn finish_turn_with(
     events: &[NewEvent],
     mut outcome: TurnOutcome,
     timers: &TurnTimers,
+    appended: u64,
 ) -> Result<Option<TurnTicket>, StoreError> {
     running_turn(batch, id, turn)?;
+    batch.session(id)?.record.journal_bytes += appended;
     if batch.is_broken(id) {
         // Some of this turn's events were never committed: say so instead.
         let closing = closing_events(
@@ -465,7 +485,13 @@ impl Op for Decide {
         let session = batch.session(id)?;
         let (turn, app) = (session.record.turn + 1, session.record.app_id);
         let slug = session.record.app_slug.clone();
-        quotas::check(batch, app, &slug, Starting::Turn)?;
+        quotas::check(
+            batch,
+            app,
+            &slug,
+            Starting::Turn,
+            decision.end_user.is_some(),
+        )?;
         if decision.details.arguments.is_some() && decision.checked_seq != Some(pending.event_seq) {
             return Err(StoreError::Conflict(
                 "the pending call changed since its edited arguments were checked: decide again"
@@ -549,6 +575,9 @@ impl Op for Decide {
                 pending: Box::new(pending),
                 details: Box::new(details),
             },
+            // After the decision's event.
+            started_seq: decided_seq + 1,
+            journal_bytes: session.record.journal_bytes,
         })
     }
 }

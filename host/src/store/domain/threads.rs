@@ -35,6 +35,8 @@ pub(in crate::store) struct OpenThread {
     pub input: Value,
     /// The end user running it: their threads are theirs alone.
     pub end_user: Option<EndUserInfo>,
+    /// Run by an invocation key or an end user (`quotas::check`).
+    pub public: bool,
 }
 
 /// The stored name of thread `thread` of end user `user` (of none: the
@@ -71,6 +73,7 @@ impl Op for OpenThread {
                 input: self.input.clone(),
                 on_busy: OnBusy::Reject,
                 schedule: None,
+                public: self.public,
             })
             .apply(batch)?
             else {
@@ -89,6 +92,7 @@ impl Op for OpenThread {
             input: self.input.clone(),
             end_user: self.end_user.clone(),
             reason: crate::journal::payloads::StartReason::Input,
+            public: self.public,
         }
         .apply(batch)?;
         batch
