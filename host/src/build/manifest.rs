@@ -88,6 +88,9 @@ impl RouteSettings {
 
 /// Most claims `[end_users] claims` may list.
 pub(crate) const MAX_END_USER_CLAIMS: usize = 32;
+/// The highest `[end_users] turns_per_minute_per_user`: a user's turns of
+/// the last minute are one stored row of at most this many times.
+pub(crate) const MAX_TURNS_PER_MINUTE_PER_USER: u64 = 1000;
 
 /// `[end_users]`: the app's end-user policy and identity provider.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -105,6 +108,8 @@ pub(crate) struct EndUsersSection {
     pub audience: Option<String>,
     /// Open sessions one end user may have of this app.
     pub max_open_sessions_per_user: Option<u64>,
+    /// Turns one end user may start in any 60 s.
+    pub turns_per_minute_per_user: Option<u64>,
 }
 
 impl From<&EndUsersSection> for crate::store::EndUsersRecord {
@@ -116,6 +121,7 @@ impl From<&EndUsersSection> for crate::store::EndUsersRecord {
             issuer: s.issuer.clone(),
             audience: s.audience.clone(),
             max_open_sessions_per_user: s.max_open_sessions_per_user,
+            turns_per_minute_per_user: s.turns_per_minute_per_user,
         }
     }
 }
@@ -137,6 +143,13 @@ impl EndUsersSection {
                 "`end_users.max_open_sessions_per_user` must be 1 or more (leave it out for no cap)"
                     .into(),
             ));
+        }
+        if let Some(rate) = self.turns_per_minute_per_user
+            && !(1..=MAX_TURNS_PER_MINUTE_PER_USER).contains(&rate)
+        {
+            return Err(ManifestError::Invalid(format!(
+                "`end_users.turns_per_minute_per_user` must be 1 to {MAX_TURNS_PER_MINUTE_PER_USER} (leave it out for no cap)"
+            )));
         }
         let idp = [&self.jwks_url, &self.issuer, &self.audience];
         let set = idp.iter().filter(|v| v.is_some()).count();

@@ -20,7 +20,7 @@ use super::domain::{
     DeleteSecret, DeleteSession, DeploymentAnswer, EndSession, FinishBuild, FinishTurn,
     FireSchedule, Fired, Idempotency, InputOutcome, NewDeployment, OnBusy, Once, OpenThread,
     PostInput, PostInputAt, PurgeFeed, PurgeIdempotency, PutApiKey, PutSecret, Recover, Recovery,
-    SetArtifact, ThreadTurn, TouchApiKey, TurnAnswer, TurnOutcome,
+    RevokeEndUser, SetArtifact, ThreadTurn, TouchApiKey, TurnAnswer, TurnOutcome, UserInput,
 };
 use super::engine::DueSchedule;
 use super::outbox::Outbox;
@@ -432,6 +432,35 @@ impl WriterHandle {
             schedule: None,
         };
         self.call(Once { op, key }).await
+    }
+
+    /// `input_once` sent by the session's own end user `user`: counted
+    /// against their share of turns (`[end_users] turns_per_minute_per_user`).
+    pub(crate) async fn user_input_once(
+        &self,
+        session: Uuid,
+        input: Value,
+        on_busy: OnBusy,
+        key: Option<Idempotency>,
+        user: String,
+    ) -> Result<Answered<InputOutcome, TurnAnswer>, StoreError> {
+        let input = PostInput {
+            session,
+            input,
+            on_busy,
+            schedule: None,
+        };
+        self.call(Once {
+            op: UserInput { input, user },
+            key,
+        })
+        .await
+    }
+
+    /// Refuses every token of end user `user_key` (`Principal::key_id`)
+    /// issued until now; answers the not-before stored (Unix ms).
+    pub(crate) async fn revoke_end_user(&self, user_key: String) -> Result<u64, StoreError> {
+        self.call(RevokeEndUser { user_key }).await
     }
 
     /// `decide` done once per idempotency key.

@@ -39,6 +39,7 @@ pub(crate) use domain::{
     ThreadTurn, TurnOutcome, WEBHOOK_MAX_PENDING, rfc3339_ms, thread_key, unix_ms,
 };
 pub use domain::{BuildOutcome, NewDeployment};
+pub(crate) use domain::{END_USER_KEY_PREFIX, end_user_key};
 #[cfg(test)]
 pub(crate) use domain::{webhook_deployment_data, webhook_event_data};
 pub use engine::SessionFilter;

@@ -12,6 +12,7 @@ mod closing;
 mod cron;
 mod deletion;
 mod deployments;
+mod end_users;
 mod feed;
 mod idempotency;
 mod keys;
@@ -30,6 +31,8 @@ use super::start::{TurnReason, TurnTicket};
 pub(crate) use cron::CronRule;
 pub(super) use deletion::DeleteSession;
 pub(super) use deployments::{Activate, CreateDeployment, FinishBuild, SetArtifact};
+pub(crate) use end_users::{END_USER_KEY_PREFIX, end_user_key};
+pub(super) use end_users::{RevokeEndUser, UserInput};
 pub(super) use feed::PurgeFeed;
 #[cfg(test)]
 pub(crate) use idempotency::TTL as IDEMPOTENCY_TTL;

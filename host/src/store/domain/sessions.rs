@@ -65,6 +65,10 @@ impl Op for CreateSession {
         if let (Some(user), Some(cap)) = (&self.end_user, user_cap) {
             quotas::check_user(batch, app.id, &user.id, cap)?;
         }
+        // Last of the refusals: a turn counted is a turn started.
+        if let Some(user) = &self.end_user {
+            super::end_users::take_turn(batch, app.id, &user.id, &deployment)?;
+        }
         let now = now_rfc3339();
         // A capability for a bare invocation key: all its random bits fresh.
         let id = crate::util::random_v7();
