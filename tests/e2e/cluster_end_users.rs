@@ -2,7 +2,8 @@
 //! revoked through one host is refused (401 `token_revoked`) by the other
 //! too, which had already let the token in, and their stream open on the
 //! other host ends; a token minted afterwards, through either host, works
-//! on both. A user's share of turns a minute holds exactly across hosts.
+//! on both. A user's share of turns a minute holds exactly across hosts
+//! (eight creates at once through two hosts: exactly three get in).
 //!
 //! These always run on PostgreSQL (`scripts/test` skips them in its
 //! PostgreSQL pass: they ran already).
@@ -76,4 +77,28 @@ async fn a_user_revoked_through_one_host_is_refused_by_every_host_and_their_stre
             assert_eq!(status, 200, "{body}");
         }
     }
+}
+
+#[tokio::test]
+async fn an_end_users_share_of_turns_holds_exactly_across_hosts() {
+    let (_dir_a, _dir_b, a, b) = two_hosts(crate::end_user_turns::MANIFEST).await;
+    let ada = a.end_user_token("shop", "ada").await;
+    let bob = b.end_user_token("shop", "bob").await;
+    // Eight creates of one user at once, four through each host: exactly
+    // three (her share a minute) get in, whichever host took them.
+    let creates = (0..8).map(|i| try_create(if i % 2 == 0 { &a } else { &b }, &ada));
+    let answers = futures::future::join_all(creates).await;
+    let mut statuses: Vec<u16> = answers.iter().map(|(status, _)| *status).collect();
+    statuses.sort();
+    assert_eq!(
+        statuses,
+        [201, 201, 201, 429, 429, 429, 429, 429],
+        "{answers:?}"
+    );
+    for (_, body) in answers.iter().filter(|(status, _)| *status == 429) {
+        assert_eq!(body["error"]["code"], "quota_exceeded", "{body}");
+    }
+    // Another user's share is their own, on either host.
+    assert_eq!(try_create(&a, &bob).await.0, 201);
+    assert_eq!(try_create(&b, &bob).await.0, 201);
 }

@@ -30,6 +30,7 @@ mod dev;
 mod edges;
 mod end_user_jwts;
 mod end_user_revocation;
+mod end_user_turns;
 mod end_users;
 mod http;
 mod idempotency;

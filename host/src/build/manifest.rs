@@ -440,6 +440,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_end_users_share_of_turns_is_one_to_a_thousand() {
+        let with = |rate: &str| {
+            Manifest::parse(&format!(
+                "[app]\nslug = \"a\"\n[agent]\nentry = \"a.wasm\"\n[end_users]\nturns_per_minute_per_user = {rate}\n"
+            ))
+        };
+        let m = with("20").unwrap();
+        let record = crate::store::EndUsersRecord::from(m.end_users.as_ref().unwrap());
+        assert_eq!(record.turns_per_minute_per_user, Some(20));
+        for bad in ["0", "1001"] {
+            let err = with(bad).unwrap_err().to_string();
+            assert!(err.contains("turns_per_minute_per_user"), "{err}");
+        }
+    }
+
+    #[test]
     fn accepts_a_minimal_manifest() {
         let m =
             Manifest::parse("[app]\nslug = \"hello\"\n[agent]\nentry = \"hello.wasm\"\n").unwrap();
