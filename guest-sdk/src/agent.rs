@@ -9,6 +9,10 @@ use crate::error::Error;
 use crate::tools::{Tool, erase};
 use crate::turn::Turn;
 
+/// The parameters-schema keyword by which a tool's code names who may
+/// decide its calls ([`ToolBuilder::end_user_approves`]).
+pub(crate) const APPROVER_KEYWORD: &str = "x-agenthost-approver";
+
 /// An agent. Implement it on a unit struct and export it with
 /// [`export_agent!`](crate::export_agent).
 ///
@@ -98,6 +102,20 @@ impl ToolBuilder<'_> {
     /// Gates the tool: each call waits for a human decision before it runs.
     pub fn needs_approval(self) -> Self {
         self.tool.needs_approval = true;
+        self
+    }
+
+    /// Lets the session's own end user decide this tool's calls (as the
+    /// manifest's `[tools.<name>] approver = "end_user"` does); operators
+    /// still may. It matters where the tool is gated: here with
+    /// [`ToolBuilder::needs_approval`], in the manifest, or by the
+    /// operator's policy. Written into the parameters schema as
+    /// `"x-agenthost-approver": "end_user"`, which the host reads at deploy
+    /// (docs/end-users.md).
+    pub fn end_user_approves(self) -> Self {
+        if let Value::Object(schema) = &mut self.tool.parameters {
+            schema.insert(APPROVER_KEYWORD.into(), Value::from("end_user"));
+        }
         self
     }
 }

@@ -28,6 +28,7 @@ mod decisions;
 mod deploy;
 mod dev;
 mod edges;
+mod end_user_approvers;
 mod end_user_jwts;
 mod end_user_revocation;
 mod end_user_turns;

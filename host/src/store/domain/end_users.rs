@@ -28,6 +28,29 @@ pub(crate) fn end_user_key(app: Uuid, user: &str) -> String {
     format!("{END_USER_KEY_PREFIX}{}:{hash}", app.simple())
 }
 
+/// The keyword of a tool's parameters schema by which the agent's code
+/// (each SDK's end-user approval) says the session's end user may decide
+/// its calls, as the manifest's `[tools.<name>] approver = "end_user"`
+/// does: `"x-agenthost-approver": "end_user"` at the schema's top level.
+/// (JSON Schema ignores keywords it does not know; `tool-spec` stays as it is.)
+pub(crate) const APPROVER_KEYWORD: &str = "x-agenthost-approver";
+
+/// The tools of `description` whose code leaves their calls to the
+/// session's end user.
+pub(crate) fn approved_by_end_user(
+    description: &crate::store::records::AgentDescription,
+) -> Vec<String> {
+    (description.tools.iter())
+        .filter(|tool| {
+            tool.parameters
+                .get(APPROVER_KEYWORD)
+                .and_then(|v| v.as_str())
+                == Some("end_user")
+        })
+        .map(|tool| tool.name.clone())
+        .collect()
+}
+
 /// The window `turns_per_minute_per_user` counts over.
 pub(crate) const TURN_WINDOW_MS: u64 = 60_000;
 

@@ -406,7 +406,7 @@ fn may_end_user_decide(
     })?;
     if !deployment.end_user_approvals.contains(&pending.call.name) {
         return Err(StoreError::Forbidden(format!(
-            "calls of `{}` are decided by operators: its manifest does not say `approver = \"end_user\"`",
+            "calls of `{}` are decided by operators: neither the manifest nor the agent's code leaves them to the end user (`approver = \"end_user\"`)",
             pending.call.name
         )));
     }
