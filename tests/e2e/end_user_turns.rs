@@ -114,3 +114,40 @@ async fn an_end_user_starts_at_most_their_share_of_turns_a_minute() {
     let count: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
     assert_eq!(count, 2.0, "{line}");
 }
+
+/// `tools/call` of the app's `/chat` tool over MCP as `token`: the HTTP
+/// status and the body's text.
+async fn mcp_call(server: &Server, token: &str, arguments: Value) -> (u16, String) {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "shop_chat", "arguments": arguments}});
+    let request = server.client.post(server.url("/mcp")).bearer_auth(token);
+    let request = request.header("accept", "application/json, text/event-stream");
+    let response = request.json(&body).send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.text().await.unwrap())
+}
+
+#[tokio::test]
+async fn an_end_users_mcp_calls_count_against_their_share_too() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    deploy_shop(&server, MANIFEST).await;
+    let ada = server.end_user_token("shop", "ada").await;
+    // A new session, then two more turns of it: her three.
+    let (status, text) = mcp_call(&server, &ada, json!({"message": "one"})).await;
+    assert_eq!(status, 200, "{text}");
+    let (_, page) = server.get_as(&ada, "/sessions").await;
+    let session = page["items"][0]["session_id"].as_str().unwrap().to_string();
+    for message in ["two", "three"] {
+        let arguments = json!({"message": message, "session_id": session});
+        let (status, text) = mcp_call(&server, &ada, arguments).await;
+        assert_eq!(status, 200, "{text}");
+        settled(&server, &session).await;
+    }
+    let arguments = json!({"message": "four", "session_id": session});
+    let (status, text) = mcp_call(&server, &ada, arguments).await;
+    assert_eq!(status, 429, "{text}");
+    assert!(text.contains("quota_exceeded"), "{text}");
+    let (_, view) = server.get(&format!("/sessions/{session}")).await;
+    assert_eq!(view["turn"], 3, "{view}");
+}

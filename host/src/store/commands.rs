@@ -21,6 +21,7 @@ use super::domain::{
     FireSchedule, Fired, Idempotency, InputOutcome, NewDeployment, OnBusy, Once, OpenThread,
     PostInput, PostInputAt, PurgeFeed, PurgeIdempotency, PutApiKey, PutSecret, Recover, Recovery,
     RevokeEndUser, SetArtifact, ThreadTurn, TouchApiKey, TurnAnswer, TurnOutcome, UserInput,
+    UserInputAt,
 };
 use super::engine::DueSchedule;
 use super::outbox::Outbox;
@@ -455,6 +456,23 @@ impl WriterHandle {
             key,
         })
         .await
+    }
+
+    /// `post_input_at` sent by the session's own end user `user`: counted
+    /// against their share of turns.
+    pub(crate) async fn user_post_input_at(
+        &self,
+        session: Uuid,
+        input: Value,
+        user: String,
+    ) -> Result<(TurnTicket, u64), StoreError> {
+        let input = PostInput {
+            session,
+            input,
+            on_busy: OnBusy::Reject,
+            schedule: None,
+        };
+        self.call(UserInputAt { input, user }).await
     }
 
     /// Refuses every token of end user `user_key` (`Principal::key_id`)

@@ -165,20 +165,56 @@ impl Op for UserInput {
     }
 
     fn apply(&mut self, batch: &mut Batch<'_>) -> Result<InputOutcome, StoreError> {
-        let record = batch.session(self.input.session)?.record.clone();
-        if record.end_user.as_deref() != Some(self.user.as_str()) {
-            return self.input.apply(batch);
+        user_input(batch, &mut self.input, &self.user)
+    }
+}
+
+/// `input`, counted when `user` owns its session.
+fn user_input(
+    batch: &mut Batch<'_>,
+    input: &mut PostInput,
+    user: &str,
+) -> Result<InputOutcome, StoreError> {
+    let record = batch.session(input.session)?.record.clone();
+    if record.end_user.as_deref() != Some(user) {
+        return input.apply(batch);
+    }
+    let deployment = (batch.tx.deployment(record.deployment_id)?).ok_or_else(|| {
+        crate::store::error::corrupt(format!(
+            "deployment {} of session {} is missing",
+            record.deployment_id, record.id
+        ))
+    })?;
+    counted(batch, record.app_id, user, &deployment, |batch| {
+        input.apply(batch)
+    })
+}
+
+/// `UserInput` that also answers the seq of the turn's `TURN_STARTED` (an
+/// MCP `tools/call` of an end user on their session), as `PostInputAt`.
+pub(in crate::store) struct UserInputAt {
+    pub input: PostInput,
+    pub user: String,
+}
+
+impl Op for UserInputAt {
+    type Output = (super::TurnTicket, u64);
+
+    fn tickets(output: &Self::Output) -> Vec<super::TurnTicket> {
+        vec![output.0.clone()]
+    }
+
+    fn session(&self) -> Option<Uuid> {
+        Some(self.input.session)
+    }
+
+    fn apply(&mut self, batch: &mut Batch<'_>) -> Result<Self::Output, StoreError> {
+        let started_seq = batch.session(self.input.session)?.next_seq;
+        match user_input(batch, &mut self.input, &self.user)? {
+            InputOutcome::Started(ticket) => Ok((ticket, started_seq)),
+            // Only an input with `on_busy` is queued.
+            InputOutcome::Queued(_) => Err(StoreError::Corrupt("an input was queued".into())),
         }
-        let deployment = (batch.tx.deployment(record.deployment_id)?).ok_or_else(|| {
-            crate::store::error::corrupt(format!(
-                "deployment {} of session {} is missing",
-                record.deployment_id, record.id
-            ))
-        })?;
-        let input = &mut self.input;
-        counted(batch, record.app_id, &self.user, &deployment, |batch| {
-            input.apply(batch)
-        })
     }
 }
 

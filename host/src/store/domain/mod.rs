@@ -32,7 +32,7 @@ pub(crate) use cron::CronRule;
 pub(super) use deletion::DeleteSession;
 pub(super) use deployments::{Activate, CreateDeployment, FinishBuild, SetArtifact};
 pub(crate) use end_users::{END_USER_KEY_PREFIX, end_user_key};
-pub(super) use end_users::{RevokeEndUser, UserInput};
+pub(super) use end_users::{RevokeEndUser, UserInput, UserInputAt};
 pub(super) use feed::PurgeFeed;
 #[cfg(test)]
 pub(crate) use idempotency::TTL as IDEMPOTENCY_TTL;
