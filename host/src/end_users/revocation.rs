@@ -92,6 +92,17 @@ impl Revocations {
         *entry = Some(entry.map_or(not_before_ms, |old| old.max(not_before_ms)));
     }
 
+    /// Whether end user `user_key` was revoked at or after `opened_ms`, as
+    /// this host holds it (no read): for a stream opened then that missed
+    /// the revocation's broadcast (it lagged). Not an end user: `false`.
+    pub(crate) fn revoked_since(&self, user_key: &str, opened_ms: u64) -> bool {
+        user_key.starts_with(crate::keys::END_USER_KEY_PREFIX)
+            && self
+                .lock()
+                .get(user_key)
+                .is_some_and(|held| held.is_some_and(|not_before| not_before >= opened_ms))
+    }
+
     /// Forgets everything (the listener reconnected: revocations may have
     /// been missed).
     pub(crate) fn forget_all(&self) {
@@ -116,6 +127,16 @@ mod tests {
         revocations.apply("user:a:1", 2_000);
         revocations.apply("user:a:1", 1_000);
         assert_eq!(revocations.lock().get("user:a:1"), Some(&Some(2_000)));
+        // A stream opened before the revocation ends after a lag; one
+        // opened after it (with a newer token) does not.
+        assert!(revocations.revoked_since("user:a:1", 1_500));
+        assert!(revocations.revoked_since("user:a:1", 2_000));
+        assert!(!revocations.revoked_since("user:a:1", 2_001));
+        assert!(!revocations.revoked_since("user:a:2", 0), "never revoked");
+        assert!(
+            !revocations.revoked_since("0123456789abcdef", 0),
+            "an API key"
+        );
         for i in 0..MAX_CACHED + 5 {
             revocations.apply(&format!("user:a:{i}"), 1);
         }
