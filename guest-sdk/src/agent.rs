@@ -119,3 +119,28 @@ impl ToolBuilder<'_> {
         self
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn echo(_: &mut Turn, arguments: Value) -> Result<Value, String> {
+        Ok(arguments)
+    }
+
+    #[test]
+    fn end_user_approves_marks_the_tools_schema_and_only_its() {
+        let mut setup = Setup {
+            routes: Vec::new(),
+            tools: Vec::new(),
+        };
+        let schema = serde_json::json!({"type": "object"});
+        (setup.tool("mine", "", schema.clone(), echo))
+            .needs_approval()
+            .end_user_approves();
+        setup.tool("theirs", "", schema, echo).needs_approval();
+        assert_eq!(setup.tools[0].parameters[APPROVER_KEYWORD], "end_user");
+        assert!(setup.tools[0].needs_approval);
+        assert_eq!(setup.tools[1].parameters.get(APPROVER_KEYWORD), None);
+    }
+}
