@@ -9,6 +9,10 @@ use crate::error::Error;
 use crate::tools::{Tool, erase};
 use crate::turn::Turn;
 
+/// The parameters-schema keyword by which a tool's code names who may
+/// decide its calls ([`ToolBuilder::end_user_approves`]).
+pub(crate) const APPROVER_KEYWORD: &str = "x-agenthost-approver";
+
 /// An agent. Implement it on a unit struct and export it with
 /// [`export_agent!`](crate::export_agent).
 ///
@@ -99,5 +103,44 @@ impl ToolBuilder<'_> {
     pub fn needs_approval(self) -> Self {
         self.tool.needs_approval = true;
         self
+    }
+
+    /// Lets the session's own end user decide this tool's calls (as the
+    /// manifest's `[tools.<name>] approver = "end_user"` does); operators
+    /// still may. It matters where the tool is gated: here with
+    /// [`ToolBuilder::needs_approval`], in the manifest, or by the
+    /// operator's policy. Written into the parameters schema as
+    /// `"x-agenthost-approver": "end_user"`, which the host reads at deploy
+    /// (docs/end-users.md).
+    pub fn end_user_approves(self) -> Self {
+        if let Value::Object(schema) = &mut self.tool.parameters {
+            schema.insert(APPROVER_KEYWORD.into(), Value::from("end_user"));
+        }
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn echo(_: &mut Turn, arguments: Value) -> Result<Value, String> {
+        Ok(arguments)
+    }
+
+    #[test]
+    fn end_user_approves_marks_the_tools_schema_and_only_its() {
+        let mut setup = Setup {
+            routes: Vec::new(),
+            tools: Vec::new(),
+        };
+        let schema = serde_json::json!({"type": "object"});
+        (setup.tool("mine", "", schema.clone(), echo))
+            .needs_approval()
+            .end_user_approves();
+        setup.tool("theirs", "", schema, echo).needs_approval();
+        assert_eq!(setup.tools[0].parameters[APPROVER_KEYWORD], "end_user");
+        assert!(setup.tools[0].needs_approval);
+        assert_eq!(setup.tools[1].parameters.get(APPROVER_KEYWORD), None);
     }
 }

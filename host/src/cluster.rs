@@ -25,6 +25,8 @@ pub(crate) struct Host {
     pub builder: Builder,
     pub keys: Keys,
     pub vault: Arc<Vault>,
+    /// Revoked end users (`end_users::revocation`).
+    pub revocations: crate::end_users::revocation::Revocations,
 }
 
 /// Events read per query when a stream's session catches up.
@@ -64,6 +66,15 @@ async fn apply_changes(host: Host, mut changes: mpsc::UnboundedReceiver<Change>)
             }
             Change::Cancel { session, turn, by } => {
                 host.runtime.cancel_here(session, turn, &by);
+                Ok(())
+            }
+            Change::EndUserRevoked {
+                user_key,
+                not_before_ms,
+            } => {
+                // Refused here too from now on, and their streams end.
+                host.revocations.apply(&user_key, not_before_ms);
+                host.keys.end_streams(&user_key);
                 Ok(())
             }
             Change::Reconnected => resync(&host).await,
@@ -113,6 +124,7 @@ async fn refresh_secrets(host: &Host) -> Result<(), StoreError> {
 /// After the listener reconnected: anything may have changed meanwhile.
 async fn resync(host: &Host) -> Result<(), StoreError> {
     host.store.hub().feed_recheck();
+    host.revocations.forget_all();
     for session in host.store.hub().watched() {
         catch_up(host, session, 0, u64::MAX).await?;
     }

@@ -69,17 +69,19 @@ pub(crate) struct EndUser {
     pub claims: serde_json::Map<String, serde_json::Value>,
 }
 
-/// The prefix of an end user's `Principal::key_id`.
-pub(crate) const END_USER_KEY_PREFIX: &str = "user:";
+pub(crate) use crate::store::END_USER_KEY_PREFIX;
 
 impl EndUser {
     /// The `Principal::key_id` of this user of `app`: fixed length, no `.`
     /// (it goes into stream tokens), and the same on every host.
     pub(crate) fn key_id(&self, app: Uuid) -> String {
-        let hash = hex::encode(&sha256(&self.id)[..16]);
-        format!("{END_USER_KEY_PREFIX}{}:{hash}", app.simple())
+        end_user_key(app, &self.id)
     }
 }
+
+/// The `Principal::key_id` of end user `user` of `app` (`EndUser::key_id`);
+/// the store keys the user's rows by it.
+pub(crate) use crate::store::end_user_key;
 
 impl Principal {
     pub(crate) fn is_platform(&self) -> bool {
@@ -278,6 +280,13 @@ impl Keys {
             keys.remove(id);
             self.removals.fetch_add(1, Ordering::SeqCst);
         }
+        // No stream listening is fine.
+        let _ = self.revoked.send(id.to_string());
+    }
+
+    /// Ends the open streams of `id` (an end user's `key_id`, whose tokens
+    /// were revoked; `end_users::revocation`), without forgetting anything.
+    pub(crate) fn end_streams(&self, id: &str) {
         // No stream listening is fine.
         let _ = self.revoked.send(id.to_string());
     }

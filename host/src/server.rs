@@ -170,6 +170,7 @@ impl Server {
                 builder: builder.clone(),
                 keys: keys.clone(),
                 vault: vault.clone(),
+                revocations: end_users.revocations().clone(),
             };
             crate::cluster::start(engine, *lease, host)?;
         }

@@ -78,7 +78,8 @@ fn request(
         let destructive = method == "DELETE" || path.ends_with("/end");
         path.replace("{id}", if destructive { spare } else { session })
     } else if path.starts_with("/apps/") {
-        path.replace("{id}", "mine")
+        // The user a platform key revokes is none of the matrix's own.
+        path.replace("{id}", "mine").replace("{user}", "nobody")
     } else if path.starts_with("/deployments/") {
         path.replace("{id}", deployment)
     } else if path.starts_with("/ag-ui/") {

@@ -15,7 +15,7 @@ import re
 from typing import Any, Callable, Dict, Iterable, List, Optional, TypeVar
 
 from .schema import function_schema
-from .tools import Tool
+from .tools import Tool, with_approver
 from .turn import Turn
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -80,6 +80,7 @@ class Agent:
         description: Optional[str] = None,
         needs_approval: bool = False,
         parameters: Optional[Dict[str, Any]] = None,
+        approver: Optional[str] = None,
     ) -> Any:
         """Registers a tool; use as ``@agent.tool`` or ``@agent.tool(...)``.
 
@@ -97,7 +98,10 @@ class Agent:
         value (JSON data, dataclasses and enums included) is the output.
 
         ``needs_approval=True`` gates the tool in code: each call waits for
-        a human decision before it runs.
+        a human decision before it runs. ``approver="end_user"`` lets the
+        session's own end user decide its calls (operators still may), as
+        the manifest's ``approver = "end_user"`` does (see
+        :func:`agenthost.tools.with_approver`).
         """
 
         def register(fn: F) -> F:
@@ -112,6 +116,7 @@ class Agent:
                 if not isinstance(parameters, dict):
                     raise TypeError(f"tool {tool_name}: parameters must be a JSON Schema object (a dict)")
                 schema = parameters
+            schema = with_approver(tool_name, schema, approver)
             self.tools[tool_name] = Tool(
                 name=tool_name,
                 description=description if description is not None else text,

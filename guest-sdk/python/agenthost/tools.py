@@ -133,3 +133,24 @@ def report(result: ToolResult) -> None:
 def call_id(turn: int, n: int) -> str:
     """The id the SDK gives the ``n``th call (from 1) it names in turn ``turn``."""
     return f"call_{turn}_{n}"
+
+
+#: The parameters-schema keyword by which a tool's code names who may
+#: decide its calls; the host reads it at deploy (docs/end-users.md).
+APPROVER_KEYWORD = "x-agenthost-approver"
+
+
+def with_approver(tool: str, schema: Dict[str, Any], approver: Optional[str]) -> Dict[str, Any]:
+    """The tool's parameters schema, saying who may decide its calls.
+
+    ``approver="end_user"``: the session's own end user may (operators still
+    may), as the manifest's ``[tools.<name>] approver = "end_user"`` says;
+    it matters where the tool is gated (``needs_approval=True``, the
+    manifest, or the operator's policy). ``None`` or ``"operator"``: only
+    operators, the default. A copy: the schema given is left as it is.
+    """
+    if approver is None or approver == "operator":
+        return schema
+    if approver != "end_user":
+        raise ValueError(f"tool {tool}: approver must be \"end_user\" or \"operator\", not {approver!r}")
+    return {**schema, APPROVER_KEYWORD: "end_user"}

@@ -13,6 +13,7 @@
 
 import type { JsonSchema } from './schema.ts';
 import type { Tool, ToolOptions } from './tools.ts';
+import { withApprover } from './tools.ts';
 import type { Turn } from './turn.ts';
 
 const TOOL_NAME = /^[A-Za-z0-9_-]{1,64}$/;
@@ -84,10 +85,11 @@ export class Agent {
    * `parameters` (arguments that do not fit make the result an `error`
    * `invalid arguments: ...`), then `run` is called with them and the turn.
    * `needsApproval: true` gates the tool in code: each call waits for a
-   * human decision before it runs.
+   * human decision before it runs; `approver: 'end_user'` lets the
+   * session's own end user decide its calls.
    */
   tool<Args = Record<string, unknown>, Output = unknown>(options: ToolOptions<Args, Output>): this {
-    const { name, description, parameters = NO_ARGUMENTS, needsApproval = false, run } = options;
+    const { name, description, parameters = NO_ARGUMENTS, needsApproval = false, run, approver } = options;
     if (typeof name !== 'string' || !TOOL_NAME.test(name)) {
       throw new TypeError(`tool name ${JSON.stringify(name)} must be 1 to 64 letters, digits, _ or -`);
     }
@@ -103,7 +105,7 @@ export class Agent {
     this.tools.set(name, {
       name,
       description: String(description ?? ''),
-      parameters,
+      parameters: withApprover(name, parameters, approver),
       needsApproval: Boolean(needsApproval),
       run: run as Tool['run'],
     });

@@ -64,6 +64,14 @@ export interface ToolOptions<Args = Record<string, unknown>, Output = unknown> {
   /** Gates the tool in code: each call waits for a human decision before it runs. */
   needsApproval?: boolean;
   /**
+   * Who may decide the tool's calls: `'end_user'` lets the session's own
+   * end user decide them (operators still may), as the manifest's
+   * `approver = "end_user"` does; it matters where the tool is gated
+   * (`needsApproval`, the manifest, or the operator's policy). Left out
+   * (or `'operator'`): operators only. See {@link withApprover}.
+   */
+  approver?: 'end_user' | 'operator';
+  /**
    * Runs one call. Its return value (any JSON data) is the output; a throw
    * makes the result an `error` whose output is the message.
    */
@@ -118,4 +126,23 @@ export function report(result: ToolResult): void {
 /** The id the SDK gives the `n`th call (from 1) it names in turn `turn`. */
 export function callId(turn: number, n: number): string {
   return `call_${turn}_${n}`;
+}
+
+/** The parameters-schema keyword by which a tool's code names who may decide its calls. */
+export const APPROVER_KEYWORD = 'x-agenthost-approver';
+
+/**
+ * The tool's parameters schema, saying who may decide its calls: with
+ * `approver` `'end_user'` it carries `"x-agenthost-approver": "end_user"`,
+ * which the host reads at deploy (docs/end-users.md). A copy: the schema
+ * given is left as it is.
+ */
+export function withApprover(tool: string, parameters: JsonSchema, approver: unknown): JsonSchema {
+  if (approver === undefined || approver === 'operator') {
+    return parameters;
+  }
+  if (approver !== 'end_user') {
+    throw new TypeError(`tool ${tool}: approver must be 'end_user' or 'operator', not ${JSON.stringify(approver)}`);
+  }
+  return { ...parameters, [APPROVER_KEYWORD]: 'end_user' };
 }

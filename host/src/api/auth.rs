@@ -17,8 +17,9 @@ use axum::response::{IntoResponse, Response};
 
 use super::{Access, ApiError, AppState};
 use crate::end_users::{EndUserAuthError, EndUsers, Refusal};
-use crate::keys::Principal;
+use crate::keys::{END_USER_KEY_PREFIX, Principal};
 use crate::store::now_rfc3339;
+use crate::tokens::StreamTokens;
 
 pub(super) async fn require_key(
     State((state, access)): State<(AppState, Access)>,
@@ -66,7 +67,12 @@ pub(super) async fn require_key(
         },
         // A browser's EventSource cannot send headers: the event stream
         // also takes a session-scoped stream token in the query.
-        None if access == Access::SessionStream => stream_token(&state, &request),
+        None if access == Access::SessionStream => {
+            match stream_token(&state, query_token(&request)).await {
+                Ok(principal) => principal,
+                Err(err) => return ApiError::from(err).into_response(),
+            }
+        }
         None => None,
     };
     let Some(principal) = principal else {
@@ -97,12 +103,33 @@ pub(super) async fn require_key(
     next.run(request).await
 }
 
-fn stream_token(state: &AppState, request: &Request) -> Option<Principal> {
+/// The `token=` of the request's query.
+fn query_token(request: &Request) -> Option<String> {
     let query = request.uri().query()?;
     let token = query
         .split('&')
         .find_map(|pair| pair.strip_prefix("token="))?;
-    state.tokens.verify(token, &state.keys)
+    Some(token.to_string())
+}
+
+/// The principal of a stream token in the query; an end user's is bound to
+/// their revocation, read first (`end_users::revocation`).
+async fn stream_token(
+    state: &AppState,
+    token: Option<String>,
+) -> Result<Option<Principal>, crate::store::StoreError> {
+    let Some(token) = token.as_deref() else {
+        return Ok(None);
+    };
+    let revoked = match StreamTokens::key_of(token) {
+        Some(key) if key.starts_with(END_USER_KEY_PREFIX) => {
+            (state.end_users.revocations())
+                .not_before(key, &state.store)
+                .await?
+        }
+        _ => None,
+    };
+    Ok(state.tokens.verify(token, &state.keys, revoked))
 }
 
 /// Writes the key's last-used time in the background.

@@ -80,10 +80,14 @@ pub(super) async fn mint(
     let key = id.clone();
     let app = (state.store.read(move |s| s.app(&key)).await?)
         .ok_or_else(|| ApiError::not_found("app_not_found", format!("app `{id}` not found")))?;
-    let (token, expires_at) =
-        state
-            .end_users
-            .mint(app.id, &body.user, claims, Duration::from_secs(ttl));
+    // Read from the store itself: a token minted after a revocation made
+    // on another host a moment ago is minted after it.
+    let user_key = crate::keys::end_user_key(app.id, &body.user);
+    let not_before = (state.store)
+        .read(move |s| s.end_user_not_before(&user_key))
+        .await?;
+    let ttl = Duration::from_secs(ttl);
+    let (token, expires_at) = (state.end_users).mint(app.id, &body.user, claims, ttl, not_before);
     Ok((
         StatusCode::CREATED,
         Json(EndUserToken {
@@ -93,6 +97,67 @@ pub(super) async fn mint(
             expires_at,
         }),
     ))
+}
+
+/// `200` of `POST /apps/{id}/end-users/{user}/revoke`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub(super) struct RevokedEndUser {
+    pub app_id: Uuid,
+    pub user: String,
+    /// RFC 3339 (milliseconds): every token of the user issued at or before
+    /// this is refused (401 `token_revoked`) on every host, their stream
+    /// tokens too, and their open event streams end.
+    pub not_before: String,
+}
+
+/// `POST /apps/{id}/end-users/{user}/revoke`: refuses every token of the
+/// user issued until now, on every host.
+pub(super) async fn revoke(
+    State(state): State<AppState>,
+    Path((id, user)): Path<(String, String)>,
+) -> Result<Json<RevokedEndUser>, ApiError> {
+    let length = user.chars().count();
+    if length == 0 || length > minted::MAX_USER_CHARS {
+        return Err(ApiError::unprocessable(
+            "invalid_user",
+            format!(
+                "the user id must be 1 to {} characters",
+                minted::MAX_USER_CHARS
+            ),
+        ));
+    }
+    let key = id.clone();
+    let app = (state.store.read(move |s| s.app(&key)).await?)
+        .ok_or_else(|| ApiError::not_found("app_not_found", format!("app `{id}` not found")))?;
+    let user_key = crate::keys::end_user_key(app.id, &user);
+    let not_before = state.writer.revoke_end_user(user_key.clone()).await?;
+    // Refused here at once (other hosts hear of it, `cluster.rs`), and
+    // the user's open streams end.
+    state.end_users.revocations().apply(&user_key, not_before);
+    state.keys.end_streams(&user_key);
+    Ok(Json(RevokedEndUser {
+        app_id: app.id,
+        user,
+        not_before: end_users::rfc3339_ms(not_before),
+    }))
+}
+
+/// A stream token for `session`, minted by `principal`; an end user's is
+/// bound to their revocation (`tokens.rs`).
+pub(super) async fn mint_stream_token(
+    state: &AppState,
+    session: Uuid,
+    principal: &Principal,
+) -> Result<(String, String), ApiError> {
+    let revoked = match principal.user {
+        Some(_) => {
+            (state.end_users.revocations())
+                .not_before(&principal.key_id, &state.store)
+                .await?
+        }
+        None => None,
+    };
+    Ok(state.tokens.mint(session, &principal.key_id, revoked))
 }
 
 /// The `[end_users]` policy of `app`'s current deployment, if any.

@@ -16,6 +16,8 @@ pub(crate) struct ApiError {
     pub status: StatusCode,
     pub code: &'static str,
     pub message: String,
+    /// Seconds for a `Retry-After` header, if the client should wait.
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -24,7 +26,14 @@ impl ApiError {
             status,
             code,
             message: message.into(),
+            retry_after: None,
         }
+    }
+
+    /// The same error, telling the client to retry after `secs` seconds.
+    pub(crate) fn retry_after(mut self, secs: u64) -> Self {
+        self.retry_after = Some(secs);
+        self
     }
 
     pub(crate) fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
@@ -80,7 +89,14 @@ impl IntoResponse for ApiError {
                 message: self.message,
             },
         };
-        (self.status, Json(body)).into_response()
+        let mut response = (self.status, Json(body)).into_response();
+        if let Some(secs) = self.retry_after {
+            (response.headers_mut()).insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(secs),
+            );
+        }
+        response
     }
 }
 
@@ -114,6 +130,15 @@ impl From<StoreError> for ApiError {
                     _ => "quota_exceeded",
                 };
                 ApiError::new(StatusCode::TOO_MANY_REQUESTS, code, message)
+            }
+            StoreError::Throttled {
+                cap,
+                message,
+                retry_after_secs,
+            } => {
+                crate::metrics::get().quota_refusal(cap);
+                ApiError::new(StatusCode::TOO_MANY_REQUESTS, "quota_exceeded", message)
+                    .retry_after(retry_after_secs)
             }
             StoreError::Rejected(message) => ApiError::unprocessable("rejected", message),
             StoreError::Unstorable(message) => ApiError::unprocessable("unstorable", message),

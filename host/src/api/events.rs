@@ -212,6 +212,12 @@ pub(super) fn frames(
 ) -> impl Stream<Item = Result<Event, Infallible>> {
     let mut shutdown = state.shutdown.clone();
     let mut revocations = state.keys.revocations();
+    // An end user revoked after this, seen after a lag of the broadcast,
+    // ends the stream too (`end_users::revocation`).
+    let opened_ms = crate::store::unix_ms(std::time::SystemTime::now());
+    let user_revoked = move |state: &AppState, key_id: &str| {
+        (state.end_users.revocations()).revoked_since(key_id, opened_ms)
+    };
     async_stream::stream! {
         let _open = crate::metrics::StreamGuard::default();
         let mut next = from;
@@ -234,7 +240,9 @@ pub(super) fn frames(
                     };
                     // A key revoked while its stream replays a long
                     // journal ends it here, not only once it reaches the tail.
-                    if revoked(&mut revocations, &state.keys, &key_id) {
+                    if revoked(&mut revocations, &state.keys, &key_id)
+                        || user_revoked(&state, &key_id)
+                    {
                         return;
                     }
                     let full = chunk.len() == REPLAY_CHUNK;
@@ -262,7 +270,7 @@ pub(super) fn frames(
                     // Revoking the key (or the key behind a stream token) ends its streams.
                     revoked = revocations.recv() => match revoked {
                         Ok(id) if id == key_id => return,
-                        Err(_) if !still_valid(&state.keys, &key_id) => return,
+                        Err(_) if !still_valid(&state.keys, &key_id) || user_revoked(&state, &key_id) => return,
                         _ => continue,
                     },
                 };

@@ -592,6 +592,14 @@ fn golden_every_view_is_pinned() {
             }),
         ),
         (
+            "revoked_end_user",
+            json!(super::end_users::RevokedEndUser {
+                app_id: other(),
+                user: "ada".into(),
+                not_before: "2026-11-22T09:00:00.123Z".into(),
+            }),
+        ),
+        (
             "secret",
             json!(SecretView::from(&SecretRecord {
                 name: "OPENAI_API_KEY".into(),

@@ -64,7 +64,8 @@ pub(super) async fn create(
     // A retry gets the first session as it was created, and a fresh token
     // (credentials are never stored).
     let record = done.answer;
-    let (stream_token, stream_token_expires_at) = state.tokens.mint(record.id, &principal.key_id);
+    let (stream_token, stream_token_expires_at) =
+        end_users::mint_stream_token(&state, record.id, &principal).await?;
     let out = CreatedSession {
         session: SessionView::from(&record),
         stream_token,
@@ -112,7 +113,8 @@ pub(super) async fn stream_token(
     Path(id): Path<String>,
 ) -> Result<(StatusCode, Json<StreamToken>), ApiError> {
     let record = visible_session(&state, &principal, &id).await?;
-    let (stream_token, stream_token_expires_at) = state.tokens.mint(record.id, &principal.key_id);
+    let (stream_token, stream_token_expires_at) =
+        end_users::mint_stream_token(&state, record.id, &principal).await?;
     Ok((
         StatusCode::CREATED,
         Json(StreamToken {
@@ -242,9 +244,20 @@ pub(super) async fn input(
         Some(OnBusyMode::Enqueue) => OnBusy::Enqueue,
         Some(OnBusyMode::Interrupt) => OnBusy::Interrupt,
     };
-    let done = (state.writer)
-        .input_once_as(id, body.input, on_busy, !principal.is_platform(), key)
-        .await?;
+    let public = !principal.is_platform();
+    let done = match principal.user_id() {
+        // The user's own input counts against their share of turns.
+        Some(user) => {
+            (state.writer)
+                .user_input_once(id, body.input, on_busy, key, user.to_string())
+                .await?
+        }
+        None => {
+            (state.writer)
+                .input_once_as(id, body.input, on_busy, public, key)
+                .await?
+        }
+    };
     if let Some(InputOutcome::Queued(queued)) = &done.work
         && let Some(turn) = queued.interrupts
     {

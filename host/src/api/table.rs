@@ -405,6 +405,18 @@ pub(super) fn table() -> Vec<(Endpoint, Doc, MethodRouter<AppState>)> {
             delete(app_schedules::delete),
         ),
         row(
+            "POST",
+            "/apps/{id}/end-users/{user}/revoke",
+            Platform,
+            Doc::new(
+                "Revoke an end user's tokens issued until now, on every host; their streams end",
+                200,
+                Reply::Json(schema::<end_users::RevokedEndUser>),
+            )
+            .errors(&[404, 422]),
+            post(end_users::revoke),
+        ),
+        row(
             "GET",
             "/apps/{id}/deployments",
             Platform,

@@ -91,6 +91,9 @@ impl RouteSettings {
 
 /// Most claims `[end_users] claims` may list.
 pub(crate) const MAX_END_USER_CLAIMS: usize = 32;
+/// The highest `[end_users] turns_per_minute_per_user`: a user's turns of
+/// the last minute are one stored row of at most this many times.
+pub(crate) const MAX_TURNS_PER_MINUTE_PER_USER: u64 = 1000;
 
 /// `[end_users]`: the app's end-user policy and identity provider.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -108,6 +111,8 @@ pub(crate) struct EndUsersSection {
     pub audience: Option<String>,
     /// Open sessions one end user may have of this app.
     pub max_open_sessions_per_user: Option<u64>,
+    /// Turns one end user may start in any 60 s.
+    pub turns_per_minute_per_user: Option<u64>,
 }
 
 impl From<&EndUsersSection> for crate::store::EndUsersRecord {
@@ -119,6 +124,7 @@ impl From<&EndUsersSection> for crate::store::EndUsersRecord {
             issuer: s.issuer.clone(),
             audience: s.audience.clone(),
             max_open_sessions_per_user: s.max_open_sessions_per_user,
+            turns_per_minute_per_user: s.turns_per_minute_per_user,
         }
     }
 }
@@ -140,6 +146,13 @@ impl EndUsersSection {
                 "`end_users.max_open_sessions_per_user` must be 1 or more (leave it out for no cap)"
                     .into(),
             ));
+        }
+        if let Some(rate) = self.turns_per_minute_per_user
+            && !(1..=MAX_TURNS_PER_MINUTE_PER_USER).contains(&rate)
+        {
+            return Err(ManifestError::Invalid(format!(
+                "`end_users.turns_per_minute_per_user` must be 1 to {MAX_TURNS_PER_MINUTE_PER_USER} (leave it out for no cap)"
+            )));
         }
         let idp = [&self.jwks_url, &self.issuer, &self.audience];
         let set = idp.iter().filter(|v| v.is_some()).count();
@@ -430,6 +443,22 @@ pub(crate) fn valid_slug(slug: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_end_users_share_of_turns_is_one_to_a_thousand() {
+        let with = |rate: &str| {
+            Manifest::parse(&format!(
+                "[app]\nslug = \"a\"\n[agent]\nentry = \"a.wasm\"\n[end_users]\nturns_per_minute_per_user = {rate}\n"
+            ))
+        };
+        let m = with("20").unwrap();
+        let record = crate::store::EndUsersRecord::from(m.end_users.as_ref().unwrap());
+        assert_eq!(record.turns_per_minute_per_user, Some(20));
+        for bad in ["0", "1001"] {
+            let err = with(bad).unwrap_err().to_string();
+            assert!(err.contains("turns_per_minute_per_user"), "{err}");
+        }
+    }
 
     #[test]
     fn accepts_a_minimal_manifest() {

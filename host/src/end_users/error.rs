@@ -26,6 +26,10 @@ pub(crate) enum EndUserAuthError {
     WrongIssuer,
     #[error("the token's audience (aud) is not this app")]
     WrongAudience,
+    #[error(
+        "the token was revoked: the app revoked this user's tokens issued until {0} (POST /apps/{{id}}/end-users/{{user}}/revoke); get a new one"
+    )]
+    TokenRevoked(String),
     #[error("the identity provider's JWKS is unavailable: {0}")]
     JwksUnavailable(String),
     #[error("the JWKS URL is refused: {0}")]
@@ -44,6 +48,7 @@ impl EndUserAuthError {
             Self::TokenNotYetValid => "token_not_yet_valid",
             Self::WrongIssuer => "wrong_issuer",
             Self::WrongAudience => "wrong_audience",
+            Self::TokenRevoked(_) => "token_revoked",
             Self::JwksUnavailable(_) => "jwks_unavailable",
             Self::InvalidJwksUrl(_) => "invalid_jwks_url",
         }

@@ -40,6 +40,10 @@ struct Payload {
     exp: u64,
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     claims: Map<String, Value>,
+    /// When it was minted, Unix ms (a revocation's not-before is in ms;
+    /// tokens without it are judged by `iat`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    iat_ms: Option<u64>,
 }
 
 /// What a valid minted token says.
@@ -48,8 +52,8 @@ pub(crate) struct MintedUser {
     pub app: Uuid,
     pub sub: String,
     pub claims: Map<String, Value>,
-    /// Unix seconds the token was minted.
-    pub issued_at: u64,
+    /// Unix ms the token was minted.
+    pub issued_ms: u64,
 }
 
 /// Mints and verifies end-user tokens.
@@ -59,6 +63,13 @@ pub(crate) struct MintedTokens {
 
 fn malformed() -> EndUserAuthError {
     EndUserAuthError::MalformedToken("it is not a token this server minted".into())
+}
+
+fn unix_now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or_default()
 }
 
 pub(crate) fn unix_now() -> u64 {
@@ -81,21 +92,26 @@ impl MintedTokens {
 
     /// A token for user `sub` of `app`, valid `ttl`; returns it and its
     /// expiry as an RFC 3339 timestamp. The caller has checked the bounds.
+    /// `not_before`: the user's revocation (Unix ms), if any: the token is
+    /// minted after it, whatever this host's clock says.
     pub(crate) fn mint(
         &self,
         app: Uuid,
         sub: &str,
         claims: Map<String, Value>,
         ttl: Duration,
+        not_before: Option<u64>,
     ) -> (String, String) {
-        let iat = unix_now();
-        let exp = iat + ttl.as_secs();
+        let iat_ms = unix_now_ms().max(not_before.map_or(0, |ms| ms + 1));
+        let iat = iat_ms / 1000;
+        let exp = unix_now() + ttl.as_secs();
         let payload = Payload {
             app,
             sub: sub.to_string(),
             iat,
             exp,
             claims,
+            iat_ms: Some(iat_ms),
         };
         let json = serde_json::to_vec(&payload)
             .unwrap_or_else(|_| unreachable!("a payload of strings and JSON values serializes"));
@@ -128,7 +144,7 @@ impl MintedTokens {
             app: payload.app,
             sub: payload.sub,
             claims: payload.claims,
-            issued_at: payload.iat,
+            issued_ms: payload.iat_ms.unwrap_or(payload.iat.saturating_mul(1000)),
         })
     }
 }
@@ -148,11 +164,11 @@ mod tests {
         let app = Uuid::now_v7();
         let mut claims = Map::new();
         claims.insert("email".into(), "a@example.com".into());
-        let (token, _) = tokens.mint(app, "alice", claims.clone(), Duration::from_secs(60));
+        let (token, _) = tokens.mint(app, "alice", claims.clone(), Duration::from_secs(60), None);
         let user = tokens.verify(&token).unwrap();
         assert_eq!((user.app, user.sub.as_str()), (app, "alice"));
         assert_eq!(user.claims, claims);
-        let (expired, _) = tokens.mint(app, "alice", Map::new(), Duration::ZERO);
+        let (expired, _) = tokens.mint(app, "alice", Map::new(), Duration::ZERO, None);
         assert_eq!(tokens.verify(&expired), Err(EndUserAuthError::TokenExpired));
     }
 
@@ -160,7 +176,7 @@ mod tests {
     fn a_changed_payload_or_another_masters_token_is_refused() {
         let tokens = tokens();
         let app = Uuid::now_v7();
-        let (token, _) = tokens.mint(app, "alice", Map::new(), Duration::from_secs(60));
+        let (token, _) = tokens.mint(app, "alice", Map::new(), Duration::from_secs(60), None);
         // Mallory swaps in her own payload with Alice's tag.
         let (_, tag) = token.rsplit_once('.').unwrap();
         let forged_body = B64.encode(
@@ -170,6 +186,7 @@ mod tests {
                 iat: 0,
                 exp: u64::MAX,
                 claims: Map::new(),
+                iat_ms: None,
             })
             .unwrap(),
         );

@@ -7,6 +7,7 @@
 mod error;
 pub(crate) mod jwks;
 pub(crate) mod minted;
+pub(crate) mod revocation;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -20,6 +21,7 @@ use uuid::Uuid;
 pub(crate) use error::EndUserAuthError;
 use jwks::{JwksConfig, JwksVerifier};
 use minted::MintedTokens;
+use revocation::Revocations;
 
 use crate::keys::{EndUser, Principal, Scope};
 use crate::secrets::MasterKey;
@@ -74,6 +76,8 @@ pub(crate) struct EndUsers {
     /// One verifier per app (its key cache and refetch limit live in it),
     /// with the provider it was made for.
     verifiers: Mutex<HashMap<Uuid, (Provider, Arc<JwksVerifier>)>>,
+    /// Users whose tokens were revoked (`revocation`).
+    revocations: Revocations,
 }
 
 impl EndUsers {
@@ -83,7 +87,13 @@ impl EndUsers {
             allow_insecure_jwks,
             directory: tokio::sync::Mutex::default(),
             verifiers: Mutex::default(),
+            revocations: Revocations::default(),
         }
+    }
+
+    /// The revoked users, as this host knows them.
+    pub(crate) fn revocations(&self) -> &Revocations {
+        &self.revocations
     }
 
     /// Whether `token` is meant as an end-user token (rather than an API
@@ -95,15 +105,44 @@ impl EndUsers {
 
     /// The principal of a valid end-user token.
     pub(crate) async fn authenticate(&self, token: &str, store: &Db) -> Result<Principal, Refusal> {
-        if token.starts_with(minted::PREFIX) {
+        let (principal, issued_ms) = if token.starts_with(minted::PREFIX) {
             let user = self.minted.verify(token)?;
-            return Ok(principal(user.app, user.sub, user.claims));
+            let issued_ms = Some(user.issued_ms);
+            (principal(user.app, user.sub, user.claims), issued_ms)
+        } else {
+            let (issuer, audiences) = peek(token)?;
+            let provider = self.provider(&issuer, &audiences, store).await?;
+            let verifier = self.verifier(&provider)?;
+            let user = verifier.verify(token).await?;
+            let issued_ms = user.issued_ms;
+            (principal(provider.app, user.sub, user.claims), issued_ms)
+        };
+        self.refuse_revoked(&principal.key_id, issued_ms, store)
+            .await?;
+        Ok(principal)
+    }
+
+    /// Refuses a token of end user `user_key` issued at `issued_ms` (Unix
+    /// ms; `None`: it does not say) at or before the user's revocation.
+    pub(crate) async fn refuse_revoked(
+        &self,
+        user_key: &str,
+        issued_ms: Option<u64>,
+        store: &Db,
+    ) -> Result<(), Refusal> {
+        let revoked = (self.revocations)
+            .revoked(user_key, issued_ms, store)
+            .await
+            .map_err(Refusal::Store)?;
+        if !revoked {
+            return Ok(());
         }
-        let (issuer, audiences) = peek(token)?;
-        let provider = self.provider(&issuer, &audiences, store).await?;
-        let verifier = self.verifier(&provider)?;
-        let user = verifier.verify(token).await?;
-        Ok(principal(provider.app, user.sub, user.claims))
+        let not_before = (self.revocations.not_before(user_key, store).await)
+            .map_err(Refusal::Store)?
+            .unwrap_or_default();
+        Err(Refusal::Token(EndUserAuthError::TokenRevoked(rfc3339_ms(
+            not_before,
+        ))))
     }
 
     /// The app whose identity provider issues tokens for `(issuer, audience)`.
@@ -194,16 +233,24 @@ impl EndUsers {
         JwksVerifier::new(config, self.allow_insecure_jwks).map(drop)
     }
 
-    /// Mints a token for user `sub` of `app`.
+    /// Mints a token for user `sub` of `app`, issued after the user's
+    /// revocation `not_before` (Unix ms), if any.
     pub(crate) fn mint(
         &self,
         app: Uuid,
         sub: &str,
         claims: Map<String, Value>,
         ttl: Duration,
+        not_before: Option<u64>,
     ) -> (String, String) {
-        self.minted.mint(app, sub, claims, ttl)
+        self.minted.mint(app, sub, claims, ttl, not_before)
     }
+}
+
+/// Unix ms as RFC 3339 with milliseconds.
+pub(crate) fn rfc3339_ms(ms: u64) -> String {
+    let at = std::time::UNIX_EPOCH + Duration::from_millis(ms);
+    humantime::format_rfc3339_millis(at).to_string()
 }
 
 /// Every app's identity provider, from its current deployment.

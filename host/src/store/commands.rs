@@ -20,7 +20,8 @@ use super::domain::{
     DeleteAppSchedule, DeleteSchedule, DeleteSecret, DeleteSession, DeploymentAnswer, EndSession,
     FinishBuild, FinishTurn, FireSchedule, Fired, Idempotency, InputOutcome, NewDeployment, OnBusy,
     Once, OpenThread, PostInput, PostInputAt, PurgeFeed, PurgeIdempotency, PutApiKey, PutSecret,
-    Recover, Recovery, SetArtifact, ThreadTurn, TouchApiKey, TurnAnswer, TurnOutcome, TurnTimers,
+    Recover, Recovery, RevokeEndUser, SetArtifact, ThreadTurn, TouchApiKey, TurnAnswer,
+    TurnOutcome, TurnTimers, UserInput, UserInputAt,
 };
 use super::engine::DueSchedule;
 use super::outbox::Outbox;
@@ -489,6 +490,54 @@ impl WriterHandle {
             public,
         };
         self.call(Once { op, key }).await
+    }
+
+    /// `input_once` sent by the session's own end user `user`: counted
+    /// against their share of turns (`[end_users] turns_per_minute_per_user`).
+    pub(crate) async fn user_input_once(
+        &self,
+        session: Uuid,
+        input: Value,
+        on_busy: OnBusy,
+        key: Option<Idempotency>,
+        user: String,
+    ) -> Result<Answered<InputOutcome, TurnAnswer>, StoreError> {
+        let input = PostInput {
+            session,
+            input,
+            on_busy,
+            schedule: None,
+            public: true,
+        };
+        self.call(Once {
+            op: UserInput { input, user },
+            key,
+        })
+        .await
+    }
+
+    /// `post_input_at` sent by the session's own end user `user`: counted
+    /// against their share of turns.
+    pub(crate) async fn user_post_input_at(
+        &self,
+        session: Uuid,
+        input: Value,
+        user: String,
+    ) -> Result<(TurnTicket, u64), StoreError> {
+        let input = PostInput {
+            session,
+            input,
+            on_busy: OnBusy::Reject,
+            schedule: None,
+            public: true,
+        };
+        self.call(UserInputAt { input, user }).await
+    }
+
+    /// Refuses every token of end user `user_key` (`Principal::key_id`)
+    /// issued until now; answers the not-before stored (Unix ms).
+    pub(crate) async fn revoke_end_user(&self, user_key: String) -> Result<u64, StoreError> {
+        self.call(RevokeEndUser { user_key }).await
     }
 
     /// `decide` done once per idempotency key.

@@ -195,6 +195,11 @@ pub trait Engine: Send + Sync + 'static {
     /// Up to `limit` schedules due at `now_ms` (Unix ms), soonest first.
     fn due_schedules(&self, now_ms: u64, limit: usize) -> Result<Vec<DueSchedule>, StoreError>;
 
+    // End users (`store::domain::end_users`, `end_users::revocation`).
+    /// The Unix ms at or before which the tokens of end user `user_key`
+    /// (`Principal::key_id`) were issued are refused, if they were revoked.
+    fn end_user_not_before(&self, user_key: &str) -> Result<Option<u64>, StoreError>;
+
     /// Whether several hosts may share this engine.
     fn shared(&self) -> bool {
         false
@@ -430,4 +435,21 @@ pub trait WriteTx {
         session: Uuid,
         schedule: Uuid,
     ) -> Result<(), StoreError>;
+
+    // End users (`store::domain::end_users`).
+    /// `Engine::end_user_not_before`, in the transaction.
+    fn end_user_not_before(&mut self, user_key: &str) -> Result<Option<u64>, StoreError>;
+    /// Stores an end user's not-before; an engine shared by several hosts
+    /// announces it to every host at the commit.
+    fn put_end_user_not_before(
+        &mut self,
+        user_key: &str,
+        not_before_ms: u64,
+    ) -> Result<(), StoreError>;
+    /// The Unix ms of an end user's recent turns, as committed. An engine
+    /// shared by several hosts locks the user's row until the commit, so
+    /// two hosts never both take their last turn of the minute.
+    fn end_user_turns(&mut self, user_key: &str) -> Result<Vec<u64>, StoreError>;
+    /// Replaces an end user's recent turns.
+    fn put_end_user_turns(&mut self, user_key: &str, turns_ms: &[u64]) -> Result<(), StoreError>;
 }

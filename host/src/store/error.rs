@@ -18,6 +18,14 @@ pub enum StoreError {
     /// `quota_exceeded`); `cap` names it (`open_sessions`, `running_turns`).
     #[error("{message}")]
     Quota { cap: &'static str, message: String },
+    /// A per-user rate refuses what would exceed it (HTTP 429
+    /// `quota_exceeded` with `Retry-After`); `cap` names it.
+    #[error("{message}")]
+    Throttled {
+        cap: &'static str,
+        message: String,
+        retry_after_secs: u64,
+    },
     /// The request is well-formed but refused (HTTP 422).
     #[error("{0}")]
     Rejected(String),

@@ -39,6 +39,7 @@ pub(crate) use domain::{
     ThreadTurn, TurnOutcome, WEBHOOK_MAX_PENDING, rfc3339_ms, thread_key, unix_ms,
 };
 pub use domain::{BuildOutcome, NewDeployment};
+pub(crate) use domain::{END_USER_KEY_PREFIX, end_user_key};
 pub(crate) use domain::{MAX_SCHEDULES, MAX_TURN_SCHEDULES, TurnTimers};
 #[cfg(test)]
 pub(crate) use domain::{webhook_deployment_data, webhook_event_data};

@@ -118,6 +118,9 @@ pub struct EndUsersRecord {
     /// Open sessions one end user may have (none: no cap).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_open_sessions_per_user: Option<u64>,
+    /// Turns one end user may start in any 60 s (none: no cap).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turns_per_minute_per_user: Option<u64>,
 }
 
 /// Per-turn limits a manifest set; `None` keeps the default. Lenient on

@@ -84,10 +84,20 @@ pub(super) async fn call(
                 }
                 Err(err) => return Err(err),
             };
-            (state.writer)
-                .post_input_at(record.id, input, !principal.is_platform())
-                .await
-                .map(|(ticket, seq)| (ticket.session_id, ticket.turn, seq))
+            let started = match principal.user_id() {
+                // The user's own input counts against their share of turns.
+                Some(user) => {
+                    (state.writer)
+                        .user_post_input_at(record.id, input, user.to_string())
+                        .await
+                }
+                None => {
+                    (state.writer)
+                        .post_input_at(record.id, input, !principal.is_platform())
+                        .await
+                }
+            };
+            started.map(|(ticket, seq)| (ticket.session_id, ticket.turn, seq))
         }
     };
     let (session, turn, started_seq) = match started {

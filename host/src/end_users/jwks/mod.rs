@@ -63,6 +63,9 @@ pub(crate) struct VerifiedUser {
     pub(crate) claims: Map<String, Value>,
     /// The token's `exp`, in Unix seconds.
     pub(crate) expires_at: u64,
+    /// When it was issued, Unix ms: its `iat`, else its `nbf` (`None`:
+    /// it has neither), for revocations (`end_users::revocation`).
+    pub(crate) issued_ms: Option<u64>,
 }
 
 /// One app's verifier: its settings, its own HTTP client and the cached keys.
@@ -157,6 +160,11 @@ impl JwksVerifier {
             _ => None,
         }
         .ok_or_else(|| EndUserAuthError::MalformedToken("its `exp` is not a number".into()))?;
+        let seconds = |name: &str| match claims.get(name) {
+            Some(Value::Number(n)) => n.as_u64().or_else(|| n.as_f64().map(|s| s as u64)),
+            _ => None,
+        };
+        let issued_ms = (seconds("iat").or_else(|| seconds("nbf"))).map(|s| s.saturating_mul(1000));
         let allowed = (self.claims.iter())
             .filter_map(|name| Some((name.clone(), claims.remove(name)?)))
             .collect();
@@ -164,6 +172,7 @@ impl JwksVerifier {
             sub,
             claims: allowed,
             expires_at,
+            issued_ms,
         })
     }
 

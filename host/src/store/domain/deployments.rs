@@ -151,6 +151,13 @@ impl Op for FinishBuild {
                     } else {
                         DeploymentStatus::Retired
                     };
+                    // Tools the agent's code leaves to the session's end user.
+                    for tool in super::end_users::approved_by_end_user(&description) {
+                        if !d.end_user_approvals.contains(&tool) {
+                            d.end_user_approvals.push(tool);
+                        }
+                    }
+                    d.end_user_approvals.sort();
                     d.description = Some(description);
                     d.artifact = Some(artifact);
                     d.finished_at = Some(now);

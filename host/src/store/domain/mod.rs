@@ -13,6 +13,7 @@ mod closing;
 mod cron;
 mod deletion;
 mod deployments;
+mod end_users;
 mod feed;
 mod idempotency;
 mod journal_cap;
@@ -34,6 +35,8 @@ pub(super) use app_schedules::{CreateAppSchedule, DeleteAppSchedule};
 pub(crate) use cron::CronRule;
 pub(super) use deletion::DeleteSession;
 pub(super) use deployments::{Activate, CreateDeployment, FinishBuild, SetArtifact};
+pub(crate) use end_users::{END_USER_KEY_PREFIX, end_user_key};
+pub(super) use end_users::{RevokeEndUser, UserInput, UserInputAt};
 pub(super) use feed::PurgeFeed;
 #[cfg(test)]
 pub(crate) use idempotency::TTL as IDEMPOTENCY_TTL;

@@ -70,6 +70,10 @@ impl Op for CreateSession {
         if let (Some(user), Some(cap)) = (&self.end_user, user_cap) {
             quotas::check_user(batch, app.id, &user.id, cap)?;
         }
+        // Last of the refusals: a turn counted is a turn started.
+        if let Some(user) = &self.end_user {
+            super::end_users::take_turn(batch, app.id, &user.id, &deployment)?;
+        }
         let now = now_rfc3339();
         // A capability for a bare invocation key: all its random bits fresh.
         let id = crate::util::random_v7();
@@ -448,7 +452,7 @@ fn may_end_user_decide(
     })?;
     if !deployment.end_user_approvals.contains(&pending.call.name) {
         return Err(StoreError::Forbidden(format!(
-            "calls of `{}` are decided by operators: its manifest does not say `approver = \"end_user\"`",
+            "calls of `{}` are decided by operators: neither the manifest nor the agent's code leaves them to the end user (`approver = \"end_user\"`)",
             pending.call.name
         )));
     }

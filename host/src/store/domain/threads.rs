@@ -68,15 +68,26 @@ impl Op for OpenThread {
                 return Err(StoreError::not_found("session", id));
             }
             let started_seq = batch.session(id)?.next_seq;
-            let InputOutcome::Started(ticket) = (PostInput {
+            let mut input = PostInput {
                 session: id,
                 input: self.input.clone(),
                 on_busy: OnBusy::Reject,
                 schedule: None,
                 public: self.public,
-            })
-            .apply(batch)?
-            else {
+            };
+            let outcome = match user {
+                // The user's own turn: counted against their share.
+                Some(user) => {
+                    let deployment_id = batch.session(id)?.record.deployment_id;
+                    let deployment = (batch.tx.deployment(deployment_id)?)
+                        .ok_or_else(|| corrupt(format!("deployment {deployment_id} is missing")))?;
+                    super::end_users::counted(batch, app.id, user, &deployment, |batch| {
+                        input.apply(batch)
+                    })?
+                }
+                None => input.apply(batch)?,
+            };
+            let InputOutcome::Started(ticket) = outcome else {
                 return Err(corrupt("an input that may not queue was queued"));
             };
             let session = batch.session(id)?.record.clone();

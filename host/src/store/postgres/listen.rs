@@ -38,6 +38,12 @@ pub(crate) enum Change {
     },
     /// The approvals feed reached this seq.
     Feed(u64),
+    /// An end user's tokens issued at or before `not_before_ms` were
+    /// revoked (`user_key`: their `Principal::key_id`).
+    EndUserRevoked {
+        user_key: String,
+        not_before_ms: u64,
+    },
     /// The listener lost its connection and has it again: anything may
     /// have changed meanwhile.
     Reconnected,
@@ -63,6 +69,13 @@ impl Change {
             "a" => Change::App(rest.parse().ok()?),
             "d" => Change::Deleted(rest.parse().ok()?),
             "f" => Change::Feed(rest.parse().ok()?),
+            "u" => {
+                let (ms, user_key) = rest.split_once(':')?;
+                Change::EndUserRevoked {
+                    user_key: user_key.to_string(),
+                    not_before_ms: ms.parse().ok()?,
+                }
+            }
             "c" => {
                 let mut parts = rest.splitn(3, ':');
                 Change::Cancel {
@@ -86,6 +99,11 @@ impl Change {
         let mut by = by.to_string();
         crate::util::truncate_utf8(&mut by, 200);
         format!("c:{session}:{turn}:{by}")
+    }
+
+    /// The announcement of an end user's revocation.
+    pub(super) fn revoked_user_note(user_key: &str, not_before_ms: u64) -> String {
+        format!("u:{not_before_ms}:{user_key}")
     }
 
     /// The announcement of the approvals feed's new head.

@@ -240,6 +240,20 @@ impl Engine for PgEngine {
         Ok(page)
     }
 
+    fn end_user_not_before(&self, user_key: &str) -> Result<Option<u64>, StoreError> {
+        let rows = self.rows(
+            "SELECT not_before_ms FROM endusers_not_before WHERE user_key = $1",
+            &[&user_key],
+        )?;
+        rows.first()
+            .map(|row| {
+                row.try_get::<_, i64>(0)
+                    .map(|ms| ms as u64)
+                    .map_err(corrupt)
+            })
+            .transpose()
+    }
+
     fn due_schedules(&self, now_ms: u64, limit: usize) -> Result<Vec<DueSchedule>, StoreError> {
         let rows = self.rows(
             "SELECT due_ms, session_id, schedule_id FROM schedules_due WHERE due_ms <= $1

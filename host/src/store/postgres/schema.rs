@@ -124,6 +124,17 @@ const MIGRATIONS: &[&str] = &[
         schedule_id uuid NOT NULL,
         PRIMARY KEY (due_ms, session_id, schedule_id)
     );",
+    // 9: end users (`store::domain::end_users`): the time before which a
+    // user's tokens are refused (revoked), and their turns of the last minute
+    // (`[end_users] turns_per_minute_per_user`), keyed by `Principal::key_id`.
+    "CREATE TABLE endusers_not_before (
+        user_key text PRIMARY KEY,
+        not_before_ms bigint NOT NULL
+    );
+    CREATE TABLE endusers_turns (
+        user_key text PRIMARY KEY,
+        turns_ms bigint[] NOT NULL
+    );",
 ];
 
 /// The schema version this binary writes.

@@ -715,4 +715,62 @@ impl WriteTx for PgTx<'_> {
         )?;
         Ok(())
     }
+
+    fn end_user_not_before(&mut self, user_key: &str) -> Result<Option<u64>, StoreError> {
+        let rows = self.query(
+            "SELECT not_before_ms FROM endusers_not_before WHERE user_key = $1",
+            &[&user_key],
+        )?;
+        rows.first()
+            .map(|row| {
+                row.try_get::<_, i64>(0)
+                    .map(|ms| ms as u64)
+                    .map_err(corrupt)
+            })
+            .transpose()
+    }
+
+    fn put_end_user_not_before(
+        &mut self,
+        user_key: &str,
+        not_before_ms: u64,
+    ) -> Result<(), StoreError> {
+        self.execute(
+            "INSERT INTO endusers_not_before (user_key, not_before_ms) VALUES ($1, $2)
+             ON CONFLICT (user_key) DO UPDATE SET not_before_ms = excluded.not_before_ms",
+            &[&user_key, &(not_before_ms as i64)],
+        )?;
+        self.notes
+            .push(Change::revoked_user_note(user_key, not_before_ms));
+        Ok(())
+    }
+
+    fn end_user_turns(&mut self, user_key: &str) -> Result<Vec<u64>, StoreError> {
+        // The user's row is the lock: made first if it is missing, so a
+        // host counting waits for another's commit, then reads it.
+        self.execute(
+            "INSERT INTO endusers_turns (user_key, turns_ms) VALUES ($1, '{}')
+             ON CONFLICT (user_key) DO NOTHING",
+            &[&user_key],
+        )?;
+        let rows = self.query(
+            "SELECT turns_ms FROM endusers_turns WHERE user_key = $1 FOR UPDATE",
+            &[&user_key],
+        )?;
+        let turns: Vec<i64> = match rows.first() {
+            Some(row) => row.try_get(0).map_err(corrupt)?,
+            None => Vec::new(),
+        };
+        Ok(turns.into_iter().map(|ms| ms as u64).collect())
+    }
+
+    fn put_end_user_turns(&mut self, user_key: &str, turns_ms: &[u64]) -> Result<(), StoreError> {
+        let turns: Vec<i64> = turns_ms.iter().map(|ms| *ms as i64).collect();
+        self.execute(
+            "INSERT INTO endusers_turns (user_key, turns_ms) VALUES ($1, $2)
+             ON CONFLICT (user_key) DO UPDATE SET turns_ms = excluded.turns_ms",
+            &[&user_key, &turns],
+        )?;
+        Ok(())
+    }
 }

@@ -8,6 +8,7 @@
 //! it touched cached between batches (at most `SESSION_CACHE` past a batch;
 //! idle ones are dropped and re-read): it is the only writer of the file.
 
+mod end_users;
 mod feed;
 #[cfg(test)]
 mod ids_tests;

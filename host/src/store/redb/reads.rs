@@ -215,6 +215,10 @@ impl Engine for RedbEngine {
         feed::read(&txn, after, app_id, limit)
     }
 
+    fn end_user_not_before(&self, user_key: &str) -> Result<Option<u64>, StoreError> {
+        super::end_users::not_before(self, user_key)
+    }
+
     fn due_schedules(&self, now_ms: u64, limit: usize) -> Result<Vec<DueSchedule>, StoreError> {
         let txn = self.db.begin_read().map_err(storage)?;
         let table = txn.open_table(tables::SCHEDULES_DUE).map_err(storage)?;

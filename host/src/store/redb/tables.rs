@@ -79,6 +79,15 @@ pub(super) const WEBHOOK_PENDING: TableDefinition<(u128, u128), ()> =
 /// index (`store::domain::schedules`; the schedules are on their sessions' records).
 pub(super) const SCHEDULES_DUE: TableDefinition<(u64, u128, u128), ()> =
     TableDefinition::new("schedules_due_v1");
+/// end user (`Principal::key_id`) → the Unix ms at or before which their
+/// tokens were issued are refused (`store::domain::end_users`).
+pub(super) const ENDUSERS_NOT_BEFORE: TableDefinition<&str, u64> =
+    TableDefinition::new("endusers_not_before_v1");
+/// end user (`Principal::key_id`) → the Unix ms of their turns of the
+/// last minute, 8 bytes little-endian each (`[end_users]
+/// turns_per_minute_per_user`).
+pub(super) const ENDUSERS_TURNS: TableDefinition<&str, &[u8]> =
+    TableDefinition::new("endusers_turns_v1");
 
 /// Makes sure every table exists.
 pub(super) fn create_all(db: &Database) -> Result<(), StoreError> {
@@ -107,6 +116,8 @@ pub(super) fn create_all(db: &Database) -> Result<(), StoreError> {
         txn.open_table(WEBHOOK_BY_ENDPOINT).map_err(storage)?;
         txn.open_table(WEBHOOK_PENDING).map_err(storage)?;
         txn.open_table(SCHEDULES_DUE).map_err(storage)?;
+        txn.open_table(ENDUSERS_NOT_BEFORE).map_err(storage)?;
+        txn.open_table(ENDUSERS_TURNS).map_err(storage)?;
         let mut open = txn.open_table(OPEN_SESSIONS).map_err(storage)?;
         if fill_open {
             let sessions = txn.open_table(SESSIONS).map_err(storage)?;

@@ -580,4 +580,24 @@ impl WriteTx for RedbTx<'_> {
         (table.remove((due_ms, session.as_u128(), schedule.as_u128()))).map_err(storage)?;
         Ok(())
     }
+
+    fn end_user_not_before(&mut self, user_key: &str) -> Result<Option<u64>, StoreError> {
+        super::end_users::tx_not_before(self.txn, user_key)
+    }
+
+    fn put_end_user_not_before(
+        &mut self,
+        user_key: &str,
+        not_before_ms: u64,
+    ) -> Result<(), StoreError> {
+        super::end_users::put_not_before(self.txn, user_key, not_before_ms)
+    }
+
+    fn end_user_turns(&mut self, user_key: &str) -> Result<Vec<u64>, StoreError> {
+        super::end_users::turns(self.txn, user_key)
+    }
+
+    fn put_end_user_turns(&mut self, user_key: &str, turns_ms: &[u64]) -> Result<(), StoreError> {
+        super::end_users::put_turns(self.txn, user_key, turns_ms)
+    }
 }
