@@ -158,12 +158,8 @@ async fn run_every_scenario(lang: Lang) {
     for scenario in &table.scenario {
         let model = model(&server, scenario).await;
         let mut manifest = scenario.manifest.clone();
-        if let Some(fake) = &model {
-            manifest.push_str(&format!(
-                "secrets = [\"OPENAI_BASE_URL\", \"OPENAI_API_KEY\", \"OPENAI_MODEL\"]\n\
-                 [outbound]\nallow = [\"{}\"]\n",
-                fake.origin()
-            ));
+        if let Some((_, lines)) = &model {
+            manifest.push_str(lines);
         }
         let key = (scenario.agent.clone(), manifest.clone());
         let next = apps.len();
@@ -180,25 +176,26 @@ async fn run_every_scenario(lang: Lang) {
             let (status, body) = server.put_secret(name, value).await;
             assert!(status == 201 || status == 200, "{body}");
         }
-        run(&server, &slug, scenario, model.as_ref(), lang).await;
+        run(
+            &server,
+            &slug,
+            scenario,
+            model.as_ref().map(|(fake, _)| fake),
+            lang,
+        )
+        .await;
     }
 }
 
-/// The scenario's fake model, with the secrets that point the agent at it.
-async fn model(server: &Server, scenario: &Scenario) -> Option<FakeOpenAi> {
+/// The scenario's fake model and the manifest lines that point the agent
+/// at it (its secrets set).
+async fn model(server: &Server, scenario: &Scenario) -> Option<(FakeOpenAi, String)> {
     if scenario.model.is_empty() {
         return None;
     }
     let fake = FakeOpenAi::start(scenario.model.iter().map(ModelReply::reply).collect()).await;
-    for (name, value) in [
-        ("OPENAI_BASE_URL", fake.base_url()),
-        ("OPENAI_API_KEY", "sk-fake-test-key".to_string()),
-        ("OPENAI_MODEL", "gpt-fake".to_string()),
-    ] {
-        let (status, body) = server.put_secret(name, &value).await;
-        assert!(status == 201 || status == 200, "{body}");
-    }
-    Some(fake)
+    let lines = fake.configure(server).await;
+    Some((fake, lines))
 }
 
 async fn deploy(server: &Server, lang: Lang, slug: &str, agent: &str, manifest: &str) {

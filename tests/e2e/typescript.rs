@@ -198,23 +198,6 @@ async fn an_exception_ends_the_turn_with_its_message_and_stack_and_a_refused_fet
     assert_eq!(said(&events), ["Added figs."], "{:?}", types(&events));
 }
 
-/// Sets the model's secrets and returns the manifest's lines for them.
-async fn model_secrets(server: &Server, fake: &FakeOpenAi) -> String {
-    for (name, value) in [
-        ("OPENAI_BASE_URL", fake.base_url()),
-        ("OPENAI_API_KEY", "sk-fake-test-key".to_string()),
-        ("OPENAI_MODEL", "gpt-fake".to_string()),
-    ] {
-        let (status, body) = server.put_secret(name, &value).await;
-        assert_eq!(status, 201, "{body}");
-    }
-    format!(
-        "secrets = [\"OPENAI_BASE_URL\", \"OPENAI_API_KEY\", \"OPENAI_MODEL\"]\n\
-         [outbound]\nallow = [\"{}\"]\n",
-        fake.origin()
-    )
-}
-
 #[tokio::test]
 async fn the_typescript_model_loop_retries_a_429_and_reports_a_cut_off_answer() {
     let fake = FakeOpenAi::start(vec![
@@ -228,7 +211,7 @@ async fn the_typescript_model_loop_retries_a_429_and_reports_a_cut_off_answer() 
     .await;
     let dir = support::data_dir();
     let server = server(dir.path(), &["--outbound-allow-private"]).await;
-    let extra = model_secrets(&server, &fake).await;
+    let extra = fake.configure(&server).await;
     deploy(
         &server,
         "examples/typescript/assistant",

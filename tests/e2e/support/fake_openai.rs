@@ -170,6 +170,25 @@ impl FakeOpenAi {
         format!("{}/v1", self.origin())
     }
 
+    /// Points `server`'s agents at this server: sets the `OPENAI_*`
+    /// secrets (the key `sk-fake-test-key`, the model `gpt-fake`) and
+    /// returns the manifest lines that declare them and allow its origin.
+    pub async fn configure(&self, server: &super::Server) -> String {
+        for (name, value) in [
+            ("OPENAI_BASE_URL", self.base_url()),
+            ("OPENAI_API_KEY", "sk-fake-test-key".to_string()),
+            ("OPENAI_MODEL", "gpt-fake".to_string()),
+        ] {
+            let (status, body) = server.put_secret(name, &value).await;
+            assert_eq!(status, 201, "{body}");
+        }
+        format!(
+            "secrets = [\"OPENAI_BASE_URL\", \"OPENAI_API_KEY\", \"OPENAI_MODEL\"]\n\
+             [outbound]\nallow = [\"{}\"]\n",
+            self.origin()
+        )
+    }
+
     /// Adds replies at the end of the script.
     pub fn push(&self, replies: Vec<Reply>) {
         self.script.lock().unwrap().replies.extend(replies);
