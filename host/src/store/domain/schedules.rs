@@ -72,6 +72,44 @@ impl Op for CreateSchedule {
     }
 }
 
+/// A schedule set by the session's own end user `user`: one-shot (the API
+/// refuses them `cron`), counted against their share of turns
+/// (`[end_users] turns_per_minute_per_user`, of the session's deployment,
+/// as their inputs are) since it will start one; a refusal of the creation
+/// (the session ended, its 100 schedules) gives the place back.
+pub(crate) struct UserCreateSchedule {
+    pub create: CreateSchedule,
+    pub user: String,
+}
+
+impl Op for UserCreateSchedule {
+    type Output = ScheduleRecord;
+
+    fn session(&self) -> Option<Uuid> {
+        Some(self.create.session)
+    }
+
+    fn apply(&mut self, batch: &mut Batch<'_>) -> Result<ScheduleRecord, StoreError> {
+        let id = self.create.session;
+        let record = batch.session(id)?.record.clone();
+        // Only the session's owner (the API checked it; a session's owner
+        // never changes, so this holds in the commit too).
+        if record.end_user.as_deref() != Some(self.user.as_str()) {
+            return Err(StoreError::not_found("session", id));
+        }
+        let deployment = (batch.tx.deployment(record.deployment_id)?).ok_or_else(|| {
+            crate::store::error::corrupt(format!(
+                "deployment {} of session {id} is missing",
+                record.deployment_id
+            ))
+        })?;
+        let create = &mut self.create;
+        super::end_users::counted(batch, record.app_id, &self.user, &deployment, |batch| {
+            create.apply(batch)
+        })
+    }
+}
+
 /// Drops every schedule of the session `id` (it ended): off its record
 /// and out of the due index, so none is listed or due any more.
 pub(super) fn drop_all(batch: &mut Batch<'_>, id: Uuid) -> Result<(), StoreError> {
