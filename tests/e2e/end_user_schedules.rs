@@ -163,7 +163,8 @@ async fn an_end_user_schedules_on_their_own_session_and_it_fires_once() {
         (id(&dropped).to_string(), "end_user".to_string()),
     ];
     let mut seen = listed(&server, &ada, &session).await;
-    (all.sort(), seen.sort());
+    all.sort();
+    seen.sort();
     assert_eq!(seen, all);
     assert_eq!(listed(&server, support::KEY, &session).await.len(), 5);
 
