@@ -390,3 +390,98 @@ async fn an_end_users_schedules_count_against_their_turns_and_the_sessions_cap()
     // 99 of the session's schedules: nothing more was made.
     assert_eq!(listed(&server, &ada, &session).await.len(), 99);
 }
+
+/// The value of one sample line of the OpenMetrics text (0 when absent).
+async fn counter(server: &Server, name: &str) -> f64 {
+    let response = (server.client.get(server.url("/metrics"))).bearer_auth(support::KEY);
+    let text = response.send().await.unwrap().text().await.unwrap();
+    (text.lines())
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// An end user's schedule fires under the app's caps for what ships in
+/// frontends, as their input would: while the app is at
+/// `--invocation-max-running-turns-per-app`, it waits (counted in
+/// `agenthost_schedules_deferred_total`) where a platform key's fires.
+#[tokio::test]
+async fn an_end_users_schedule_fires_under_the_apps_caps_for_frontends() {
+    let dir = support::data_dir();
+    let flags = ["--invocation-max-running-turns-per-app", "1"];
+    let server = Server::start_with(dir.path(), &flags).await;
+    let component = support::guest("slow");
+    let manifest = "[app]\nslug = \"naps\"\n[agent]\nentry = \"agent.wasm\"\n\
+                    [end_users]\nschedules = true\n";
+    let (status, row) = server
+        .upload(bundle(&[("agent.wasm", &component)]), manifest)
+        .await;
+    assert_eq!(status, 202, "{row}");
+    assert_eq!(server.wait_built(&row).await["status"], "active");
+    let ada = server.end_user_token("naps", "ada").await;
+    let create = |token: &str, sleep_ms: u64| {
+        let body = json!({"app": "naps", "route": "/slow", "input": {"sleep_ms": sleep_ms}});
+        let token = token.to_string();
+        let server = &server;
+        async move {
+            let (status, created) = server.post_as(&token, "/sessions", body).await;
+            assert_eq!(status, 201, "{created}");
+            created["session_id"].as_str().unwrap().to_string()
+        }
+    };
+    let hers = create(&ada, 1).await;
+    let platforms = create(support::KEY, 1).await;
+    for session in [&hers, &platforms] {
+        (server.events(session, None).await)
+            .until(&["TURN_ENDED"])
+            .await;
+    }
+    // The app's one running turn (a platform key's, held until cancelled).
+    let busy = create(support::KEY, 600_000).await;
+    (server.events(&busy, None).await)
+        .until(&["MESSAGE_DELTA"])
+        .await;
+    let due_now = || json!({"at": from_now(0), "input": {"sleep_ms": 1}});
+    let fired_second = |session: &str, schedule: Value| {
+        let session = session.to_string();
+        let server = &server;
+        async move {
+            let mut stream = server.events(&session, None).await;
+            stream.until(&["TURN_ENDED"]).await;
+            let second = stream.until(&["TURN_ENDED", "TURN_ERROR"]).await;
+            assert_eq!(
+                second[0]["payload"]["reason"],
+                json!({"kind": "schedule", "schedule_id": schedule["id"]}),
+                "{second:?}"
+            );
+            assert_eq!(second.last().unwrap()["type"], "TURN_ENDED", "{second:?}");
+        }
+    };
+
+    // A platform key's schedule fires at once: not held to that cap.
+    let (status, theirs) = schedule(&server, support::KEY, &platforms, due_now()).await;
+    assert_eq!(status, 201, "{theirs}");
+    fired_second(&platforms, theirs).await;
+    let before = counter(&server, "agenthost_schedules_deferred_total").await;
+
+    // Hers waits while the app is at the cap: tried, put off, still listed.
+    let (status, mine) = schedule(&server, &ada, &hers, due_now()).await;
+    assert_eq!(status, 201, "{mine}");
+    let start = std::time::Instant::now();
+    while counter(&server, "agenthost_schedules_deferred_total").await < before + 2.0 {
+        assert!(start.elapsed() < Duration::from_secs(60), "never put off");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        listed(&server, &ada, &hers).await,
+        [(id(&mine).to_string(), "end_user".to_string())]
+    );
+    let (_, view) = server.get(&format!("/sessions/{hers}")).await;
+    assert_eq!(view["turn"], 1, "{view}");
+    // The running turn ends: hers fires.
+    let (status, body) = server
+        .post(&format!("/sessions/{busy}/cancel"), json!({}))
+        .await;
+    assert!(status == 200 || status == 202, "{status} {body}");
+    fired_second(&hers, mine).await;
+}

@@ -21,7 +21,7 @@ use super::queue::OnBusy;
 use super::sessions::{InputOutcome, PostInput};
 use crate::store::StoreError;
 use crate::store::batch::{Batch, Op};
-use crate::store::records::{ScheduleRecord, SessionStatus};
+use crate::store::records::{ScheduleCreator, ScheduleRecord, SessionStatus};
 use crate::store::start::TurnTicket;
 
 /// Schedules one session may hold (docs/limits.md): each waits on the
@@ -210,7 +210,11 @@ impl Op for FireSchedule {
                     .find(|s| s.id == schedule && s.due_ms == due_ms);
                 // Past its `end_at` (a cron schedule late after downtime): dropped.
                 let past_end = |r: &ScheduleRecord| r.end_ms.is_some_and(|end| due_ms > end);
-                record.map(|record| (record.input.clone(), ended, past_end(record)))
+                record.map(|record| {
+                    // An end user's is theirs: public, as their input is.
+                    let public = record.created_by == Some(ScheduleCreator::EndUser);
+                    ((record.input.clone(), public), ended, past_end(record))
+                })
             }
             // No session of that id: an app's schedule, or a leftover row.
             Err(StoreError::NotFound { .. }) => {
@@ -225,7 +229,7 @@ impl Op for FireSchedule {
             }
             other => other,
         };
-        let input: Value = match found {
+        let (input, public): (Value, bool) = match found {
             Some((input, false, false)) => input,
             Some((_, _, _)) | None => {
                 // Only the index row is left of it (or, on an ended session,
@@ -244,7 +248,10 @@ impl Op for FireSchedule {
             input,
             on_busy: OnBusy::Enqueue,
             schedule: Some(schedule),
-            public: false,
+            // An end user's schedule fires under the app's caps for what
+            // ships in frontends (`--invocation-max-running-turns-per-app`),
+            // as their input would; it stays due while they refuse it.
+            public,
         };
         let outcome = start.apply(batch)?;
         let session = batch.session(id)?;
