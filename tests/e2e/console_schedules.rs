@@ -53,6 +53,11 @@ async fn a_sessions_schedules_are_listed_and_follow_the_stream() {
             &format!("{} !== null", listed(&api)),
         )
         .await;
+    // Each with who made it.
+    for (id, by) in [(&timer, "by the agent"), (&api, "by a platform key")] {
+        let selector = format!(".schedules li[data-schedule-id=\"{id}\"] .created-by");
+        browser.text_with(&selector, by).await;
+    }
     let line = browser
         .text(&format!(
             ".transcript .line-scheduled[data-schedule-id=\"{timer}\"]"

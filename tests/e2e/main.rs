@@ -34,6 +34,7 @@ mod edges;
 mod end_user_approvers;
 mod end_user_jwts;
 mod end_user_revocation;
+mod end_user_schedules;
 mod end_user_turns;
 mod end_users;
 mod http;

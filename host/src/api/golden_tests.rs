@@ -461,6 +461,7 @@ fn golden_every_view_is_pinned() {
                 cron: None,
                 timezone: None,
                 end_at: None,
+                created_by: Some(crate::store::ScheduleCreator::EndUser),
             }),
         ),
         (
@@ -474,6 +475,7 @@ fn golden_every_view_is_pinned() {
                 cron: Some("0 9 * * MON-FRI".into()),
                 timezone: Some("Europe/Berlin".into()),
                 end_at: Some("2027-01-01T00:00:00.000Z".into()),
+                created_by: Some(crate::store::ScheduleCreator::Platform),
             }),
         ),
         (

@@ -19,6 +19,7 @@ mod controls;
 mod decision_details;
 mod decision_links;
 mod deployments;
+mod end_user_schedules;
 mod end_users;
 mod error;
 pub(crate) mod events;

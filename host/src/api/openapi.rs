@@ -170,7 +170,7 @@ pub(super) fn document(rows: &[(Endpoint, Doc)]) -> OpenApi {
     let bearer = SecurityScheme::Http(
         HttpBuilder::new()
             .scheme(HttpAuthScheme::Bearer)
-            .description(Some("An API key: platform, or invocation (docs/api.md)"))
+            .description(Some("An API key: platform, or invocation (docs/api.md); or an end-user token, minted or the app's identity provider's JWT (docs/end-users.md)"))
             .build(),
     );
     let components = ComponentsBuilder::new()
@@ -398,7 +398,9 @@ fn error_description(status: u16) -> &'static str {
     match status {
         400 => "Bad request (malformed body or query, unknown event id)",
         401 => "Missing or invalid API key or stream token",
-        403 => "This endpoint needs a platform key",
+        403 => {
+            "Not for this credential: the endpoint needs a platform key (`forbidden`), or the error's code says what the app or the endpoint does not allow"
+        }
         404 => "Not found",
         409 => "Conflicts with the current state",
         408 => "The request body did not arrive in time",

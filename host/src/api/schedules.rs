@@ -1,6 +1,8 @@
 //! `POST|GET /sessions/{id}/schedules`, `DELETE /sessions/{id}/schedules/{schedule_id}`:
-//! schedules set through the API, one-shot or cron (platform keys; docs/schedules.md).
-//! The rule and the firing are the store's (`store::domain::schedules`).
+//! schedules set through the API, one-shot or cron (platform keys), and one-shot
+//! ones of the session's own end user where the app allows it
+//! (`end_user_schedules.rs`; docs/schedules.md). The rule and the firing are
+//! the store's (`store::domain::schedules`).
 
 use axum::Extension;
 use axum::extract::State;
@@ -10,11 +12,12 @@ use serde_json::Value;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use super::end_user_schedules as by_end_user;
 use super::extract::{Json, Path};
 use super::sessions::visible_session;
 use super::{ApiError, AppState};
 use crate::keys::Principal;
-use crate::store::{CronRule, ScheduleRecord, now_rfc3339, rfc3339_ms, unix_ms};
+use crate::store::{CronRule, ScheduleCreator, ScheduleRecord, now_rfc3339, rfc3339_ms, unix_ms};
 
 /// The body of `POST /sessions/{id}/schedules`: `at` or `cron`.
 #[derive(Deserialize, Serialize, ToSchema)]
@@ -57,6 +60,11 @@ pub(crate) struct ScheduleView {
     /// No firing after this time (a cron schedule's end), RFC 3339 in UTC.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_at: Option<String>,
+    /// Who made it: a platform key, the agent (a timer), or the session's
+    /// end user. Absent for a schedule made before this field existed (by
+    /// a platform key or the agent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_by: Option<ScheduleCreator>,
 }
 
 impl ScheduleView {
@@ -70,6 +78,7 @@ impl ScheduleView {
             cron: r.cron.clone(),
             timezone: r.timezone.clone(),
             end_at: r.end_at.clone(),
+            created_by: r.created_by,
         }
     }
 }
@@ -81,6 +90,20 @@ pub(super) async fn create(
     Json(body): Json<CreateSchedule>,
 ) -> Result<(StatusCode, Json<ScheduleView>), ApiError> {
     let session = visible_session(&state, &principal, &id).await?;
+    if let Some(user) = principal.user_id() {
+        by_end_user::allowed(&state, &session).await?;
+        by_end_user::refuse_cron(body.cron.as_deref())?;
+        let when = When::off_thread(body.at, body.cron, body.timezone, body.end_at).await?;
+        let record = ScheduleRecord {
+            created_by: Some(ScheduleCreator::EndUser),
+            ..when.record(body.input)
+        };
+        let record = (state.writer)
+            .user_create_schedule(session.id, record, user.to_string())
+            .await?;
+        let view = ScheduleView::of(session.id, &record);
+        return Ok((StatusCode::CREATED, Json(view)));
+    }
     let when = When::off_thread(body.at, body.cron, body.timezone, body.end_at).await?;
     let record = when.record(body.input);
     let record = state.writer.create_schedule(session.id, record).await?;
@@ -170,6 +193,7 @@ impl When {
             end_at: self.end_ms.map(rfc3339_ms),
             end_ms: self.end_ms,
             route: None,
+            created_by: Some(ScheduleCreator::Platform),
         }
     }
 }
@@ -189,6 +213,9 @@ pub(super) async fn list(
     Path(id): Path<String>,
 ) -> Result<Json<Vec<ScheduleView>>, ApiError> {
     let session = visible_session(&state, &principal, &id).await?;
+    if principal.user_id().is_some() {
+        by_end_user::allowed(&state, &session).await?;
+    }
     let views = (session.schedules.iter())
         .map(|r| ScheduleView::of(session.id, r))
         .collect();
@@ -208,6 +235,13 @@ pub(super) async fn delete(
         )
     };
     let schedule_id = Uuid::parse_str(&schedule).map_err(|_| not_found())?;
+    if principal.user_id().is_some() {
+        by_end_user::allowed(&state, &session).await?;
+        // Only a schedule an end user made, as read here: who made a
+        // schedule never changes, and one not read here is not deleted.
+        let found = session.schedules.iter().find(|s| s.id == schedule_id);
+        by_end_user::may_delete(found.ok_or_else(not_found)?)?;
+    }
     state
         .writer
         .delete_schedule(session.id, schedule_id)

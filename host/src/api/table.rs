@@ -234,9 +234,9 @@ pub(super) fn table() -> Vec<(Endpoint, Doc, MethodRouter<AppState>)> {
         row(
             "POST",
             "/sessions/{id}/schedules",
-            Platform,
+            EndUser,
             Doc::new(
-                "Schedule an input: a turn of the session at `at` (docs/schedules.md)",
+                "Schedule an input: a turn of the session at `at` (docs/schedules.md; an end user: on their own session, `at` only, where the app allows it)",
                 201,
                 Reply::Json(schema::<schedules::ScheduleView>),
             )
@@ -247,9 +247,9 @@ pub(super) fn table() -> Vec<(Endpoint, Doc, MethodRouter<AppState>)> {
         row(
             "GET",
             "/sessions/{id}/schedules",
-            Platform,
+            EndUser,
             Doc::new(
-                "The session's schedules that have not fired, soonest first",
+                "The session's schedules that have not fired, soonest first (an end user: of their own session, where the app allows it)",
                 200,
                 Reply::Json(list::<schedules::ScheduleView>),
             )
@@ -259,8 +259,12 @@ pub(super) fn table() -> Vec<(Endpoint, Doc, MethodRouter<AppState>)> {
         row(
             "DELETE",
             "/sessions/{id}/schedules/{schedule_id}",
-            Platform,
-            Doc::new("Delete a schedule that has not fired", 204, Reply::Empty)
+            EndUser,
+            Doc::new(
+                "Delete a schedule that has not fired (an end user: one an end user made, on their own session)",
+                204,
+                Reply::Empty,
+            )
                 .errors(&[404]),
             delete(schedules::delete),
         ),

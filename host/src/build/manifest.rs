@@ -113,6 +113,9 @@ pub(crate) struct EndUsersSection {
     pub max_open_sessions_per_user: Option<u64>,
     /// Turns one end user may start in any 60 s.
     pub turns_per_minute_per_user: Option<u64>,
+    /// The session's own end user may set one-shot schedules on it.
+    #[serde(default)]
+    pub schedules: bool,
 }
 
 impl From<&EndUsersSection> for crate::store::EndUsersRecord {
@@ -125,6 +128,7 @@ impl From<&EndUsersSection> for crate::store::EndUsersRecord {
             audience: s.audience.clone(),
             max_open_sessions_per_user: s.max_open_sessions_per_user,
             turns_per_minute_per_user: s.turns_per_minute_per_user,
+            schedules: s.schedules,
         }
     }
 }
@@ -458,6 +462,22 @@ mod tests {
             let err = with(bad).unwrap_err().to_string();
             assert!(err.contains("turns_per_minute_per_user"), "{err}");
         }
+    }
+
+    #[test]
+    fn end_users_schedules_is_off_unless_the_manifest_says_true() {
+        let with = |table: &str| {
+            let m = Manifest::parse(&format!(
+                "[app]\nslug = \"a\"\n[agent]\nentry = \"a.wasm\"\n[end_users]\n{table}"
+            ))
+            .unwrap();
+            crate::store::EndUsersRecord::from(m.end_users.as_ref().unwrap()).schedules
+        };
+        assert!(!with(""));
+        assert!(with("schedules = true\n"));
+        let text =
+            "[app]\nslug = \"a\"\n[agent]\nentry = \"a.wasm\"\n[end_users]\nschedules = \"yes\"\n";
+        assert!(Manifest::parse(text).is_err());
     }
 
     #[test]

@@ -21,7 +21,7 @@ use super::domain::{
     FinishBuild, FinishTurn, FireSchedule, Fired, Idempotency, InputOutcome, NewDeployment, OnBusy,
     Once, OpenThread, PostInput, PostInputAt, PurgeFeed, PurgeIdempotency, PutApiKey, PutSecret,
     Recover, Recovery, RevokeEndUser, SetArtifact, ThreadTurn, TouchApiKey, TurnAnswer,
-    TurnOutcome, TurnTimers, UserInput, UserInputAt,
+    TurnOutcome, TurnTimers, UserCreateSchedule, UserInput, UserInputAt,
 };
 use super::engine::DueSchedule;
 use super::outbox::Outbox;
@@ -569,6 +569,18 @@ impl WriterHandle {
         record: ScheduleRecord,
     ) -> Result<ScheduleRecord, StoreError> {
         self.call(CreateSchedule { session, record }).await
+    }
+
+    /// `create_schedule` by the session's own end user `user`: counted
+    /// against their share of turns (`domain::schedules::UserCreateSchedule`).
+    pub(crate) async fn user_create_schedule(
+        &self,
+        session: Uuid,
+        record: ScheduleRecord,
+        user: String,
+    ) -> Result<ScheduleRecord, StoreError> {
+        let create = CreateSchedule { session, record };
+        self.call(UserCreateSchedule { create, user }).await
     }
 
     /// Deletes a schedule that has not fired (404 when there is none).

@@ -54,8 +54,8 @@ use records::WithdrawReason;
 pub use records::{AgentDescription, Artifact, DeploymentStatus, KeyClass, LimitsRecord};
 pub(crate) use records::{
     ApiKeyRecord, AppRecord, ApprovalFeedEntry, DecisionDetails, DeploymentRecord, EndUsersRecord,
-    FeedKind, PendingApproval, ScheduleRecord, SecretRecord, SessionRecord, SessionStatus,
-    ToolCallRecord, ToolInfo,
+    FeedKind, PendingApproval, ScheduleCreator, ScheduleRecord, SecretRecord, SessionRecord,
+    SessionStatus, ToolCallRecord, ToolInfo,
 };
 pub use redb::RedbOptions;
 pub(crate) use start::{Committed, TurnReason, TurnSink, TurnTicket};

@@ -121,6 +121,10 @@ pub struct EndUsersRecord {
     /// Turns one end user may start in any 60 s (none: no cap).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turns_per_minute_per_user: Option<u64>,
+    /// The session's own end user may set one-shot schedules on it
+    /// (`POST /sessions/{id}/schedules`; docs/schedules.md).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub schedules: bool,
 }
 
 /// Per-turn limits a manifest set; `None` keeps the default. Lenient on
@@ -257,6 +261,22 @@ pub struct ScheduleRecord {
     /// firing's new session is created on (`domain::app_schedules`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub route: Option<String>,
+    /// Who made it; `None` for a schedule stored before the field existed
+    /// (made by a platform key or by the agent: never by an end user).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_by: Option<ScheduleCreator>,
+}
+
+/// Who made a schedule: what an end user may delete (only an end user's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ScheduleCreator {
+    /// A platform key, through the API.
+    Platform,
+    /// The agent, from a turn (`schedule` of `wit/agent.wit`).
+    Agent,
+    /// The session's own end user, through the API.
+    EndUser,
 }
 
 /// An input waiting for a turn of its own (its INPUT_QUEUED is journaled).

@@ -239,8 +239,15 @@ async fn timers_are_kept_only_by_a_turn_that_ends_well() {
         types[types.len() - 3..],
         ["TURN_SCHEDULE_CANCELLED", "TURN_SCHEDULED", "TURN_ENDED"]
     );
+    // Kept as the agent's (an end user may not delete them).
     let record = store.read(move |s| s.session(id)).await.unwrap().unwrap();
-    assert_eq!(record.schedules, kept.scheduled);
+    let agents = (kept.scheduled.iter())
+        .map(|r| ScheduleRecord {
+            created_by: Some(ScheduleCreator::Agent),
+            ..r.clone()
+        })
+        .collect::<Vec<_>>();
+    assert_eq!(record.schedules, agents);
     let due = due_now_in(&store).await;
     assert_eq!(due.len(), 1);
     assert_eq!(due[0].schedule, kept.scheduled[0].id);
@@ -299,4 +306,25 @@ async fn a_schedule_of_a_full_journal_is_dropped() {
     let record = store.read(move |s| s.session(id)).await.unwrap().unwrap();
     assert!(record.schedules.is_empty(), "{:?}", record.schedules);
     assert_eq!(starts(&store, id).await.len(), 1);
+}
+
+/// A schedule stored before `created_by` existed still loads (made by a
+/// platform key or the agent: `None`, never an end user's); one with it
+/// keeps it, and an older binary reading it ignores the field.
+#[test]
+fn a_schedule_stored_before_its_creator_was_recorded_still_loads() {
+    let old = json!({"id": "019aa8e2-7b3c-7d4e-8f10-abcdef012345", "at": "2026-11-23T07:00:00.000Z",
+        "due_ms": 1_795_417_200_000_u64, "input": "hi", "created_at": "2026-11-22T10:00:00.123Z"});
+    let record: ScheduleRecord = serde_json::from_value(old).unwrap();
+    assert_eq!(record.created_by, None);
+    let new = ScheduleRecord {
+        created_by: Some(ScheduleCreator::EndUser),
+        ..record
+    };
+    let stored = serde_json::to_value(&new).unwrap();
+    assert_eq!(stored["created_by"], "end_user");
+    assert_eq!(
+        serde_json::from_value::<ScheduleRecord>(stored).unwrap(),
+        new
+    );
 }

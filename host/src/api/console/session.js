@@ -14,6 +14,9 @@ import { decisionForm } from './decision.js';
 import { endUser } from './sessions.js';
 
 /** The status an event leaves the session in, if it changes it. */
+// Who made a schedule (`created_by`, docs/schedules.md).
+const CREATORS = { platform: 'a platform key', agent: 'the agent', end_user: 'the end user' };
+
 const AFTER = {
   TURN_STARTED: 'running',
   TURN_ENDED: 'idle',
@@ -139,7 +142,8 @@ export function render(main, ctx, id) {
         scheduleList.replaceChildren(...list.map((x) => h('li', { dataset: { scheduleId: x.id } },
           h('time', { datetime: x.at }, x.at),
           x.cron ? h('code', null, ` ${x.cron} (${x.timezone})`) : null,
-          ` · ${typeof x.input === 'string' ? x.input : JSON.stringify(x.input)}`)));
+          ` · ${typeof x.input === 'string' ? x.input : JSON.stringify(x.input)}`,
+          x.created_by ? h('span', { class: 'created-by' }, ` · by ${CREATORS[x.created_by] ?? x.created_by}`) : null)));
         schedules.hidden = list.length === 0;
         queued.textContent = String(s.queued_inputs ?? 0);
       } while (again);

@@ -50,7 +50,7 @@ pub(crate) use queue::MAX_QUEUED_INPUTS;
 pub(crate) use queue::OnBusy;
 pub(crate) use recovery::Recovery;
 pub(super) use recovery::{CloseTurn, Recover};
-pub(super) use schedules::{CreateSchedule, DeleteSchedule, FireSchedule};
+pub(super) use schedules::{CreateSchedule, DeleteSchedule, FireSchedule, UserCreateSchedule};
 pub(crate) use schedules::{Fired, MAX_SCHEDULES, rfc3339_ms};
 pub(super) use secrets::{DeleteSecret, PutSecret};
 pub(crate) use sessions::InputOutcome;

@@ -21,7 +21,7 @@ use super::queue::OnBusy;
 use super::sessions::{InputOutcome, PostInput};
 use crate::store::StoreError;
 use crate::store::batch::{Batch, Op};
-use crate::store::records::{ScheduleRecord, SessionStatus};
+use crate::store::records::{ScheduleCreator, ScheduleRecord, SessionStatus};
 use crate::store::start::TurnTicket;
 
 /// Schedules one session may hold (docs/limits.md): each waits on the
@@ -69,6 +69,44 @@ impl Op for CreateSchedule {
         batch.touch(id);
         batch.tx.put_schedule_due(record.due_ms, id, record.id)?;
         Ok(record)
+    }
+}
+
+/// A schedule set by the session's own end user `user`: one-shot (the API
+/// refuses them `cron`), counted against their share of turns
+/// (`[end_users] turns_per_minute_per_user`, of the session's deployment,
+/// as their inputs are) since it will start one; a refusal of the creation
+/// (the session ended, its 100 schedules) gives the place back.
+pub(crate) struct UserCreateSchedule {
+    pub create: CreateSchedule,
+    pub user: String,
+}
+
+impl Op for UserCreateSchedule {
+    type Output = ScheduleRecord;
+
+    fn session(&self) -> Option<Uuid> {
+        Some(self.create.session)
+    }
+
+    fn apply(&mut self, batch: &mut Batch<'_>) -> Result<ScheduleRecord, StoreError> {
+        let id = self.create.session;
+        let record = batch.session(id)?.record.clone();
+        // Only the session's owner (the API checked it; a session's owner
+        // never changes, so this holds in the commit too).
+        if record.end_user.as_deref() != Some(self.user.as_str()) {
+            return Err(StoreError::not_found("session", id));
+        }
+        let deployment = (batch.tx.deployment(record.deployment_id)?).ok_or_else(|| {
+            crate::store::error::corrupt(format!(
+                "deployment {} of session {id} is missing",
+                record.deployment_id
+            ))
+        })?;
+        let create = &mut self.create;
+        super::end_users::counted(batch, record.app_id, &self.user, &deployment, |batch| {
+            create.apply(batch)
+        })
     }
 }
 
@@ -172,7 +210,11 @@ impl Op for FireSchedule {
                     .find(|s| s.id == schedule && s.due_ms == due_ms);
                 // Past its `end_at` (a cron schedule late after downtime): dropped.
                 let past_end = |r: &ScheduleRecord| r.end_ms.is_some_and(|end| due_ms > end);
-                record.map(|record| (record.input.clone(), ended, past_end(record)))
+                record.map(|record| {
+                    // An end user's is theirs: public, as their input is.
+                    let public = record.created_by == Some(ScheduleCreator::EndUser);
+                    ((record.input.clone(), public), ended, past_end(record))
+                })
             }
             // No session of that id: an app's schedule, or a leftover row.
             Err(StoreError::NotFound { .. }) => {
@@ -187,7 +229,7 @@ impl Op for FireSchedule {
             }
             other => other,
         };
-        let input: Value = match found {
+        let (input, public): (Value, bool) = match found {
             Some((input, false, false)) => input,
             Some((_, _, _)) | None => {
                 // Only the index row is left of it (or, on an ended session,
@@ -206,7 +248,10 @@ impl Op for FireSchedule {
             input,
             on_busy: OnBusy::Enqueue,
             schedule: Some(schedule),
-            public: false,
+            // An end user's schedule fires under the app's caps for what
+            // ships in frontends (`--invocation-max-running-turns-per-app`),
+            // as their input would; it stays due while they refuse it.
+            public,
         };
         let outcome = start.apply(batch)?;
         let session = batch.session(id)?;

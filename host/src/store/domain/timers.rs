@@ -14,7 +14,7 @@ use crate::journal::NewEvent;
 use crate::journal::payloads::{TurnScheduleCancelled, TurnScheduled};
 use crate::store::StoreError;
 use crate::store::batch::Batch;
-use crate::store::records::ScheduleRecord;
+use crate::store::records::{ScheduleCreator, ScheduleRecord};
 
 /// Schedules one turn may make (docs/limits.md); cancels are bounded by
 /// the session's schedules, since only a pending one can be cancelled.
@@ -65,7 +65,11 @@ pub(super) fn apply(
         let session = batch.session(id)?;
         let schedules = &mut session.record.schedules;
         let at = schedules.partition_point(|s| s.due_ms <= record.due_ms);
-        schedules.insert(at, record.clone());
+        let kept = ScheduleRecord {
+            created_by: Some(ScheduleCreator::Agent),
+            ..record.clone()
+        };
+        schedules.insert(at, kept);
         batch.tx.put_schedule_due(record.due_ms, id, record.id)?;
         events.push(NewEvent::of(&TurnScheduled {
             schedule_id: record.id,
