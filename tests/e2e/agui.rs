@@ -14,7 +14,7 @@ use std::process::Command;
 use serde_json::{Value, json};
 
 use crate::support::idp::{Idp, claims, now};
-use crate::support::{self, KEY, Server};
+use crate::support::{self, KEY, Server, types};
 
 fn client_dir() -> PathBuf {
     match std::env::var_os("AGENTHOST_AG_UI_CLIENT") {
@@ -50,10 +50,6 @@ fn replies(events: &[Value]) -> Vec<String> {
                 .collect()
         })
         .collect()
-}
-
-fn types(events: &[Value]) -> Vec<&str> {
-    events.iter().map(|e| e["type"].as_str().unwrap()).collect()
 }
 
 #[tokio::test]

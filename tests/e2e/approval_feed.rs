@@ -7,19 +7,16 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{self, Frame, Server, bundle};
+use crate::support::{self, Frame, Server};
 
 const WAIT: Duration = Duration::from_secs(60);
 
 async fn deploy_ops(server: &Server) {
     let manifest = "[app]\nslug = \"ops\"\n[agent]\nentry = \"ops.wasm\"\n";
     let component = support::guest("ops");
-    let (status, row) = server
-        .upload(bundle(&[("ops.wasm", &component)]), manifest)
+    server
+        .deploy_files(&[("ops.wasm", &component)], manifest)
         .await;
-    assert_eq!(status, 202, "{row}");
-    let row = server.wait_built(&row).await;
-    assert_eq!(row["status"], "active", "{row}");
 }
 
 /// A session of the ops agent whose second turn waits on deleting `name`.

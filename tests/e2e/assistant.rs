@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use crate::support::fake_openai::{FakeOpenAi, Reply, chunk, usage};
-use crate::support::{self, EventStream, Server, bundle, types};
+use crate::support::{self, EventStream, Server, types};
 
 const KEY: &str = "sk-fake-test-key";
 const TERMINAL: &[&str] = &["TURN_ENDED", "TURN_ERROR", "TOOL_APPROVAL_REQUIRED"];
@@ -40,12 +40,9 @@ async fn setup(replies: Vec<Reply>, allow: Option<&str>, extra: &str) -> Setup {
          [outbound]\nallow = [\"{allow}\"]\n{extra}"
     );
     let component = support::guest("assistant");
-    let (status, row) = server
-        .upload(bundle(&[("assistant.wasm", &component)]), &manifest)
+    server
+        .deploy_files(&[("assistant.wasm", &component)], &manifest)
         .await;
-    assert_eq!(status, 202, "{row}");
-    let row = server.wait_built(&row).await;
-    assert_eq!(row["status"], "active", "{row}");
     Setup {
         _dir: dir,
         server,

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use crate::support::{self, KEY, Server, bundle};
+use crate::support::{self, KEY, Server};
 
 #[tokio::test]
 async fn bench_runs_every_phase_and_reports_valid_json() {
@@ -14,12 +14,9 @@ async fn bench_runs_every_phase_and_reports_valid_json() {
     let manifest =
         std::fs::read_to_string(support::workspace().join("examples/bench/agenthost.toml"))
             .expect("read the bench manifest");
-    let (status, row) = server
-        .upload(bundle(&[("bench.wasm", &component)]), &manifest)
+    server
+        .deploy_files(&[("bench.wasm", &component)], &manifest)
         .await;
-    assert_eq!(status, 202, "{row}");
-    let row = server.wait_built(&row).await;
-    assert_eq!(row["status"], "active", "{row}");
 
     let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_agenthost"))
         .args(["bench", "--url", &server.url, "--api-key", KEY])

@@ -11,18 +11,15 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::support::idp::{Idp, claims};
-use crate::support::{self, EventStream, Server, bundle};
+use crate::support::{self, EventStream, Server};
 
 const MANIFEST: &str = "[app]\nslug = \"shop\"\n[agent]\nentry = \"agent.wasm\"\n[end_users]\n";
 
 pub async fn deploy_shop(server: &Server, manifest: &str) {
     let component = support::guest("hello");
-    let (status, row) = server
-        .upload(bundle(&[("agent.wasm", &component)]), manifest)
+    server
+        .deploy_files(&[("agent.wasm", &component)], manifest)
         .await;
-    assert_eq!(status, 202, "{row}");
-    let row = server.wait_built(&row).await;
-    assert_eq!(row["status"], "active", "{row}");
 }
 
 /// `POST /sessions` of `shop` as `token`.

@@ -29,12 +29,9 @@ fn manifest(slug: &str, end_users: &str) -> String {
 
 async fn deploy(server: &Server, manifest: &str) {
     let component = support::guest("timers");
-    let (status, row) = server
-        .upload(bundle(&[("agent.wasm", &component)]), manifest)
+    server
+        .deploy_files(&[("agent.wasm", &component)], manifest)
         .await;
-    assert_eq!(status, 202, "{row}");
-    let row = server.wait_built(&row).await;
-    assert_eq!(row["status"], "active", "{row}");
 }
 
 /// A session of `app` created with `token`, whose first turn (with
@@ -80,16 +77,6 @@ fn code(answer: &(u16, Value)) -> (u16, &str) {
 
 fn id(schedule: &Value) -> &str {
     schedule["id"].as_str().unwrap()
-}
-
-/// The journal from the start until `turns` turns have ended.
-async fn journal(server: &Server, session: &str, turns: usize) -> Vec<Value> {
-    let mut stream = server.events(session, None).await;
-    let mut out = Vec::new();
-    for _ in 0..turns {
-        out.extend(stream.until(&["TURN_ENDED", "TURN_ERROR"]).await);
-    }
-    out
 }
 
 /// Each TURN_STARTED's (turn, reason).
@@ -183,7 +170,7 @@ async fn an_end_user_schedules_on_their_own_session_and_it_fires_once() {
     assert_eq!(code(&again), (404, "schedule_not_found"), "{}", again.1);
 
     // Hers fire in order, once each, as turns with the schedule's reason.
-    let events = journal(&server, &session, 3).await;
+    let events = server.journal(&session, 3).await;
     let fired = |s: &Value| json!({"kind": "schedule", "schedule_id": s["id"]});
     assert_eq!(
         starts(&events),

@@ -24,12 +24,9 @@ async fn shop() -> (tempfile::TempDir, Server) {
 
 async fn deploy_shop(server: &Server, manifest: &str) {
     let component = support::guest("hello");
-    let (status, row) = server
-        .upload(bundle(&[("agent.wasm", &component)]), manifest)
+    server
+        .deploy_files(&[("agent.wasm", &component)], manifest)
         .await;
-    assert_eq!(status, 202, "{row}");
-    let row = server.wait_built(&row).await;
-    assert_eq!(row["status"], "active", "{row}");
 }
 
 /// `method path` with `token` as the bearer (and `body` as JSON for a POST).

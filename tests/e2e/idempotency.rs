@@ -71,17 +71,6 @@ async fn session_ids(server: &Server) -> Vec<String> {
         .collect()
 }
 
-/// The session's journal from the start through its `ended`-th terminal
-/// event (TURN_ENDED or TURN_ERROR).
-async fn journal(server: &Server, session: &str, ended: usize) -> Vec<Value> {
-    let mut stream = server.events(session, None).await;
-    let mut events = Vec::new();
-    for _ in 0..ended {
-        events.extend(stream.until(&["TURN_ENDED", "TURN_ERROR"]).await);
-    }
-    events
-}
-
 fn count(events: &[Value], kind: &str) -> usize {
     events.iter().filter(|e| e["type"] == kind).count()
 }
@@ -197,7 +186,7 @@ async fn a_retry_of_each_endpoint_gets_the_first_answer_and_the_work_is_done_onc
     assert_eq!(status, 202, "{next}");
     assert_eq!(next["turn"], 4);
     stream.until(&["TURN_ENDED", "TURN_ERROR"]).await;
-    let events = journal(&server, &session, 3).await;
+    let events = server.journal(&session, 3).await;
     assert_eq!(count(&events, "SESSION_CREATED"), 1);
     assert_eq!(count(&events, "TOOL_APPROVAL_GRANTED"), 1);
     assert_eq!(count(&events, "TURN_STARTED"), 4);
@@ -287,7 +276,7 @@ async fn a_crash_between_the_commit_and_the_response_leaves_the_first_answer_for
     let (status, sent) = post(&server, &path, "input-1", &input).await.unwrap();
     assert_eq!(status, 202, "{sent}");
     assert_eq!(sent["turn"], 3);
-    let events = journal(&server, &session, 2).await;
+    let events = server.journal(&session, 2).await;
     assert_eq!(count(&events, "TURN_STARTED"), 3, "{events:?}");
     assert_eq!(session_ids(&server).await.len(), 2);
 }

@@ -134,12 +134,9 @@ async fn setup(replies: Vec<Reply>, mcp_extra: &str) -> Setup {
         mcp.section(mcp_extra)
     );
     let component = support::guest("assistant");
-    let (status, row) = server
-        .upload(bundle(&[("assistant.wasm", &component)]), &manifest)
+    server
+        .deploy_files(&[("assistant.wasm", &component)], &manifest)
         .await;
-    assert_eq!(status, 202, "{row}");
-    let row = server.wait_built(&row).await;
-    assert_eq!(row["status"], "active", "{row}");
     Setup {
         dir,
         server,

@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{self, Server, bundle, types};
+use crate::support::{self, Server, types};
 
 async fn slow_server() -> (tempfile::TempDir, Server) {
     let dir = support::data_dir();
@@ -46,19 +46,6 @@ async fn post_keyed(server: &Server, key: &str, path: &str, body: &Value) -> (u1
         .await
         .unwrap();
     support::status_and_json(response).await
-}
-
-/// The journal from the start until `turns` turns have ended.
-async fn journal(server: &Server, session: &str, turns: usize) -> Vec<Value> {
-    let mut stream = server.events(session, None).await;
-    let mut out = Vec::new();
-    let mut ended = 0;
-    while ended < turns {
-        let more = stream.until(&["TURN_ENDED", "TURN_ERROR"]).await;
-        ended += 1;
-        out.extend(more);
-    }
-    out
 }
 
 /// Each TURN_STARTED's (turn, input).
@@ -134,7 +121,7 @@ async fn enqueued_inputs_run_in_order_after_the_running_turn_and_the_queue_is_bo
         .post(&format!("/sessions/{session}/cancel"), json!({}))
         .await;
     assert!(status == 200 || status == 202, "{status} {body}");
-    let events = journal(&server, &session, 17).await;
+    let events = server.journal(&session, 17).await;
     let started = starts(&events);
     let mut expected = vec![(1, json!({"sleep_ms": 60_000}))];
     expected.extend((2..).zip(queued.iter().cloned()));
@@ -178,7 +165,7 @@ async fn interrupt_cancels_the_running_turn_and_runs_before_the_queue() {
     let (status, body) = post_keyed(&server, &invoke, &path, &interrupt).await;
     assert_eq!(status, 202, "{body}");
     assert_eq!(body["queued"]["position"], 1, "{body}");
-    let events = journal(&server, &session, 3).await;
+    let events = server.journal(&session, 3).await;
     assert_eq!(
         starts(&events),
         [
@@ -231,16 +218,13 @@ async fn behind_a_pending_approval_enqueue_waits_for_the_decision_and_interrupt_
     let server = Server::start(dir.path()).await;
     let component = support::guest("ops");
     let manifest = "[app]\nslug = \"ops\"\n[agent]\nentry = \"ops.wasm\"\n";
-    let (status, row) = server
-        .upload(bundle(&[("ops.wasm", &component)]), manifest)
+    server
+        .deploy_files(&[("ops.wasm", &component)], manifest)
         .await;
-    assert_eq!(status, 202, "{row}");
-    let row = server.wait_built(&row).await;
-    assert_eq!(row["status"], "active", "{row}");
     let session = server
         .session("ops", "/ops", json!("add apples pears"))
         .await;
-    journal(&server, &session, 1).await;
+    server.journal(&session, 1).await;
     let (status, body) = input(&server, &session, json!({"input": "delete apples"})).await;
     assert_eq!(status, 202, "{body}");
     let mut stream = server.events(&session, None).await;
@@ -282,7 +266,7 @@ async fn behind_a_pending_approval_enqueue_waits_for_the_decision_and_interrupt_
     assert_eq!(status, 202, "{body}");
     // Three endings: the first turn, the resumed one (the suspended turn
     // has none), and the queued input's.
-    let events = journal(&server, &session, 3).await;
+    let events = server.journal(&session, 3).await;
     let kinds: Vec<String> = (events.iter())
         .filter(|e| e["type"] == "TURN_STARTED")
         .map(|e| e["payload"]["reason"]["kind"].as_str().unwrap().to_string())
@@ -316,7 +300,7 @@ async fn a_queued_input_survives_kill_9_and_runs_once_after_the_restart() {
     // Committed before the 202: killed now, the queue is all that is left of it.
     server.kill();
     let server = Server::start(dir.path()).await;
-    let events = journal(&server, &session, 2).await;
+    let events = server.journal(&session, 2).await;
     assert_eq!(
         starts(&events),
         [(1, json!({"sleep_ms": 60_000})), (2, queued.clone())]

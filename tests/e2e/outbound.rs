@@ -48,13 +48,9 @@ async fn deploy_fetch_with(server: &Server, allow: &[&str], extra: &str) -> Valu
         json!(allow)
     );
     let component = support::guest("fetch");
-    let (status, row) = server
-        .upload(bundle(&[("agent.wasm", &component)]), &manifest)
-        .await;
-    assert_eq!(status, 202, "{row}");
-    let row = server.wait_built(&row).await;
-    assert_eq!(row["status"], "active", "{row}");
-    row
+    server
+        .deploy_files(&[("agent.wasm", &component)], &manifest)
+        .await
 }
 
 /// Runs one `/fetch` turn; returns its events.
@@ -328,12 +324,9 @@ async fn a_secret_in_a_refused_host_name_is_redacted_in_the_record_and_the_log()
         json!([up.origin])
     );
     let component = support::guest("fetch");
-    let (status, row) = server
-        .upload(bundle(&[("agent.wasm", &component)]), &manifest)
+    server
+        .deploy_files(&[("agent.wasm", &component)], &manifest)
         .await;
-    assert_eq!(status, 202, "{row}");
-    let row = server.wait_built(&row).await;
-    assert_eq!(row["status"], "active", "{row}");
 
     let events = fetch(&server, "http://zq7hostsecret.example.invalid/x").await;
     let denied = &of_type(&events, "HTTP_REQUEST_DENIED")[0]["payload"];

@@ -7,7 +7,7 @@
 use serde_json::json;
 
 use crate::support::hold::Hold;
-use crate::support::{self, Server, bundle};
+use crate::support::{self, Server};
 
 /// A value with characters a client percent-encodes.
 const SECRET: &str = "k3y/w1th+ch4rs=";
@@ -25,12 +25,9 @@ async fn a_secret_sent_percent_encoded_in_a_path_never_reaches_the_journal() {
         hold.origin
     );
     let component = support::guest("fetch");
-    let (status, row) = server
-        .upload(bundle(&[("agent.wasm", &component)]), &manifest)
+    server
+        .deploy_files(&[("agent.wasm", &component)], &manifest)
         .await;
-    assert_eq!(status, 202, "{row}");
-    let row = server.wait_built(&row).await;
-    assert_eq!(row["status"], "active", "{row}");
 
     let input = json!({"url": format!("{}/v1", hold.origin), "path_secret": "API_KEY"});
     let session = server.session("fetch", "/fetch", input).await;
@@ -71,12 +68,9 @@ async fn a_tool_call_id_holding_a_secret_is_refused_not_journaled() {
     let manifest =
         "[app]\nslug = \"rogue\"\n[agent]\nentry = \"agent.wasm\"\nsecrets = [\"CALL_ID\"]\n";
     let component = support::guest("rogue");
-    let (status, row) = server
-        .upload(bundle(&[("agent.wasm", &component)]), manifest)
+    server
+        .deploy_files(&[("agent.wasm", &component)], manifest)
         .await;
-    assert_eq!(status, 202, "{row}");
-    let row = server.wait_built(&row).await;
-    assert_eq!(row["status"], "active", "{row}");
     let session = server.session("rogue", "/same-id", json!("")).await;
     let events = server
         .events(&session, None)

@@ -47,16 +47,6 @@ async fn schedule(server: &Server, session: &str, at: &str, input: Value) -> Val
     body
 }
 
-/// The journal from the start until `turns` turns have ended.
-async fn journal(server: &Server, session: &str, turns: usize) -> Vec<Value> {
-    let mut stream = server.events(session, None).await;
-    let mut out = Vec::new();
-    for _ in 0..turns {
-        out.extend(stream.until(&["TURN_ENDED", "TURN_ERROR"]).await);
-    }
-    out
-}
-
 /// Each TURN_STARTED's (turn, reason, input).
 fn starts(events: &[Value]) -> Vec<(u64, Value, Value)> {
     (events.iter())
@@ -99,7 +89,7 @@ async fn a_schedule_fires_once_with_its_reason_and_a_deleted_one_never_fires() {
     assert_eq!(server.delete(&deleted_path).await, 204);
     assert_eq!(server.delete(&deleted_path).await, 404);
 
-    let events = journal(&server, &session, 3).await;
+    let events = server.journal(&session, 3).await;
     assert_eq!(
         starts(&events),
         [
@@ -158,7 +148,7 @@ async fn a_schedule_due_while_the_server_was_killed_fires_once_after_the_restart
     // Down past its due time (a wait, not an assertion: it only has to be past due).
     tokio::time::sleep(Duration::from_millis(2_500)).await;
     let server = Server::start(dir.path()).await;
-    let events = journal(&server, &session, 2).await;
+    let events = server.journal(&session, 2).await;
     assert_eq!(starts(&events)[1..], [(2, fired(&missed), input.clone())]);
     // Another kill -9 and restart, then a later schedule: the missed one
     // did not fire again before it.
@@ -166,7 +156,7 @@ async fn a_schedule_due_while_the_server_was_killed_fires_once_after_the_restart
     let server = Server::start(dir.path()).await;
     let later_input = json!({"sleep_ms": 1, "say": "later"});
     let later = schedule(&server, &session, &from_now(500), later_input.clone()).await;
-    let events = journal(&server, &session, 3).await;
+    let events = server.journal(&session, 3).await;
     assert_eq!(
         starts(&events)[1..],
         [(2, fired(&missed), input), (3, fired(&later), later_input)]
@@ -192,7 +182,7 @@ async fn a_schedule_due_while_a_turn_runs_is_queued_and_runs_next() {
         .post(&format!("/sessions/{session}/cancel"), json!({}))
         .await;
     assert!(status == 200 || status == 202, "{status} {body}");
-    let events = journal(&server, &session, 2).await;
+    let events = server.journal(&session, 2).await;
     assert_eq!(starts(&events)[1..], [(2, fired(&due), input)]);
     let (_, listed) = server.get(&format!("/sessions/{session}/schedules")).await;
     assert_eq!(listed, json!([]));
@@ -213,7 +203,7 @@ async fn a_cron_schedule_fires_repeatedly_and_stops_when_deleted() {
         (Some("* * * * * *"), Some("Europe/Berlin"))
     );
     // Three firings, each a turn with its reason; it stays listed, due again.
-    let events = journal(&server, &session, 4).await;
+    let events = server.journal(&session, 4).await;
     assert_eq!(
         starts(&events)[1..],
         [

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::support::agents::{self, said};
-use crate::support::{self, Server};
+use crate::support::{self, Server, types};
 
 /// The three fixtures.
 #[derive(Clone, Copy)]
@@ -86,20 +86,6 @@ async fn turn(server: &Server, session: &str, input: Value) -> Vec<Value> {
     }
 }
 
-/// The journal from the start until `turns` turns have ended.
-async fn journal(server: &Server, session: &str, turns: usize) -> Vec<Value> {
-    let mut stream = server.events(session, None).await;
-    let mut out = Vec::new();
-    for _ in 0..turns {
-        out.extend(stream.until(&["TURN_ENDED", "TURN_ERROR"]).await);
-    }
-    out
-}
-
-fn types(events: &[Value]) -> Vec<&str> {
-    events.iter().map(|e| e["type"].as_str().unwrap()).collect()
-}
-
 /// The id an agent's `scheduled <id>` names.
 fn scheduled_id(events: &[Value]) -> String {
     let said = said(events);
@@ -139,7 +125,7 @@ async fn timers_fire_once_and_only_when_kept(lang: Lang) {
     let follow_up = json!({"say": "follow-up"});
     let first = json!({"schedule_ms": 2_000, "then": follow_up});
     let session = server.session(lang.slug(), "/timers", first).await;
-    let events = journal(&server, &session, 1).await;
+    let events = server.journal(&session, 1).await;
     let follow_id = scheduled_id(&events);
     let n = events.len();
     assert_eq!(types(&events)[n - 2..], ["TURN_SCHEDULED", "TURN_ENDED"]);
@@ -147,7 +133,7 @@ async fn timers_fire_once_and_only_when_kept(lang: Lang) {
     assert_eq!(payload["schedule_id"], follow_id.as_str(), "{payload}");
     assert_eq!(payload["input"], follow_up, "{payload}");
     // It fires as turn 2, with the schedule's reason and input.
-    let events = journal(&server, &session, 2).await;
+    let events = server.journal(&session, 2).await;
     assert_eq!(
         schedule_turns(&events),
         [(follow_id.clone(), follow_up.clone())]
@@ -201,7 +187,7 @@ async fn timers_fire_once_and_only_when_kept(lang: Lang) {
     )
     .await;
     let sentinel_id = scheduled_id(&events);
-    let events = journal(&server, &session, 9).await;
+    let events = server.journal(&session, 9).await;
     assert_eq!(
         schedule_turns(&events),
         [
@@ -225,7 +211,7 @@ async fn timers_fire_once_and_only_when_kept(lang: Lang) {
     );
     server.kill();
     let server = lang.server(dir.path()).await;
-    let events = journal(&server, &session, 11).await;
+    let events = server.journal(&session, 11).await;
     assert_eq!(
         schedule_turns(&events),
         [
@@ -241,7 +227,7 @@ async fn timers_fire_once_and_only_when_kept(lang: Lang) {
     let server = lang.server(dir.path()).await;
     let last = json!({"say": "last"});
     turn(&server, &session, json!({"schedule_ms": 500, "then": last})).await;
-    let events = journal(&server, &session, 13).await;
+    let events = server.journal(&session, 13).await;
     let fired: Vec<String> = schedule_turns(&events)
         .into_iter()
         .map(|(id, _)| id)

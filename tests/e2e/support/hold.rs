@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use super::{Server, bundle};
+use super::Server;
 
 pub struct Hold {
     /// `http://127.0.0.1:<port>`: allow it in the app's manifest (and start
@@ -102,10 +102,7 @@ pub async fn deploy_fetch(server: &Server, holds: &[&Hold]) {
         json!(allow)
     );
     let component = super::guest("fetch");
-    let (status, row) = server
-        .upload(bundle(&[("agent.wasm", &component)]), &manifest)
+    server
+        .deploy_files(&[("agent.wasm", &component)], &manifest)
         .await;
-    assert_eq!(status, 202, "{row}");
-    let row = server.wait_built(&row).await;
-    assert_eq!(row["status"], "active", "{row}");
 }

@@ -526,6 +526,16 @@ impl Server {
         self.wait_built(&row).await
     }
 
+    /// Uploads a bundle of `files` under `manifest`, waits for its build
+    /// and asserts it is active: the deployed row.
+    pub async fn deploy_files(&self, files: &[(&str, &[u8])], manifest: &str) -> Value {
+        let (status, row) = self.upload(bundle(files), manifest).await;
+        assert_eq!(status, 202, "{row}");
+        let row = self.wait_built(&row).await;
+        assert_eq!(row["status"], "active", "{row}");
+        row
+    }
+
     /// Polls the app's deployments until `row` is no longer building.
     pub async fn wait_built(&self, row: &Value) -> Value {
         let started = Instant::now();
@@ -579,6 +589,17 @@ impl Server {
     pub async fn events(&self, session: &str, last_event_id: Option<&str>) -> EventStream {
         self.stream(&format!("/sessions/{session}/events"), last_event_id)
             .await
+    }
+
+    /// A session's journal from its start until `turns` turns have ended
+    /// (TURN_ENDED or TURN_ERROR each).
+    pub async fn journal(&self, session: &str, turns: usize) -> Vec<Value> {
+        let mut stream = self.events(session, None).await;
+        let mut out = Vec::new();
+        for _ in 0..turns {
+            out.extend(stream.until(&["TURN_ENDED", "TURN_ERROR"]).await);
+        }
+        out
     }
 
     /// An SSE stream at `path`, which must answer 200.
