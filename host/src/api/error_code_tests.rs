@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use axum::http::StatusCode;
 
 use super::ErrorCode;
+use crate::end_users::EndUserAuthError;
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -175,4 +176,58 @@ fn the_openapi_document_gives_code_as_the_enum_of_all_codes() {
         .unwrap_or_default();
     let all: Vec<&str> = ErrorCode::ALL.iter().map(|c| c.as_str()).collect();
     assert_eq!(listed, all);
+}
+
+/// One refusal of each kind; a new kind fails to compile here until added.
+fn every_end_user_refusal() -> Vec<EndUserAuthError> {
+    use EndUserAuthError as E;
+    let all = vec![
+        E::MalformedToken(String::new()),
+        E::UnsupportedAlgorithm(String::new()),
+        E::UnknownKey {
+            kid: String::new(),
+            alg: "RS256",
+        },
+        E::MissingKeyId,
+        E::InvalidSignature,
+        E::TokenExpired,
+        E::TokenNotYetValid,
+        E::WrongIssuer,
+        E::WrongAudience,
+        E::TokenRevoked(String::new()),
+        E::JwksUnavailable(String::new()),
+        E::InvalidJwksUrl(String::new()),
+    ];
+    for err in &all {
+        match err {
+            E::MalformedToken(_)
+            | E::UnsupportedAlgorithm(_)
+            | E::UnknownKey { .. }
+            | E::MissingKeyId
+            | E::InvalidSignature
+            | E::TokenExpired
+            | E::TokenNotYetValid
+            | E::WrongIssuer
+            | E::WrongAudience
+            | E::TokenRevoked(_)
+            | E::JwksUnavailable(_)
+            | E::InvalidJwksUrl(_) => {}
+        }
+    }
+    all
+}
+
+#[test]
+fn an_end_user_refusal_is_answered_with_the_code_its_own_tests_name() {
+    for err in every_end_user_refusal() {
+        let code = ErrorCode::from(&err);
+        assert_eq!(code.as_str(), err.code(), "{err:?}");
+        let status = code.status().as_u16();
+        let expected = if matches!(err, EndUserAuthError::JwksUnavailable(_)) {
+            503
+        } else {
+            401
+        };
+        assert_eq!(status, expected, "{err:?}");
+    }
 }

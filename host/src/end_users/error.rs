@@ -1,7 +1,7 @@
 //! `EndUserAuthError`: why an end user's token (minted here, or a JWT of
 //! the app's identity provider) or an app's JWKS settings were refused,
-//! each answered with its own code (`api::ErrorCode`, mapped in
-//! `api/error.rs`).
+//! each answered by the API with its own code (`api::ErrorCode`, mapped
+//! in `api/error.rs`).
 
 /// Why a token was refused. Every variant but `JwksUnavailable` is the
 /// client's doing (401); `JwksUnavailable` is the identity provider's (503,
@@ -35,6 +35,28 @@ pub(crate) enum EndUserAuthError {
     JwksUnavailable(String),
     #[error("the JWKS URL is refused: {0}")]
     InvalidJwksUrl(String),
+}
+
+impl EndUserAuthError {
+    /// The code the API answers this refusal with, for this module's tests:
+    /// the API's own mapping is `api/error.rs` (`ErrorCode::from`), and
+    /// `api/error_code_tests.rs` checks that the two agree.
+    #[cfg(test)]
+    pub(crate) fn code(&self) -> &'static str {
+        match self {
+            Self::MalformedToken(_) => "malformed_token",
+            Self::UnsupportedAlgorithm(_) => "unsupported_algorithm",
+            Self::UnknownKey { .. } | Self::MissingKeyId => "unknown_key",
+            Self::InvalidSignature => "invalid_signature",
+            Self::TokenExpired => "token_expired",
+            Self::TokenNotYetValid => "token_not_yet_valid",
+            Self::WrongIssuer => "wrong_issuer",
+            Self::WrongAudience => "wrong_audience",
+            Self::TokenRevoked(_) => "token_revoked",
+            Self::JwksUnavailable(_) => "jwks_unavailable",
+            Self::InvalidJwksUrl(_) => "invalid_jwks_url",
+        }
+    }
 }
 
 /// A library refusal, once the header, algorithm and key have been checked.

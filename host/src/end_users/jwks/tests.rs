@@ -19,7 +19,6 @@ use serde_json::{Value, json};
 
 use super::fetch::MAX_JWKS_BYTES;
 use super::{JwksConfig, JwksVerifier, LEEWAY_SECS, MAX_KEY_AGE, REFETCH_INTERVAL};
-use crate::api::ErrorCode;
 
 const ISSUER: &str = "https://id.example.com/";
 const AUDIENCE: &str = "app-123";
@@ -213,7 +212,7 @@ fn config(url: &str) -> JwksConfig {
 async fn refusal(verifier: &JwksVerifier, token: &str) -> &'static str {
     match verifier.verify(token).await {
         Ok(user) => panic!("accepted: {user:?}"),
-        Err(err) => ErrorCode::from(&err).as_str(),
+        Err(err) => err.code(),
     }
 }
 
@@ -627,7 +626,7 @@ async fn a_jwks_over_the_size_bound_is_refused() {
         let server = JwksServer::start(reply).await;
         let verifier = server.verifier();
         let err = verifier.verify(&token).await.unwrap_err();
-        assert_eq!(ErrorCode::from(&err).as_str(), "jwks_unavailable");
+        assert_eq!(err.code(), "jwks_unavailable");
         assert!(err.to_string().contains("more than"), "{err}");
     }
     // Just under the bound, chunked, it is read whole.
@@ -701,11 +700,7 @@ async fn the_url_must_be_https_and_public_unless_insecure_is_allowed() {
     ] {
         match JwksVerifier::new(config(url), false) {
             Ok(_) => panic!("{url} accepted"),
-            Err(err) => assert_eq!(
-                ErrorCode::from(&err).as_str(),
-                "invalid_jwks_url",
-                "{url}: {err}"
-            ),
+            Err(err) => assert_eq!(err.code(), "invalid_jwks_url", "{url}: {err}"),
         }
     }
     assert!(
@@ -727,7 +722,7 @@ async fn a_name_that_resolves_to_loopback_is_not_fetched() {
     let url = format!("https://localhost:{}/jwks", server.addr.port());
     let verifier = JwksVerifier::new(config(&url), false).unwrap();
     let err = verifier.verify(&rs256(&claims(|_| {}))).await.unwrap_err();
-    assert_eq!(ErrorCode::from(&err).as_str(), "jwks_unavailable");
+    assert_eq!(err.code(), "jwks_unavailable");
     assert!(err.to_string().contains("loopback"), "{err}");
     assert_eq!(
         server.connections.load(Ordering::SeqCst),
@@ -749,6 +744,6 @@ async fn a_provider_that_never_answers_is_given_up() {
     });
     let verifier = JwksVerifier::new(config(&url), true).unwrap();
     let err = verifier.verify(&rs256(&claims(|_| {}))).await.unwrap_err();
-    assert_eq!(ErrorCode::from(&err).as_str(), "jwks_unavailable", "{err}");
+    assert_eq!(err.code(), "jwks_unavailable", "{err}");
     held.abort();
 }
