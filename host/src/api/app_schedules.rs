@@ -13,6 +13,7 @@ use uuid::Uuid;
 use super::extract::{Json, Path};
 use super::schedules::When;
 use super::{ApiError, AppState};
+use crate::api::ErrorCode;
 use crate::store::ScheduleRecord;
 
 /// The body of `POST /apps/{id}/schedules`: `route`, and `at` or `cron`.
@@ -77,7 +78,7 @@ impl AppScheduleView {
 }
 
 fn app_not_found(id: &str) -> ApiError {
-    ApiError::not_found("app_not_found", format!("app `{id}` not found"))
+    ApiError::new(ErrorCode::AppNotFound, format!("app `{id}` not found"))
 }
 
 pub(super) async fn create(
@@ -121,8 +122,8 @@ pub(super) async fn delete(
     Path((id, schedule)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
     let not_found = || {
-        ApiError::not_found(
-            "schedule_not_found",
+        ApiError::new(
+            ErrorCode::ScheduleNotFound,
             format!("schedule `{schedule}` not found"),
         )
     };

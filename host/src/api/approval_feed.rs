@@ -27,6 +27,7 @@ use super::approvals::item_view;
 use super::extract::Query;
 use super::views::ApprovalSnapshot;
 use super::{ApiError, AppState};
+use crate::api::ErrorCode;
 use crate::keys::Principal;
 use crate::store::{FeedKind, FeedPage};
 
@@ -59,7 +60,7 @@ pub(super) async fn stream(
             let lookup = name.clone();
             let found = state.store.read(move |s| s.app(&lookup)).await?;
             let app = found.ok_or_else(|| {
-                ApiError::not_found("not_found", format!("app `{name}` does not exist"))
+                ApiError::new(ErrorCode::NotFound, format!("app `{name}` does not exist"))
             })?;
             Some(app.id)
         }
@@ -150,8 +151,8 @@ pub(super) async fn stream(
 }
 
 fn unknown_id(raw: &str) -> ApiError {
-    ApiError::bad_request(
-        "unknown_event_id",
+    ApiError::new(
+        ErrorCode::UnknownEventId,
         format!(
             "`{raw}` is not an id of the approvals feed; reconnect without it to start from a snapshot"
         ),

@@ -14,6 +14,7 @@ use super::idempotency::{Fingerprint, idempotency, key_of};
 use super::paging::{Page, app_filter};
 use super::views::{self, ApprovalItemView, DecisionAccepted, SessionView};
 use super::{ApiError, AppState};
+use crate::api::ErrorCode;
 use crate::keys::Principal;
 use crate::store::{ApprovalItem, Decision, SessionStatus};
 
@@ -66,8 +67,7 @@ pub(super) async fn decide(
         // operator may rewrite the call or answer in place of the tool.
         if body.arguments.is_some() || body.result.is_some() {
             return Err(ApiError::new(
-                StatusCode::FORBIDDEN,
-                "forbidden",
+                ErrorCode::Forbidden,
                 "an end user approves or denies the call as the agent proposed it (with a `message` if they like): `arguments` and `result` need a platform key",
             ));
         }
@@ -76,8 +76,8 @@ pub(super) async fn decide(
         _ if end_user.is_some() => end_user.clone().unwrap_or_default(),
         None => principal.name.clone(),
         Some(a) if a.is_empty() || a.len() > MAX_APPROVER => {
-            return Err(ApiError::unprocessable(
-                "invalid_body",
+            return Err(ApiError::new(
+                ErrorCode::InvalidBody,
                 format!("`approver` must be 1 to {MAX_APPROVER} bytes of text"),
             ));
         }

@@ -5,6 +5,7 @@ use axum::extract::State;
 use super::extract::{Json, Path};
 use super::views::AppView;
 use super::{ApiError, AppState};
+use crate::api::ErrorCode;
 
 pub(super) async fn list(State(state): State<AppState>) -> Result<Json<Vec<AppView>>, ApiError> {
     let apps = state
@@ -44,5 +45,5 @@ pub(super) async fn get(
         .await?;
     found
         .map(Json)
-        .ok_or_else(|| ApiError::not_found("app_not_found", format!("app `{id}` not found")))
+        .ok_or_else(|| ApiError::new(ErrorCode::AppNotFound, format!("app `{id}` not found")))
 }

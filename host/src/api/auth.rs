@@ -11,11 +11,12 @@
 use std::net::SocketAddr;
 
 use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::{Access, ApiError, AppState};
+use crate::api::ErrorCode;
 use crate::end_users::{EndUserAuthError, EndUsers, Refusal};
 use crate::keys::{END_USER_KEY_PREFIX, Principal};
 use crate::store::now_rfc3339;
@@ -80,17 +81,12 @@ pub(super) async fn require_key(
         return unauthorized();
     };
     if access == Access::Platform && !principal.is_platform() {
-        return ApiError::new(
-            StatusCode::FORBIDDEN,
-            "forbidden",
-            "this endpoint needs a platform key",
-        )
-        .into_response();
+        return ApiError::new(ErrorCode::Forbidden, "this endpoint needs a platform key")
+            .into_response();
     }
     if access == Access::EndUser && principal.is_bare_invocation() {
         return ApiError::new(
-            StatusCode::FORBIDDEN,
-            "forbidden",
+            ErrorCode::Forbidden,
             "this endpoint needs a platform key or an end-user token",
         )
         .into_response();
@@ -149,14 +145,12 @@ fn end_user_refused(err: &EndUserAuthError) -> Response {
         // (addresses, errors) is logged, not sent.
         tracing::warn!(%detail, "an app's JWKS is unavailable");
         return ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            err.code(),
+            ErrorCode::JwksUnavailable,
             "the app's identity provider cannot be reached to check the token; retry shortly",
         )
         .into_response();
     }
-    let mut response =
-        ApiError::new(StatusCode::UNAUTHORIZED, err.code(), err.to_string()).into_response();
+    let mut response = ApiError::new(ErrorCode::from(err), err.to_string()).into_response();
     response.headers_mut().insert(
         header::WWW_AUTHENTICATE,
         HeaderValue::from_static("Bearer error=\"invalid_token\""),
@@ -168,8 +162,7 @@ fn end_user_refused(err: &EndUserAuthError) -> Response {
 fn throttled(per_minute: u32, wait: std::time::Duration) -> Response {
     let seconds = (wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1);
     let mut response = ApiError::new(
-        StatusCode::TOO_MANY_REQUESTS,
-        "too_many_auth_failures",
+        ErrorCode::TooManyAuthFailures,
         format!(
             "this address failed authentication more than {per_minute} times this minute (--auth-failures-per-minute): retry after {seconds} s"
         ),
@@ -181,8 +174,7 @@ fn throttled(per_minute: u32, wait: std::time::Duration) -> Response {
 
 fn unauthorized() -> Response {
     let mut response = ApiError::new(
-        StatusCode::UNAUTHORIZED,
-        "unauthorized",
+        ErrorCode::Unauthorized,
         "missing or invalid API key: send `Authorization: Bearer <key>`",
     )
     .into_response();

@@ -13,12 +13,13 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 
 use super::{ApiError, AppState};
+use crate::api::ErrorCode;
 
 /// Seconds a request body may take unless the operator says otherwise.
 pub(crate) const DEFAULT_SECS: u64 = 30;
@@ -81,8 +82,7 @@ pub(crate) async fn limit(State(state): State<AppState>, request: Request, next:
         return response;
     }
     let mut response = ApiError::new(
-        StatusCode::REQUEST_TIMEOUT,
-        "request_timeout",
+        ErrorCode::RequestTimeout,
         format!(
             "the request body did not arrive within {} s (--body-read-timeout-secs)",
             timeout.as_secs()

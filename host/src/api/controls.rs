@@ -11,6 +11,7 @@ use super::extract::{Json, OptionalJson, Path};
 use super::sessions::visible_session;
 use super::views::SessionView;
 use super::{ApiError, AppState};
+use crate::api::ErrorCode;
 use crate::keys::Principal;
 use crate::store::{SessionRecord, SessionStatus};
 
@@ -34,8 +35,7 @@ pub(super) async fn cancel(
     let record = visible_session(&state, &principal, &id).await?;
     if record.status != SessionStatus::Running {
         return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "conflict",
+            ErrorCode::Conflict,
             format!(
                 "the session has no running turn to cancel (it is {})",
                 record.status.as_str()
@@ -70,8 +70,8 @@ pub(super) async fn end(
         .as_ref()
         .is_some_and(|r| r.len() > MAX_REASON_BYTES)
     {
-        return Err(ApiError::unprocessable(
-            "invalid_body",
+        return Err(ApiError::new(
+            ErrorCode::InvalidBody,
             format!("`reason` is longer than {MAX_REASON_BYTES} bytes"),
         ));
     }
@@ -109,8 +109,7 @@ async fn stop_turn(state: &AppState, record: &SessionRecord, by: String) -> Resu
     match state.runtime.cancel(record.id, record.turn, by).await? {
         Some(_) => Ok(()),
         None => Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "conflict",
+            ErrorCode::Conflict,
             "the running turn has not stopped yet (its host did not confirm the cancel in time): retry",
         )),
     }

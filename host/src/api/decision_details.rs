@@ -8,6 +8,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::{ApiError, AppState};
+use crate::api::ErrorCode;
 use crate::store::{DecisionDetails, StoreError};
 
 /// Longest `message` accepted, in bytes (docs/limits.md).
@@ -30,7 +31,7 @@ pub(super) fn details(
     message: Option<String>,
     result: Option<Value>,
 ) -> Result<DecisionDetails, ApiError> {
-    let invalid = |message: String| ApiError::unprocessable("invalid_body", message);
+    let invalid = |message: String| ApiError::new(ErrorCode::InvalidBody, message);
     if !approved && (arguments.is_some() || result.is_some()) {
         return Err(invalid(
             "`arguments` and `result` come only with `\"approved\": true`: a denied call runs nothing"
@@ -110,8 +111,8 @@ pub(super) async fn check_arguments(
         .map_err(ApiError::internal)?;
     match violations {
         Ok(()) => Ok(Some(seq)),
-        Err(found) => Err(ApiError::unprocessable(
-            "invalid_arguments",
+        Err(found) => Err(ApiError::new(
+            ErrorCode::InvalidArguments,
             format!(
                 "the edited arguments do not match the JSON Schema of `{tool}`: {found}; nothing was decided"
             ),

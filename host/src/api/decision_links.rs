@@ -13,6 +13,7 @@ use serde::Deserialize;
 
 use super::extract::Query;
 use super::{ApiError, AppState};
+use crate::api::ErrorCode;
 use crate::store::{Decision, SessionStatus, StoreError, now_rfc3339};
 use crate::webhooks::links::{self, Claim};
 
@@ -23,7 +24,7 @@ pub(super) struct LinkQuery {
 
 /// The link's claim, if its signature holds and its endpoint still gives links.
 async fn claim(state: &AppState, query: &LinkQuery) -> Result<Claim, ApiError> {
-    let unknown = || ApiError::not_found("not_found", "no such decision link");
+    let unknown = || ApiError::new(ErrorCode::NotFound, "no such decision link");
     let token = query.t.as_deref().ok_or_else(unknown)?;
     let claim = links::verify(&state.links_key, token).ok_or_else(unknown)?;
     let webhooks = state.store.read(|s| s.webhooks()).await?;
@@ -44,8 +45,7 @@ fn expired(claim: &Claim) -> bool {
 
 fn gone() -> ApiError {
     ApiError::new(
-        StatusCode::GONE,
-        "expired",
+        ErrorCode::Expired,
         "the approval's deadline passed: this link decides nothing",
     )
 }
@@ -82,7 +82,7 @@ pub(super) async fn show(
         .store
         .read(move |s| s.session(claim.session))
         .await?
-        .ok_or_else(|| ApiError::not_found("not_found", "no such decision link"))?;
+        .ok_or_else(|| ApiError::new(ErrorCode::NotFound, "no such decision link"))?;
     let pending = (session.pending_approval.as_ref())
         .filter(|p| session.status == SessionStatus::AwaitingApproval && p.event_seq == claim.seq)
         .ok_or_else(decided)?;
@@ -136,7 +136,7 @@ pub(super) async fn decide(
     {
         Ok(_) => {}
         Err(StoreError::NotFound { .. }) => {
-            return Err(ApiError::not_found("not_found", "no such decision link"));
+            return Err(ApiError::new(ErrorCode::NotFound, "no such decision link"));
         }
         Err(err) => return Err(err.into()),
     }

@@ -10,6 +10,7 @@ use super::extract::{Json, Multipart, Path};
 use super::idempotency::{Fingerprint, idempotency, key_of};
 use super::views::DeploymentView;
 use super::{ApiError, AppState, BUNDLE_BODY_LIMIT};
+use crate::api::ErrorCode;
 use crate::build::manifest::{MAX_MANIFEST_BYTES, Manifest};
 use crate::keys::Principal;
 use crate::runtime::valid_tool_name;
@@ -28,8 +29,7 @@ pub(super) async fn create(
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|length| length > BUNDLE_BODY_LIMIT as u64) {
         return Err(ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "payload_too_large",
+            ErrorCode::PayloadTooLarge,
             format!("a deployment's body is at most {BUNDLE_BODY_LIMIT} bytes"),
         ));
     }
@@ -89,13 +89,13 @@ async fn receive(
                 let bytes = field.bytes().await?;
                 fingerprint.part("manifest", &bytes);
                 if bytes.len() > MAX_MANIFEST_BYTES {
-                    return Err(ApiError::unprocessable(
-                        "invalid_manifest",
+                    return Err(ApiError::new(
+                        ErrorCode::InvalidManifest,
                         format!("the manifest is larger than {MAX_MANIFEST_BYTES} bytes"),
                     ));
                 }
                 let text = String::from_utf8(bytes.to_vec()).map_err(|_| {
-                    ApiError::unprocessable("invalid_manifest", "the manifest is not UTF-8 text")
+                    ApiError::new(ErrorCode::InvalidManifest, "the manifest is not UTF-8 text")
                 })?;
                 manifest = Some(text);
             }
@@ -103,16 +103,16 @@ async fn receive(
                 let bytes = field.bytes().await?;
                 fingerprint.part("approval_policy", &bytes);
                 let text = String::from_utf8(bytes.to_vec()).map_err(|_| {
-                    ApiError::unprocessable(
-                        "invalid_approval_policy",
+                    ApiError::new(
+                        ErrorCode::InvalidApprovalPolicy,
                         "the policy is not UTF-8 text",
                     )
                 })?;
                 approval_policy = Some(text);
             }
             other => {
-                return Err(ApiError::bad_request(
-                    "bad_multipart",
+                return Err(ApiError::new(
+                    ErrorCode::BadMultipart,
                     format!(
                         "unexpected part `{}`: send `tarball`, `manifest` and optionally `approval_policy`",
                         other.unwrap_or("")
@@ -122,13 +122,13 @@ async fn receive(
         }
     }
     if !have_bundle {
-        return Err(ApiError::bad_request(
-            "bad_multipart",
+        return Err(ApiError::new(
+            ErrorCode::BadMultipart,
             "missing part `tarball`",
         ));
     }
     let manifest = manifest
-        .ok_or_else(|| ApiError::bad_request("bad_multipart", "missing part `manifest`"))?;
+        .ok_or_else(|| ApiError::new(ErrorCode::BadMultipart, "missing part `manifest`"))?;
     Ok(Parts {
         manifest,
         approval_policy,
@@ -144,8 +144,8 @@ fn parse_policy(text: Option<&str>) -> Result<Vec<String>, ApiError> {
         return Ok(Vec::new());
     };
     let invalid = |detail: String| {
-        ApiError::unprocessable(
-            "invalid_approval_policy",
+        ApiError::new(
+            ErrorCode::InvalidApprovalPolicy,
             format!("`approval_policy` must be a JSON array of tool names: {detail}"),
         )
     };
@@ -173,7 +173,7 @@ async fn accept(
     key: Option<Idempotency>,
 ) -> Result<((StatusCode, Json<DeploymentView>), bool), ApiError> {
     let manifest = Manifest::parse(&parts.manifest)
-        .map_err(|e| ApiError::unprocessable("invalid_manifest", e.to_string()))?;
+        .map_err(|e| ApiError::new(ErrorCode::InvalidManifest, e.to_string()))?;
     let approval_policy = parse_policy(parts.approval_policy.as_deref())?;
     if let Some(end_users) = &manifest.end_users {
         super::end_users::check_provider(state, &manifest.app.slug, &end_users.into()).await?;
@@ -236,7 +236,7 @@ pub(super) async fn list(
         })
         .await?;
     rows.map(Json)
-        .ok_or_else(|| ApiError::not_found("app_not_found", format!("app `{id}` not found")))
+        .ok_or_else(|| ApiError::new(ErrorCode::AppNotFound, format!("app `{id}` not found")))
 }
 
 /// Makes a built deployment its app's current one (rollback or re-activation).
@@ -245,8 +245,8 @@ pub(super) async fn activate(
     Path(id): Path<String>,
 ) -> Result<(StatusCode, Json<DeploymentView>), ApiError> {
     let not_found = || {
-        ApiError::not_found(
-            "deployment_not_found",
+        ApiError::new(
+            ErrorCode::DeploymentNotFound,
             format!("deployment `{id}` not found"),
         )
     };

@@ -4,9 +4,7 @@
 //! and delete only those an end user made. Their own session is checked
 //! before (`sessions::visible_session`: another's is 404).
 
-use axum::http::StatusCode;
-
-use super::{ApiError, AppState, end_users};
+use super::{ApiError, AppState, ErrorCode, end_users};
 use crate::store::{ScheduleCreator, ScheduleRecord, SessionRecord};
 
 /// 403 unless the current deployment of the session's app says
@@ -17,8 +15,7 @@ pub(super) async fn allowed(state: &AppState, session: &SessionRecord) -> Result
         return Ok(());
     }
     Err(ApiError::new(
-        StatusCode::FORBIDDEN,
-        "schedules_not_allowed",
+        ErrorCode::SchedulesNotAllowed,
         "this app does not let its end users schedule (its manifest's `[end_users] schedules = true` would); a platform key may",
     ))
 }
@@ -30,8 +27,7 @@ pub(super) fn refuse_cron(cron: Option<&str>) -> Result<(), ApiError> {
     match cron {
         None => Ok(()),
         Some(_) => Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "cron_not_allowed",
+            ErrorCode::CronNotAllowed,
             "an end user sets one-shot schedules only (`at`): a recurring `cron` schedule is the app backend's to set, with a platform key",
         )),
     }
@@ -48,8 +44,7 @@ pub(super) fn may_delete(schedule: &ScheduleRecord) -> Result<(), ApiError> {
         _ => "a platform key",
     };
     Err(ApiError::new(
-        StatusCode::FORBIDDEN,
-        "schedule_not_deletable",
+        ErrorCode::ScheduleNotDeletable,
         format!(
             "this schedule was made by {by}: an end user deletes only schedules an end user made"
         ),

@@ -13,6 +13,7 @@ use uuid::Uuid;
 
 use super::extract::{Json, Path};
 use super::{ApiError, AppState};
+use crate::api::ErrorCode;
 use crate::end_users::{self, minted};
 use crate::journal::payloads::EndUserInfo;
 use crate::keys::{Principal, Scope};
@@ -54,23 +55,23 @@ pub(super) async fn mint(
 ) -> Result<(StatusCode, Json<EndUserToken>), ApiError> {
     let length = body.user.chars().count();
     if length == 0 || length > minted::MAX_USER_CHARS {
-        return Err(ApiError::unprocessable(
-            "invalid_body",
+        return Err(ApiError::new(
+            ErrorCode::InvalidBody,
             format!("`user` must be 1 to {} characters", minted::MAX_USER_CHARS),
         ));
     }
     let ttl = body.ttl_secs.unwrap_or(minted::DEFAULT_TTL_SECS);
     if ttl == 0 || ttl > minted::MAX_TTL_SECS {
-        return Err(ApiError::unprocessable(
-            "invalid_body",
+        return Err(ApiError::new(
+            ErrorCode::InvalidBody,
             format!("`ttl_secs` must be 1 to {}", minted::MAX_TTL_SECS),
         ));
     }
     let claims = body.claims.unwrap_or_default();
     let size = serde_json::to_vec(&claims).map_or(usize::MAX, |bytes| bytes.len());
     if size > minted::MAX_CLAIMS_BYTES {
-        return Err(ApiError::unprocessable(
-            "invalid_body",
+        return Err(ApiError::new(
+            ErrorCode::InvalidBody,
             format!(
                 "`claims` must be at most {} bytes of JSON",
                 minted::MAX_CLAIMS_BYTES
@@ -79,7 +80,7 @@ pub(super) async fn mint(
     }
     let key = id.clone();
     let app = (state.store.read(move |s| s.app(&key)).await?)
-        .ok_or_else(|| ApiError::not_found("app_not_found", format!("app `{id}` not found")))?;
+        .ok_or_else(|| ApiError::new(ErrorCode::AppNotFound, format!("app `{id}` not found")))?;
     // Read from the store itself: a token minted after a revocation made
     // on another host a moment ago is minted after it.
     let user_key = crate::keys::end_user_key(app.id, &body.user);
@@ -118,8 +119,8 @@ pub(super) async fn revoke(
 ) -> Result<Json<RevokedEndUser>, ApiError> {
     let length = user.chars().count();
     if length == 0 || length > minted::MAX_USER_CHARS {
-        return Err(ApiError::unprocessable(
-            "invalid_user",
+        return Err(ApiError::new(
+            ErrorCode::InvalidUser,
             format!(
                 "the user id must be 1 to {} characters",
                 minted::MAX_USER_CHARS
@@ -128,7 +129,7 @@ pub(super) async fn revoke(
     }
     let key = id.clone();
     let app = (state.store.read(move |s| s.app(&key)).await?)
-        .ok_or_else(|| ApiError::not_found("app_not_found", format!("app `{id}` not found")))?;
+        .ok_or_else(|| ApiError::new(ErrorCode::AppNotFound, format!("app `{id}` not found")))?;
     let user_key = crate::keys::end_user_key(app.id, &user);
     let not_before = state.writer.revoke_end_user(user_key.clone()).await?;
     // Refused here at once (other hosts hear of it, `cluster.rs`), and
@@ -183,8 +184,7 @@ pub(super) async fn policy(
 /// 401 for a bare invocation key on an app whose `[end_users]` says `required`.
 fn token_required() -> ApiError {
     ApiError::new(
-        StatusCode::UNAUTHORIZED,
-        "end_user_token_required",
+        ErrorCode::EndUserTokenRequired,
         "this app's sessions need an end-user token (`[end_users] required = true`): send `Authorization: Bearer <end-user token>` instead of the invocation key",
     )
 }
@@ -236,8 +236,7 @@ pub(super) fn refuse_other_app(
         return Ok(());
     }
     Err(ApiError::new(
-        StatusCode::UNAUTHORIZED,
-        "token_for_another_app",
+        ErrorCode::TokenForAnotherApp,
         "this end-user token is for another app",
     ))
 }
@@ -272,8 +271,8 @@ pub(super) fn require_unguessable(
     value: &str,
 ) -> Result<(), ApiError> {
     if principal.is_bare_invocation() && !end_users::unguessable(value) {
-        return Err(ApiError::unprocessable(
-            "guessable_name",
+        return Err(ApiError::new(
+            ErrorCode::GuessableName,
             format!(
                 "{what} sent with an invocation key is a secret every end user could guess: use a random UUID (version 4) or at least 22 characters of URL-safe base64, or authenticate the end user (docs/end-users.md)"
             ),
@@ -290,7 +289,7 @@ pub(super) async fn check_provider(
     slug: &str,
     policy: &EndUsersRecord,
 ) -> Result<(), ApiError> {
-    let invalid = |message: String| ApiError::unprocessable("invalid_manifest", message);
+    let invalid = |message: String| ApiError::new(ErrorCode::InvalidManifest, message);
     state
         .end_users
         .check_provider(policy)

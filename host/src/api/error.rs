@@ -1,6 +1,10 @@
 //! `ApiError`: the one error type of the HTTP API, always a JSON body
-//! `{"error":{"code","message"}}`. 5xx details are logged, never sent.
+//! `{"error":{"code","message"}}`, its code an [`ErrorCode`] (which carries
+//! the status). 5xx details are logged, never sent. The conversions from
+//! the store's, the extractors' and end-user authentication's errors live
+//! here.
 
+use super::error_code::ErrorCode;
 use super::views::{ErrorBody, ErrorDetail};
 use axum::Json;
 use axum::extract::multipart::MultipartError;
@@ -9,19 +13,31 @@ use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
+use crate::end_users::EndUserAuthError;
 use crate::store::StoreError;
 
 #[derive(Debug)]
 pub(crate) struct ApiError {
     pub status: StatusCode,
-    pub code: &'static str,
+    pub code: ErrorCode,
     pub message: String,
     /// Seconds for a `Retry-After` header, if the client should wait.
     pub retry_after: Option<u64>,
 }
 
 impl ApiError {
-    pub(crate) fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    /// The error `code`, with its status.
+    pub(crate) fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self::with_status(code, code.status(), message)
+    }
+
+    /// The error `code` with another status than its own: one of the few
+    /// [`ErrorCode::also`] lists (an extractor's rejection keeps its own).
+    pub(crate) fn with_status(
+        code: ErrorCode,
+        status: StatusCode,
+        message: impl Into<String>,
+    ) -> Self {
         ApiError {
             status,
             code,
@@ -36,24 +52,11 @@ impl ApiError {
         self
     }
 
-    pub(crate) fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, code, message)
-    }
-
-    pub(crate) fn not_found(code: &'static str, message: impl Into<String>) -> Self {
-        Self::new(StatusCode::NOT_FOUND, code, message)
-    }
-
-    pub(crate) fn unprocessable(code: &'static str, message: impl Into<String>) -> Self {
-        Self::new(StatusCode::UNPROCESSABLE_ENTITY, code, message)
-    }
-
     /// A server-side failure: the detail goes to the log, the client gets a generic message.
     pub(crate) fn internal(detail: impl std::fmt::Display) -> Self {
         tracing::error!(error = %detail, "internal error");
         Self::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
+            ErrorCode::Internal,
             "the server failed to handle the request; the failure is logged",
         )
     }
@@ -61,8 +64,7 @@ impl ApiError {
     fn unavailable(detail: impl std::fmt::Display) -> Self {
         tracing::error!(error = %detail, "storage unavailable");
         Self::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "unavailable",
+            ErrorCode::Unavailable,
             "the server cannot write to its storage right now; retry later",
         )
     }
@@ -70,14 +72,14 @@ impl ApiError {
     /// A rejection from one of axum's extractors, with its own status.
     fn rejection(status: StatusCode, text: String) -> Self {
         let code = match status {
-            StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
-            StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
-            StatusCode::UNPROCESSABLE_ENTITY => "invalid_body",
-            StatusCode::NOT_FOUND => "not_found",
+            StatusCode::PAYLOAD_TOO_LARGE => ErrorCode::PayloadTooLarge,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => ErrorCode::UnsupportedMediaType,
+            StatusCode::UNPROCESSABLE_ENTITY => ErrorCode::InvalidBody,
+            StatusCode::NOT_FOUND => ErrorCode::NotFound,
             _ if status.is_server_error() => return Self::internal(text),
-            _ => "bad_request",
+            _ => ErrorCode::BadRequest,
         };
-        Self::new(status, code, text)
+        Self::with_status(code, status, text)
     }
 }
 
@@ -85,7 +87,7 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = ErrorBody {
             error: ErrorDetail {
-                code: self.code.to_string(),
+                code: self.code.as_str().to_string(),
                 message: self.message,
             },
         };
@@ -105,31 +107,29 @@ impl From<StoreError> for ApiError {
         match err {
             StoreError::NotFound { what, .. } => {
                 let code = match what {
-                    "app" => "app_not_found",
-                    "session" => "session_not_found",
-                    "route" => "route_not_found",
-                    "deployment" => "deployment_not_found",
-                    "schedule" => "schedule_not_found",
-                    _ => "not_found",
+                    "app" => ErrorCode::AppNotFound,
+                    "session" => ErrorCode::SessionNotFound,
+                    "route" => ErrorCode::RouteNotFound,
+                    "deployment" => ErrorCode::DeploymentNotFound,
+                    "schedule" => ErrorCode::ScheduleNotFound,
+                    _ => ErrorCode::NotFound,
                 };
-                ApiError::not_found(code, err.to_string())
+                ApiError::new(code, err.to_string())
             }
-            StoreError::Conflict(message) => {
-                ApiError::new(StatusCode::CONFLICT, "conflict", message)
-            }
+            StoreError::Conflict(message) => ApiError::new(ErrorCode::Conflict, message),
             StoreError::Quota { cap, message } => {
                 // Every refusal a client sees passes here, once.
                 crate::metrics::get().quota_refusal(cap);
                 if cap == "journal_bytes" {
                     // Retrying does not help: the session is full for good.
-                    return ApiError::new(StatusCode::CONFLICT, "journal_full", message);
+                    return ApiError::new(ErrorCode::JournalFull, message);
                 }
                 let code = match cap {
-                    "queued_inputs" => "queue_full",
-                    "schedules" => "too_many_schedules",
-                    _ => "quota_exceeded",
+                    "queued_inputs" => ErrorCode::QueueFull,
+                    "schedules" => ErrorCode::TooManySchedules,
+                    _ => ErrorCode::QuotaExceeded,
                 };
-                ApiError::new(StatusCode::TOO_MANY_REQUESTS, code, message)
+                ApiError::new(code, message)
             }
             StoreError::Throttled {
                 cap,
@@ -137,16 +137,13 @@ impl From<StoreError> for ApiError {
                 retry_after_secs,
             } => {
                 crate::metrics::get().quota_refusal(cap);
-                ApiError::new(StatusCode::TOO_MANY_REQUESTS, "quota_exceeded", message)
-                    .retry_after(retry_after_secs)
+                ApiError::new(ErrorCode::QuotaExceeded, message).retry_after(retry_after_secs)
             }
-            StoreError::Rejected(message) => ApiError::unprocessable("rejected", message),
-            StoreError::Unstorable(message) => ApiError::unprocessable("unstorable", message),
-            StoreError::Forbidden(message) => {
-                ApiError::new(StatusCode::FORBIDDEN, "forbidden", message)
-            }
+            StoreError::Rejected(message) => ApiError::new(ErrorCode::Rejected, message),
+            StoreError::Unstorable(message) => ApiError::new(ErrorCode::Unstorable, message),
+            StoreError::Forbidden(message) => ApiError::new(ErrorCode::Forbidden, message),
             StoreError::KeyReused(message) => {
-                ApiError::unprocessable("idempotency_key_reused", message)
+                ApiError::new(ErrorCode::IdempotencyKeyReused, message)
             }
             StoreError::Storage(_) | StoreError::Unavailable(_) | StoreError::WriterGone => {
                 ApiError::unavailable(err)
@@ -164,7 +161,7 @@ impl From<JsonRejection> for ApiError {
 
 impl From<QueryRejection> for ApiError {
     fn from(r: QueryRejection) -> Self {
-        ApiError::bad_request("invalid_query", r.body_text())
+        ApiError::new(ErrorCode::InvalidQuery, r.body_text())
     }
 }
 
@@ -176,8 +173,8 @@ impl From<PathRejection> for ApiError {
 
 impl From<MultipartRejection> for ApiError {
     fn from(r: MultipartRejection) -> Self {
-        ApiError::bad_request(
-            "bad_multipart",
+        ApiError::new(
+            ErrorCode::BadMultipart,
             format!("unreadable multipart body: {}", r.body_text()),
         )
     }
@@ -190,7 +187,29 @@ impl From<MultipartError> for ApiError {
             StatusCode::PAYLOAD_TOO_LARGE => {
                 ApiError::rejection(StatusCode::PAYLOAD_TOO_LARGE, message)
             }
-            _ => ApiError::bad_request("bad_multipart", message),
+            _ => ApiError::new(ErrorCode::BadMultipart, message),
+        }
+    }
+}
+
+/// The code an end user's refused token is answered with (its status:
+/// 401, or 503 when the identity provider cannot be reached).
+impl From<&EndUserAuthError> for ErrorCode {
+    fn from(err: &EndUserAuthError) -> Self {
+        match err {
+            EndUserAuthError::MalformedToken(_) => ErrorCode::MalformedToken,
+            EndUserAuthError::UnsupportedAlgorithm(_) => ErrorCode::UnsupportedAlgorithm,
+            EndUserAuthError::UnknownKey { .. } | EndUserAuthError::MissingKeyId => {
+                ErrorCode::UnknownKey
+            }
+            EndUserAuthError::InvalidSignature => ErrorCode::InvalidSignature,
+            EndUserAuthError::TokenExpired => ErrorCode::TokenExpired,
+            EndUserAuthError::TokenNotYetValid => ErrorCode::TokenNotYetValid,
+            EndUserAuthError::WrongIssuer => ErrorCode::WrongIssuer,
+            EndUserAuthError::WrongAudience => ErrorCode::WrongAudience,
+            EndUserAuthError::TokenRevoked(_) => ErrorCode::TokenRevoked,
+            EndUserAuthError::JwksUnavailable(_) => ErrorCode::JwksUnavailable,
+            EndUserAuthError::InvalidJwksUrl(_) => ErrorCode::InvalidJwksUrl,
         }
     }
 }

@@ -24,6 +24,7 @@ use uuid::Uuid;
 
 use super::extract::{Path, Query};
 use super::{ApiError, AppState, agui};
+use crate::api::ErrorCode;
 use crate::journal::StoredEvent;
 use crate::keys::Principal;
 use crate::store::SessionStatus;
@@ -55,8 +56,8 @@ pub(crate) async fn stream(
         None | Some("journal") => false,
         Some("ag-ui") => true,
         Some(other) => {
-            return Err(ApiError::bad_request(
-                "invalid_query",
+            return Err(ApiError::new(
+                ErrorCode::InvalidQuery,
                 format!("unknown format `{other}`: use journal or ag-ui"),
             ));
         }
@@ -146,8 +147,8 @@ pub(super) fn last_event_id(headers: &HeaderMap, query: Option<String>) -> Optio
 }
 
 fn unknown_event(raw: &str) -> ApiError {
-    ApiError::bad_request(
-        "unknown_event_id",
+    ApiError::new(
+        ErrorCode::UnknownEventId,
         format!(
             "`{raw}` is not the id of an event of this session; reconnect without it to replay from the start"
         ),

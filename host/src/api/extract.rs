@@ -8,6 +8,7 @@ use axum::response::{IntoResponse, Response};
 use uuid::Uuid;
 
 use super::error::ApiError;
+use crate::api::ErrorCode;
 
 /// `axum::Json` with JSON rejections, for bodies that are JSON objects:
 /// any other JSON value (an array, which serde would read into a struct
@@ -26,13 +27,13 @@ where
         let axum::Json(raw) =
             axum::Json::<Box<serde_json::value::RawValue>>::from_request(request, state).await?;
         if !raw.get().trim_start().starts_with('{') {
-            return Err(ApiError::unprocessable(
-                "invalid_body",
+            return Err(ApiError::new(
+                ErrorCode::InvalidBody,
                 "the body must be a JSON object",
             ));
         }
         if crate::util::json_has_nul(raw.get()) {
-            return Err(ApiError::unprocessable("invalid_body", NUL_REFUSED));
+            return Err(ApiError::new(ErrorCode::InvalidBody, NUL_REFUSED));
         }
         let first = match serde_json::from_str(raw.get()) {
             Ok(body) => return Ok(Json(body)),
@@ -48,8 +49,8 @@ where
         {
             return Ok(Json(body));
         }
-        Err(ApiError::unprocessable(
-            "invalid_body",
+        Err(ApiError::new(
+            ErrorCode::InvalidBody,
             format!("Failed to deserialize the JSON body into the target type: {first}"),
         ))
     }
@@ -131,7 +132,7 @@ where
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
         let query = parts.uri.query().unwrap_or_default();
         if query.contains("%00") {
-            return Err(ApiError::bad_request("invalid_query", NUL_REFUSED));
+            return Err(ApiError::new(ErrorCode::InvalidQuery, NUL_REFUSED));
         }
         let axum::extract::Query(value) =
             axum::extract::Query::from_request_parts(parts, state).await?;
@@ -152,7 +153,7 @@ where
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
         if parts.uri.path().contains("%00") {
-            return Err(ApiError::bad_request("invalid_path", NUL_REFUSED));
+            return Err(ApiError::new(ErrorCode::InvalidPath, NUL_REFUSED));
         }
         let axum::extract::Path(value) =
             axum::extract::Path::from_request_parts(parts, state).await?;
@@ -176,8 +177,12 @@ impl<S: Send + Sync> FromRequest<S> for Multipart {
 
 /// Parses a session id from a path: anything that is not a UUID cannot exist.
 pub(super) fn session_id(raw: &str) -> Result<Uuid, ApiError> {
-    Uuid::parse_str(raw)
-        .map_err(|_| ApiError::not_found("session_not_found", format!("session `{raw}` not found")))
+    Uuid::parse_str(raw).map_err(|_| {
+        ApiError::new(
+            ErrorCode::SessionNotFound,
+            format!("session `{raw}` not found"),
+        )
+    })
 }
 
 #[cfg(test)]

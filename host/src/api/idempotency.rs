@@ -13,6 +13,7 @@ use axum::response::Response;
 use sha2::{Digest, Sha256};
 
 use super::ApiError;
+use crate::api::ErrorCode;
 use crate::keys::Principal;
 use crate::store::{Idempotency, MAX_KEY_LEN};
 
@@ -76,8 +77,8 @@ pub(super) fn key_of(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
         return Ok(None);
     };
     let invalid = || {
-        ApiError::bad_request(
-            "invalid_idempotency_key",
+        ApiError::new(
+            ErrorCode::InvalidIdempotencyKey,
             format!(
                 "`Idempotency-Key` must be given once, as 1 to {MAX_KEY_LEN} visible ASCII characters (no spaces)"
             ),

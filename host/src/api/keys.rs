@@ -10,6 +10,7 @@ use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, OneOfBuilder,
 use super::extract::{Json, Path};
 use super::views::{ApiKeyView, MintedKey};
 use super::{ApiError, AppState};
+use crate::api::ErrorCode;
 use crate::keys::mint;
 use crate::store::KeyClass;
 
@@ -65,22 +66,22 @@ pub(super) async fn create(
 ) -> Result<(StatusCode, Json<MintedKey>), ApiError> {
     let name = body.name.trim().to_string();
     if name.is_empty() || name.len() > 100 {
-        return Err(ApiError::unprocessable(
-            "invalid_body",
+        return Err(ApiError::new(
+            ErrorCode::InvalidBody,
             "`name` must be 1 to 100 bytes of text",
         ));
     }
     let app_id = match (body.class, body.app) {
         (KeyClass::Platform, None) => None,
         (KeyClass::Platform, Some(_)) => {
-            return Err(ApiError::unprocessable(
-                "invalid_body",
+            return Err(ApiError::new(
+                ErrorCode::InvalidBody,
                 "a platform key is organisation-wide: leave `app` out",
             ));
         }
         (KeyClass::Invocation, None) => {
-            return Err(ApiError::unprocessable(
-                "invalid_body",
+            return Err(ApiError::new(
+                ErrorCode::InvalidBody,
                 "an invocation key is for one app: name it in `app`",
             ));
         }
@@ -90,7 +91,7 @@ pub(super) async fn create(
             Some(
                 found
                     .ok_or_else(|| {
-                        ApiError::not_found("app_not_found", format!("app `{app}` not found"))
+                        ApiError::new(ErrorCode::AppNotFound, format!("app `{app}` not found"))
                     })?
                     .id,
             )

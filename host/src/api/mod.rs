@@ -22,6 +22,7 @@ mod deployments;
 mod end_user_schedules;
 mod end_users;
 mod error;
+mod error_code;
 pub(crate) mod events;
 mod extract;
 #[cfg(test)]
@@ -52,13 +53,14 @@ use std::time::Instant;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request};
-use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderName, HeaderValue, Method, header};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use tokio::sync::watch;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
 pub(crate) use error::ApiError;
+pub(crate) use error_code::ErrorCode;
 pub(crate) use limits::ApiLimits;
 pub use table::endpoints;
 #[cfg(test)]
@@ -232,8 +234,7 @@ impl Services {
     pub(crate) fn refuse_if_shutting_down(&self) -> Result<(), ApiError> {
         if *self.shutdown.borrow() {
             return Err(ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "shutting_down",
+                ErrorCode::ShuttingDown,
                 "the server is shutting down; retry in a moment",
             ));
         }
@@ -242,13 +243,12 @@ impl Services {
 }
 
 async fn not_found() -> ApiError {
-    ApiError::not_found("not_found", "no such endpoint; see docs/api.md")
+    ApiError::new(ErrorCode::NotFound, "no such endpoint; see docs/api.md")
 }
 
 async fn method_not_allowed() -> ApiError {
     ApiError::new(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "method_not_allowed",
+        ErrorCode::MethodNotAllowed,
         "this endpoint does not accept that method; see docs/api.md",
     )
 }

@@ -16,6 +16,7 @@ use utoipa::openapi::{
 };
 use utoipa::{PartialSchema, ToSchema};
 
+use super::ErrorCode;
 use super::agui::AgUiEvent;
 use super::views::{self, ErrorBody};
 use super::{Access, Endpoint};
@@ -394,10 +395,11 @@ fn error_statuses(endpoint: &Endpoint, doc: &Doc) -> Vec<u16> {
     statuses
 }
 
-fn error_description(status: u16) -> &'static str {
-    match status {
+/// What an error status means, and the codes it carries (any endpoint's).
+fn error_description(status: u16) -> String {
+    let base = match status {
         400 => "Bad request (malformed body or query, unknown event id)",
-        401 => "Missing or invalid API key or stream token",
+        401 => "Missing or invalid API key, stream token or end-user token",
         403 => {
             "Not for this credential: the endpoint needs a platform key (`forbidden`), or the error's code says what the app or the endpoint does not allow"
         }
@@ -407,13 +409,23 @@ fn error_description(status: u16) -> &'static str {
         413 => "The body is over its limit",
         415 => "Not `Content-Type: application/json`",
         422 => "Well-formed but refused",
-        429 => {
-            "Too many requests: over the key's rate limit (`rate_limited`, with Retry-After), an app's cap (`quota_exceeded`), a session's full input queue (`queue_full`), the cap on open event streams (`too_many_streams`), or too many failed authentications from the address (`too_many_auth_failures`)"
-        }
+        429 => "Too many requests: `Retry-After` says when to retry, if waiting helps",
         500 => "Server-side failure (details are logged)",
-        503 => "Storage unavailable, or shutting down",
+        503 => "Storage unavailable, overloaded, or shutting down",
         _ => "Error",
+    };
+    let codes: Vec<String> = (ErrorCode::ALL.iter())
+        .filter(|code| {
+            std::iter::once(&code.status())
+                .chain(code.also())
+                .any(|s| s.as_u16() == status)
+        })
+        .map(|code| format!("`{}`", code.as_str()))
+        .collect();
+    if codes.is_empty() {
+        return base.to_string();
     }
+    format!("{base}; `code` one of {}", codes.join(", "))
 }
 
 fn text() -> ObjectBuilder {

@@ -9,11 +9,12 @@
 //! at that moment, never by more.
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::{ApiError, AppState, Endpoint};
+use crate::api::ErrorCode;
 
 /// Turns that may wait for a slot unless the operator says otherwise.
 pub(crate) const DEFAULT_MAX_QUEUED: usize = 512;
@@ -49,8 +50,7 @@ pub(crate) fn overloaded(state: &AppState) -> Option<Response> {
     }
     crate::metrics::get().quota_refusal("queued_turns");
     let mut response = ApiError::new(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "overloaded",
+        ErrorCode::Overloaded,
         format!(
             "{waiting} turns are waiting for a slot on this server, its bound (--max-queued-turns {max}): retry shortly"
         ),

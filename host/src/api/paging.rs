@@ -3,6 +3,7 @@
 use uuid::Uuid;
 
 use super::ApiError;
+use crate::api::ErrorCode;
 use crate::store::{Db, StoreError};
 
 const DEFAULT_PAGE: usize = 50;
@@ -20,8 +21,8 @@ impl Page {
         let after = match cursor {
             None => None,
             Some(c) => Some(Uuid::parse_str(c).map_err(|_| {
-                ApiError::bad_request(
-                    "invalid_query",
+                ApiError::new(
+                    ErrorCode::InvalidQuery,
                     format!("`cursor` = `{c}` is not a cursor from this API"),
                 )
             })?),

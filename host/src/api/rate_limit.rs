@@ -8,13 +8,14 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use governor::clock::Clock;
 use governor::{DefaultKeyedRateLimiter, Quota};
 
 use super::{Access, ApiError, AppState, Endpoint};
+use crate::api::ErrorCode;
 use crate::keys::Principal;
 
 /// Requests per second per platform key unless the operator says otherwise (`--rate-limit`).
@@ -110,8 +111,7 @@ pub(crate) async fn limit(State(state): State<AppState>, request: Request, next:
     let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
     let seconds = seconds.max(1);
     let mut response = ApiError::new(
-        StatusCode::TOO_MANY_REQUESTS,
-        "rate_limited",
+        ErrorCode::RateLimited,
         format!(
             "this {} sent more than {} requests per second (burst {}, {}): retry after {seconds} s",
             who(principal),

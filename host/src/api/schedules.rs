@@ -16,6 +16,7 @@ use super::end_user_schedules as by_end_user;
 use super::extract::{Json, Path};
 use super::sessions::visible_session;
 use super::{ApiError, AppState};
+use crate::api::ErrorCode;
 use crate::keys::Principal;
 use crate::store::{CronRule, ScheduleCreator, ScheduleRecord, now_rfc3339, rfc3339_ms, unix_ms};
 
@@ -126,7 +127,7 @@ impl When {
         timezone: Option<String>,
         end_at: Option<String>,
     ) -> Result<When, ApiError> {
-        let invalid = |message: String| ApiError::unprocessable("invalid_schedule", message);
+        let invalid = |message: String| ApiError::new(ErrorCode::InvalidSchedule, message);
         let end_ms = match &end_at {
             Some(end) => Some(parse_at("end_at", end).map_err(invalid)?),
             None => None,
@@ -229,8 +230,8 @@ pub(super) async fn delete(
 ) -> Result<StatusCode, ApiError> {
     let session = visible_session(&state, &principal, &id).await?;
     let not_found = || {
-        ApiError::not_found(
-            "schedule_not_found",
+        ApiError::new(
+            ErrorCode::ScheduleNotFound,
             format!("schedule `{schedule}` not found"),
         )
     };

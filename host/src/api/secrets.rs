@@ -9,6 +9,7 @@ use serde::Deserialize;
 use super::extract::{Json, Path};
 use super::views::SecretView;
 use super::{ApiError, AppState};
+use crate::api::ErrorCode;
 use crate::secrets::{MAX_SECRET_BYTES, valid_name};
 
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -21,8 +22,8 @@ fn check_name(name: &str) -> Result<(), ApiError> {
     if valid_name(name) {
         return Ok(());
     }
-    Err(ApiError::unprocessable(
-        "invalid_secret_name",
+    Err(ApiError::new(
+        ErrorCode::InvalidSecretName,
         "a secret name is an environment variable name: letters, digits and _, not starting with a digit, at most 128 bytes, and not starting with SERVICE_ or AGENTHOST_",
     ))
 }
@@ -34,8 +35,8 @@ pub(super) async fn put(
 ) -> Result<(StatusCode, Json<SecretView>), ApiError> {
     check_name(&name)?;
     if body.value.len() > MAX_SECRET_BYTES {
-        return Err(ApiError::unprocessable(
-            "invalid_body",
+        return Err(ApiError::new(
+            ErrorCode::InvalidBody,
             format!("a secret value is at most {MAX_SECRET_BYTES} bytes"),
         ));
     }

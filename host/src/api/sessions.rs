@@ -13,6 +13,7 @@ use super::idempotency::{Fingerprint, idempotency, key_of};
 use super::paging::{Page, app_filter};
 use super::views::{self, CreatedSession, SessionView, StreamToken, TurnAccepted};
 use super::{ApiError, AppState};
+use crate::api::ErrorCode;
 use crate::keys::{Principal, Scope};
 use crate::store::{InputOutcome, OnBusy, SessionFilter, SessionRecord, SessionStatus};
 
@@ -49,8 +50,8 @@ pub(super) async fn create(
         let key = body.app.clone();
         let app = state.store.read(move |s| s.app(&key)).await?;
         let Some(app) = app.filter(|app| principal.may_use_app(app.id)) else {
-            return Err(ApiError::not_found(
-                "app_not_found",
+            return Err(ApiError::new(
+                ErrorCode::AppNotFound,
                 format!("app `{}` not found", body.app),
             ));
         };
@@ -82,8 +83,12 @@ pub(super) async fn visible_session(
     raw_id: &str,
 ) -> Result<SessionRecord, ApiError> {
     let id = session_id(raw_id)?;
-    let not_found =
-        || ApiError::not_found("session_not_found", format!("session `{id}` not found"));
+    let not_found = || {
+        ApiError::new(
+            ErrorCode::SessionNotFound,
+            format!("session `{id}` not found"),
+        )
+    };
     let record = state
         .store
         .read(move |s| s.session(id))
@@ -149,8 +154,7 @@ pub(super) async fn list(
         (Scope::App(own), Some(user)) => {
             if query.user.as_deref().is_some_and(|u| u != user) {
                 return Err(ApiError::new(
-                    StatusCode::FORBIDDEN,
-                    "forbidden",
+                    ErrorCode::Forbidden,
                     "an end user lists only their own sessions",
                 ));
             }
@@ -162,8 +166,7 @@ pub(super) async fn list(
         }
         _ => {
             return Err(ApiError::new(
-                StatusCode::FORBIDDEN,
-                "forbidden",
+                ErrorCode::Forbidden,
                 "listing sessions needs a platform key or an end-user token",
             ));
         }
@@ -171,8 +174,8 @@ pub(super) async fn list(
     let status = match query.status.as_deref() {
         None => None,
         Some(s) => Some(SessionStatus::parse(s).ok_or_else(|| {
-            ApiError::bad_request(
-                "invalid_query",
+            ApiError::new(
+                ErrorCode::InvalidQuery,
                 format!(
                     "unknown status `{s}`: use running, idle, awaiting_approval, errored or ended"
                 ),

@@ -20,6 +20,7 @@ use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 
 use super::{ApiError, AppState, Endpoint};
+use crate::api::ErrorCode;
 use crate::keys::{END_USER_KEY_PREFIX, Principal};
 
 /// Streams one API key may hold open at once unless the operator says otherwise.
@@ -129,8 +130,7 @@ pub(crate) async fn cap(State(state): State<AppState>, request: Request, next: N
         Err((cap, flag, who)) => {
             crate::metrics::get().streams_refused.inc();
             return ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                "too_many_streams",
+                ErrorCode::TooManyStreams,
                 format!(
                     "this {who} has {cap} event streams open, its cap ({flag} {cap}): close one first"
                 ),

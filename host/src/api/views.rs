@@ -364,6 +364,9 @@ pub(crate) struct ErrorBody {
 /// What went wrong: a stable `code` for programs, a `message` for people.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub(crate) struct ErrorDetail {
+    /// One of `ErrorCode`'s (a `String` here, so that a client of this
+    /// crate reads a code newer than itself).
+    #[schema(value_type = super::ErrorCode)]
     pub code: String,
     pub message: String,
 }

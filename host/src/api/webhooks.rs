@@ -16,6 +16,7 @@ use super::extract::{Json, Path, Query};
 use super::paging::Page;
 use super::views::{CreatedWebhook, DeliveryPage, DeliveryView, WebhookView};
 use super::{ApiError, AppState};
+use crate::api::ErrorCode;
 use crate::keys::Principal;
 use crate::store::{WEBHOOK_EVENTS, WebhookRecord, now_rfc3339, unix_ms};
 use crate::webhooks::{check_url, seal, sign};
@@ -56,7 +57,7 @@ pub(super) struct DeliveryQuery {
 }
 
 fn webhook_id(raw: &str) -> Result<Uuid, ApiError> {
-    Uuid::parse_str(raw).map_err(|_| ApiError::not_found("not_found", "no such webhook"))
+    Uuid::parse_str(raw).map_err(|_| ApiError::new(ErrorCode::NotFound, "no such webhook"))
 }
 
 pub(super) async fn create(
@@ -65,13 +66,13 @@ pub(super) async fn create(
     Json(body): Json<NewWebhook>,
 ) -> Result<(StatusCode, Json<CreatedWebhook>), ApiError> {
     check_url(&body.url, state.webhooks.allow_private)
-        .map_err(|why| ApiError::unprocessable("invalid_url", why))?;
+        .map_err(|why| ApiError::new(ErrorCode::InvalidUrl, why))?;
     let mut events = body.events;
     events.sort_unstable();
     events.dedup();
     if events.is_empty() {
-        return Err(ApiError::unprocessable(
-            "invalid_body",
+        return Err(ApiError::new(
+            ErrorCode::InvalidBody,
             "`events` names at least one event type",
         ));
     }
@@ -79,8 +80,8 @@ pub(super) async fn create(
         .iter()
         .find(|e| !WEBHOOK_EVENTS.contains(&e.as_str()))
     {
-        return Err(ApiError::unprocessable(
-            "invalid_body",
+        return Err(ApiError::new(
+            ErrorCode::InvalidBody,
             format!(
                 "`{unknown}` is not an event type; these are: {}",
                 WEBHOOK_EVENTS.join(", ")
@@ -124,7 +125,7 @@ pub(super) async fn list(
 async fn find(state: &AppState, id: Uuid) -> Result<WebhookRecord, ApiError> {
     let records = state.store.read(|s| s.webhooks()).await?;
     (records.into_iter().find(|r| r.id == id))
-        .ok_or_else(|| ApiError::not_found("not_found", format!("no webhook {id}")))
+        .ok_or_else(|| ApiError::new(ErrorCode::NotFound, format!("no webhook {id}")))
 }
 
 pub(super) async fn show(
@@ -151,8 +152,8 @@ pub(super) async fn rotate(
     let id = webhook_id(&id)?;
     let grace = body.grace_secs.map_or(DEFAULT_GRACE, Duration::from_secs);
     if grace > MAX_GRACE {
-        return Err(ApiError::unprocessable(
-            "invalid_body",
+        return Err(ApiError::new(
+            ErrorCode::InvalidBody,
             format!("`grace_secs` is at most {}", MAX_GRACE.as_secs()),
         ));
     }
@@ -195,7 +196,7 @@ pub(super) async fn resend(
     let id = webhook_id(&id)?;
     let delivery = (delivery.strip_prefix("msg_").unwrap_or(&delivery))
         .parse::<Uuid>()
-        .map_err(|_| ApiError::not_found("not_found", "no such delivery"))?;
+        .map_err(|_| ApiError::new(ErrorCode::NotFound, "no such delivery"))?;
     let record = state.writer.resend_delivery(id, delivery).await?;
     Ok((StatusCode::ACCEPTED, Json(DeliveryView::from(&record))))
 }

@@ -1,6 +1,7 @@
 //! `EndUserAuthError`: why an end user's token (minted here, or a JWT of
 //! the app's identity provider) or an app's JWKS settings were refused,
-//! each with a stable snake_case code for the API's error body.
+//! each answered by the API with its own code (`api::ErrorCode`, mapped
+//! in `api/error.rs`).
 
 /// Why a token was refused. Every variant but `JwksUnavailable` is the
 /// client's doing (401); `JwksUnavailable` is the identity provider's (503,
@@ -37,7 +38,10 @@ pub(crate) enum EndUserAuthError {
 }
 
 impl EndUserAuthError {
-    /// The stable code the API sends (`{"error":{"code", ...}}`).
+    /// The code the API answers this refusal with, for this module's tests:
+    /// the API's own mapping is `api/error.rs` (`ErrorCode::from`), and
+    /// `api/error_code_tests.rs` checks that the two agree.
+    #[cfg(test)]
     pub(crate) fn code(&self) -> &'static str {
         match self {
             Self::MalformedToken(_) => "malformed_token",

@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use axum::Extension;
 use axum::extract::State;
-use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
@@ -18,6 +17,7 @@ use super::protocol::{
     AgUiEvent, InputMessage, MAX_THREAD_ID, ResumeEntry, ResumeStatus, RunAgentInput, RunError,
 };
 use super::{Mapper, frames, parse_frame_id};
+use crate::api::ErrorCode;
 use crate::api::decision_details;
 use crate::api::extract::{Json, Path};
 use crate::api::{ApiError, AppState, end_users, events};
@@ -39,8 +39,8 @@ pub(crate) async fn run(
     state.refuse_if_shutting_down()?;
     let length = input.thread_id.chars().count();
     if length == 0 || length > MAX_THREAD_ID {
-        return Err(ApiError::unprocessable(
-            "invalid_body",
+        return Err(ApiError::new(
+            ErrorCode::InvalidBody,
             format!("`threadId` must be 1 to {MAX_THREAD_ID} characters"),
         ));
     }
@@ -51,7 +51,7 @@ pub(crate) async fn run(
     let key = app.clone();
     let app = (state.store.read(move |s| s.app(&key)).await?)
         .filter(|app| principal.may_use_app(app.id))
-        .ok_or_else(|| ApiError::not_found("app_not_found", format!("app `{app}` not found")))?;
+        .ok_or_else(|| ApiError::new(ErrorCode::AppNotFound, format!("app `{app}` not found")))?;
     let policy = end_users::refuse_bare_key_if_required(&state, &principal, app.id).await?;
     // Each end user's threads are their own (`store::thread_key`).
     let thread_key = thread_key(&input.thread_id, principal.user_id());
@@ -59,8 +59,7 @@ pub(crate) async fn run(
         Some(entries) if !entries.is_empty() => {
             if !principal.is_platform() {
                 return Err(ApiError::new(
-                    StatusCode::FORBIDDEN,
-                    "forbidden",
+                    ErrorCode::Forbidden,
                     "answering an interrupt decides an approval, which needs a platform key",
                 ));
             }
@@ -176,8 +175,8 @@ fn refusal(code: &str, message: impl Into<String>) -> Response {
 /// The text of the newest user message: its content, or its text parts.
 fn newest_user_text(messages: &[InputMessage]) -> Result<String, ApiError> {
     let none = || {
-        ApiError::unprocessable(
-            "no_user_message",
+        ApiError::new(
+            ErrorCode::NoUserMessage,
             "`messages` has no user message with text: the newest one is the run's input",
         )
     };
@@ -207,14 +206,14 @@ fn newest_user_text(messages: &[InputMessage]) -> Result<String, ApiError> {
 /// `POST /sessions/{id}/approval`); `cancelled` denies.
 fn decision(principal: &Principal, entries: &[ResumeEntry]) -> Result<Decision, ApiError> {
     let [entry] = entries else {
-        return Err(ApiError::unprocessable(
-            "invalid_body",
+        return Err(ApiError::new(
+            ErrorCode::InvalidBody,
             "`resume` answers the one interrupt a run ends with: give exactly one entry",
         ));
     };
     let invalid = || {
-        ApiError::unprocessable(
-            "invalid_body",
+        ApiError::new(
+            ErrorCode::InvalidBody,
             format!(
                 "a `resolved` resume payload is {{\"approved\": bool, \"approver\"?: 1 to {MAX_APPROVER} bytes, \"arguments\"?, \"message\"?: text, \"result\"?}}"
             ),

@@ -24,6 +24,7 @@ use serde_json::{Map, Value, json};
 use utoipa::openapi::{RefOr, Schema};
 
 use super::{ApiError, AppState};
+use crate::api::ErrorCode;
 use crate::keys::Principal;
 use rpc::Message;
 
@@ -74,7 +75,11 @@ pub(super) async fn post(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let body = body.map_err(|rejection| {
-        ApiError::new(rejection.status(), "invalid_body", rejection.body_text())
+        ApiError::with_status(
+            ErrorCode::InvalidBody,
+            rejection.status(),
+            rejection.body_text(),
+        )
     })?;
     if let Some(version) = headers.get("mcp-protocol-version") {
         let known = version
@@ -194,8 +199,7 @@ pub(super) async fn origin(
         return next.run(request).await;
     }
     ApiError::new(
-        StatusCode::FORBIDDEN,
-        "origin_not_allowed",
+        ErrorCode::OriginNotAllowed,
         format!(
             "Origin `{}` may not call this endpoint: allow it with --cors-origin",
             text.unwrap_or_default()

@@ -8,6 +8,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
 use crate::api::ApiError;
+use crate::api::ErrorCode;
 
 /// JSON-RPC's error codes that MCP uses in answers (a message that is not
 /// JSON-RPC at all is refused with `400`).
@@ -91,7 +92,11 @@ pub(super) fn frame(message: &Value) -> Event {
 /// A message refused before it was read as a request: `400` with the
 /// API's error body (the transport allows any body).
 pub(super) fn refusal(message: impl Into<String>) -> ApiError {
-    ApiError::bad_request("invalid_body", message)
+    ApiError::with_status(
+        ErrorCode::InvalidBody,
+        axum::http::StatusCode::BAD_REQUEST,
+        message,
+    )
 }
 
 #[cfg(test)]
