@@ -202,8 +202,8 @@ mod tests {
     use wasmtime::component::{Component, Linker};
     use wasmtime::{Engine, Store};
 
+    use super::super::engine::new_engine_with;
     use super::{RuntimeError, SharedModules};
-    use crate::runtime::engine::new_engine_with;
 
     /// About 100 KiB of code: above `split::MIN_SHARED_CODE_BYTES`.
     fn filler() -> String {

@@ -19,7 +19,7 @@ use crate::journal::TurnErrorKind;
 use crate::runtime::bindings::agenthost::agent::host::McpResult;
 use crate::runtime::bindings::agenthost::agent::types::ToolSpec;
 use crate::runtime::bindings::{HostError, ToolCall, ToolStatus};
-use crate::runtime::ctx::TurnCtx;
+use crate::runtime::turn::ctx::TurnCtx;
 
 impl TurnCtx {
     /// `mcp-tools`: every server's tools (listed once per turn).
@@ -79,7 +79,7 @@ impl TurnCtx {
             let listed = self.mcp_list_now(index).await;
             if let Err(err) = &listed {
                 let server = &self.mcp.terms.servers[index].name;
-                tracing::info!(session = %self.session, server = %server, error = %err, "cannot list the MCP server's tools");
+                tracing::info!(session = %self.journal.session, server = %server, error = %err, "cannot list the MCP server's tools");
             }
             self.mcp.tools[index] =
                 Some(listed.map_err(|e| self.redactor.redact(&e.to_string()).into_owned()));
@@ -164,24 +164,22 @@ impl TurnCtx {
         tool_call_id: String,
     ) -> Result<McpResult, HostError> {
         let mut turn = self.open()?;
-        let Some(name) = turn.pending_calls.get(&tool_call_id).cloned() else {
+        let Some(name) = turn.calls.pending(&tool_call_id).cloned() else {
             let message = format!(
                 "mcp-call for tool call `{tool_call_id}`, which is not waiting for a result"
             );
             return Err(turn.fail(TurnErrorKind::InvalidOrder, message));
         };
         let target = (turn.mcp.split(&name)).map(|(index, tool)| (index, tool.to_string()));
-        let given = (turn.answered_call.as_ref())
-            .filter(|(id, _)| *id == tool_call_id)
-            .map(|(_, given)| given.clone());
-        let (status, output) = if turn.denied_call.as_deref() == Some(tool_call_id.as_str()) {
-            let why = turn.denial.clone().unwrap_or_else(|| "denied".into());
+        let given = turn.calls.given_result(&tool_call_id).cloned();
+        let (status, output) = if turn.calls.is_denied(&tool_call_id) {
+            let why = (turn.calls.denial().cloned()).unwrap_or_else(|| "denied".into());
             (ToolStatus::Denied, Value::String(why))
         } else if let Some(given) = given {
             (ToolStatus::Ok, given)
         } else if let Some((index, tool)) = target {
             let arguments =
-                (turn.call_arguments.get(&tool_call_id).cloned()).unwrap_or_else(|| json!({}));
+                (turn.calls.arguments(&tool_call_id).cloned()).unwrap_or_else(|| json!({}));
             self.mcp_send(index, &tool, arguments).await
         } else {
             // Neither the agent's own tool nor an MCP server's: answered as
@@ -202,7 +200,7 @@ impl TurnCtx {
         };
         self.tool_result(tool_call_id.clone(), text.clone(), status)
             .await?;
-        self.call_arguments.remove(&tool_call_id);
+        self.calls.forget_arguments(&tool_call_id);
         Ok(McpResult {
             output: text,
             status,
@@ -249,7 +247,7 @@ impl TurnCtx {
                 (status, output)
             }
             Err(err) => {
-                tracing::info!(session = %self.session, server = %server.name, error = %self.redactor.redact(&err.to_string()), "MCP call failed");
+                tracing::info!(session = %self.journal.session, server = %server.name, error = %self.redactor.redact(&err.to_string()), "MCP call failed");
                 (ToolStatus::Error, Value::String(err.to_string()))
             }
         }

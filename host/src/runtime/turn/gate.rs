@@ -13,8 +13,8 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::watch;
 
-use super::bindings::HostError;
 use crate::journal::TurnErrorKind;
+use crate::runtime::bindings::HostError;
 use crate::store::ToolCallRecord;
 
 /// Why a turn must end with TURN_ERROR although the guest returned normally.
