@@ -4,7 +4,7 @@
 //!
 //! The functions call the server's own code (the SSE frame, the runtime's
 //! engine and linker); only `instantiate_and_describe` repeats the few lines
-//! of `Store` setup that `runtime::prepare` and `runtime::turn` do.
+//! of `Store` setup that `runtime::compile::prepare` and `runtime::turn` do.
 
 use std::path::Path;
 use std::sync::Arc;

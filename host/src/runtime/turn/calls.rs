@@ -102,9 +102,10 @@ impl Calls {
         self.earlier_read
     }
 
-    /// The session's earlier call ids, read once (`TurnCtx::remember_earlier_calls`).
-    pub(super) fn remember_earlier(&mut self, ids: impl IntoIterator<Item = String>) {
-        self.seen.extend(ids);
+    /// One of the session's earlier call ids, read once per turn
+    /// (`TurnCtx::remember_earlier_calls`).
+    pub(super) fn remember_earlier(&mut self, id: String) {
+        self.seen.insert(id);
     }
 
     pub(super) fn earlier_done(&mut self) {

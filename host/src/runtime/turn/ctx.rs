@@ -194,13 +194,11 @@ impl TurnCtx {
                 .read(move |s| s.events(session, from, CALL_SCAN))
                 .await
                 .map_err(|err| HostError::Unavailable(err.to_string()))?;
-            let mut ids = Vec::new();
             for event in chunk.iter().filter(|e| e.event_type() == "TOOL_CALL") {
                 let envelope: CallEnvelope = serde_json::from_str(&event.json)
                     .map_err(|err| HostError::Unavailable(err.to_string()))?;
-                ids.push(envelope.payload.tool_call_id);
+                self.calls.remember_earlier(envelope.payload.tool_call_id);
             }
-            self.calls.remember_earlier(ids);
             match chunk.last() {
                 Some(last) if chunk.len() == CALL_SCAN => from = last.seq + 1,
                 _ => break,
