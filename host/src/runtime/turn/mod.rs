@@ -7,7 +7,8 @@
 //! its per-deployment state once (`deployed.rs`) and its per-turn state at
 //! the turn's start: approval gates (`gates.rs`), limits
 //! (`runtime::limits`), secrets and redaction (`secrets.rs`), outbound HTTP
-//! (`outbound/`), timers (`timers.rs`) and MCP servers (`mcp/`). Outbound
+//! (`outbound/`), timers (`timers.rs`) and MCP servers (`mcp/`; its imports:
+//! `mcp_calls.rs`). Outbound
 //! and MCP live here, beside the turn, because every request they make is
 //! the turn's: asked of its gate, journaled through its outbox.
 
@@ -19,6 +20,7 @@ mod gate;
 mod gates;
 mod host;
 pub(crate) mod mcp;
+mod mcp_calls;
 pub(crate) mod outbound;
 mod parked;
 mod run;
@@ -40,6 +42,7 @@ pub(crate) use spare::MAX_SPARES;
 use super::compile::Compiler;
 use control::{Controls, Registered};
 use deployed::Deployments;
+use gate::cancelled;
 use outbound::OutboundPolicy;
 
 use crate::journal::TurnErrorKind;
@@ -353,9 +356,4 @@ impl Turns {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
-}
-
-/// The TURN_ERROR message of a cancelled turn.
-fn cancelled(by: &str) -> String {
-    format!("the turn was cancelled by {by}")
 }

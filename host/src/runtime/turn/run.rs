@@ -14,7 +14,7 @@ use wasmtime::{Store, Trap};
 use super::Turns;
 use super::ctx::{TurnCtx, TurnStates};
 use super::deployed::Deployed;
-use super::gate::{Failure, Gate, Settled, Suspension, TurnState};
+use super::gate::{Failure, Gate, Settled, Suspension, TurnState, cancelled};
 use super::outbound::Access;
 use super::secrets::Secrets;
 use super::spare::Recipe;
@@ -327,7 +327,7 @@ async fn closing_events(
     let mut failure = match (state, end) {
         (TurnState::Cancelled(by), _) | (_, GuestEnd::Cancelled(by)) => Some(Failure {
             kind: TurnErrorKind::Cancelled,
-            message: super::cancelled(&by),
+            message: cancelled(&by),
         }),
         (TurnState::Suspended(suspension), end) => {
             return suspended(ctx, suspension, end, ticket).await;

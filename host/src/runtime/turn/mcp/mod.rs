@@ -15,6 +15,8 @@
 
 mod client;
 mod host;
+
+pub(super) use host::Via;
 pub(crate) mod settings;
 
 use std::sync::Arc;
