@@ -178,3 +178,88 @@ impl Calls {
             .map(|(_, given)| given)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::store::{DecisionDetails, PendingApproval};
+
+    fn call(id: &str, name: &str) -> ToolCallRecord {
+        ToolCallRecord {
+            tool_call_id: id.into(),
+            name: name.into(),
+            arguments: json!({"id": id}),
+        }
+    }
+
+    fn resumed(approved: bool, details: DecisionDetails) -> TurnReason {
+        TurnReason::ApprovalDecision {
+            approved,
+            approver: "alice".into(),
+            pending: Box::new(PendingApproval {
+                call: call("c1", "rm"),
+                reason: None,
+                gated_by: vec!["code".into()],
+                step: vec![call("c1", "rm"), call("c2", "ls")],
+                input: json!("go"),
+                event_seq: 0,
+                expires_at: None,
+            }),
+            details: Box::new(details),
+        }
+    }
+
+    #[test]
+    fn a_resumed_turn_waits_for_its_steps_results_and_knows_the_decision() {
+        let details = DecisionDetails {
+            message: Some("too big".into()),
+            ..Default::default()
+        };
+        let mut calls = Calls::at_start(&resumed(false, details));
+        assert_eq!(calls.unanswered(), ["c1", "c2"]);
+        assert!(calls.is_seen("c1") && calls.is_seen("c2") && !calls.is_seen("c3"));
+        assert!(calls.is_denied("c1") && !calls.is_denied("c2"));
+        assert_eq!(
+            calls.denial().map(String::as_str),
+            Some("denied by alice: too big")
+        );
+        assert_eq!(calls.arguments("c2"), Some(&json!({"id": "c2"})));
+        assert_eq!(calls.given_result("c1"), None);
+        calls.answer("c1");
+        calls.forget_arguments("c2");
+        assert_eq!(calls.pending("c2").map(String::as_str), Some("ls"));
+        assert_eq!(calls.arguments("c2"), None);
+        assert_eq!(calls.unanswered(), ["c2"]);
+
+        let given = DecisionDetails {
+            result: Some(json!({"done": true})),
+            ..Default::default()
+        };
+        let calls = Calls::at_start(&resumed(true, given));
+        assert_eq!(calls.given_result("c1"), Some(&json!({"done": true})));
+        assert_eq!(calls.given_result("c2"), None);
+        assert!(!calls.is_denied("c1") && calls.denial().is_none());
+    }
+
+    #[test]
+    fn a_new_turn_starts_with_nothing_open_or_pending() {
+        let mut calls = Calls::at_start(&TurnReason::Input);
+        assert!(!calls.has_pending() && !calls.is_seen("c1") && !calls.earlier_read());
+        calls.open_message("m1".into());
+        calls.open_message("m2".into());
+        let m2 = calls.message("m2").expect("open");
+        calls.append_text(m2, "hello");
+        assert_eq!(calls.message_len(m2), 5);
+        assert_eq!(calls.close_message(m2), ("m2".into(), "hello".into()));
+        assert_eq!(calls.message("m2"), None);
+        assert_eq!(calls.open_message_count(), 1);
+        assert_eq!(calls.take_open_messages(), [("m1".into(), String::new())]);
+        calls.see(&[call("c1", "rm")]);
+        calls.remember_earlier("c0".into());
+        calls.earlier_done();
+        assert!(calls.is_seen("c0") && calls.is_seen("c1") && calls.earlier_read());
+        assert!(!calls.has_pending());
+    }
+}
