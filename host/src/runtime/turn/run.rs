@@ -151,12 +151,14 @@ impl Turns {
     ) -> Option<(GuestEnd, TurnCtx)> {
         let Guest { deployed, secrets } = guest;
         let limits = &deployed.limits;
-        let env = guest_env(&deployed, &secrets);
+        // Made only when an instance or a spare is: a turn that takes its
+        // spare and makes none builds no environment.
+        let env = || guest_env(&deployed, &secrets);
         // The spare made for this turn, if it is ready; this turn makes the next one.
         let (mut store, agent) = match self.spares.take(ticket.deployment_id, &secrets) {
             Some(spare) => (spare.store, Some(spare.agent)),
             None => {
-                let state = InstanceData::new(&env, limits.memory_bytes);
+                let state = InstanceData::new(&env(), limits.memory_bytes);
                 (Store::new(self.compile.engine(), state), None)
             }
         };
@@ -164,7 +166,7 @@ impl Turns {
         self.spares
             .refill(self.compile.engine(), ticket.deployment_id, || Recipe {
                 pre: deployed.pre.clone(),
-                env: (env.iter())
+                env: (env().iter())
                     .map(|(name, value)| (name.to_string(), value.to_string()))
                     .collect(),
                 secrets: secrets.clone(),
