@@ -4,7 +4,7 @@
 //!
 //! The functions call the server's own code (the SSE frame, the runtime's
 //! engine and linker); only `instantiate_and_describe` repeats the few lines
-//! of `Store` setup that `runtime::prepare` and `runtime::turn` do.
+//! of `Store` setup that `runtime::compile::prepare` and `runtime::turn` do.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -12,11 +12,9 @@ use std::time::Instant;
 
 use wasmtime::component::Component;
 
-use crate::runtime::bindings::AgentPre;
 use crate::runtime::limits::{DESCRIBE_DEADLINE, DESCRIBE_FUEL, DESCRIBE_MEMORY};
 use crate::runtime::outbound::OutboundPolicy;
-use crate::runtime::state::{InstanceData, apply_limits};
-use crate::runtime::{Runtime, TurnSettings};
+use crate::runtime::{AgentPre, InstanceData, Runtime, TurnSettings, apply_limits};
 use crate::secrets::{MasterKey, Vault};
 use crate::store::{Db, Writer};
 
@@ -28,7 +26,7 @@ use crate::store::{Db, Writer};
 pub use crate::api::events::{frame as sse_frame, frame_bytes as sse_frame_bytes};
 
 /// A `Runtime` as the server makes it (so its engine comes from
-/// `runtime::engine::new_engine`, with its epoch ticker running), over a
+/// `runtime::compile::engine`, with its epoch ticker running), over a
 /// fresh store in `data_dir`, default limits and outbound policy, no secrets.
 pub fn runtime(data_dir: &Path) -> anyhow::Result<Arc<Runtime>> {
     let store = Db::open(&data_dir.join("agenthost.redb"))?;
@@ -57,7 +55,7 @@ pub fn instance_pre(runtime: &Runtime, wasm: &[u8]) -> anyhow::Result<GuestPre> 
     let wasm_err = |e: wasmtime::Error| anyhow::anyhow!("{e:#}");
     let component = Component::new(runtime.engine(), wasm).map_err(wasm_err)?;
     let pre = runtime
-        .linker
+        .linker()
         .instantiate_pre(&component)
         .and_then(AgentPre::new)
         .map_err(wasm_err)?;

@@ -279,7 +279,7 @@ async fn a_tool_call_id_of_an_earlier_turn_is_refused() {
 }
 
 /// Every turn runs in a fresh instance, also when the host made it ahead of
-/// the turn (a spare, runtime/spare.rs): a guest's global never carries over,
+/// the turn (a spare, runtime/turn/spare.rs): a guest's global never carries over,
 /// across turns of one session or of several sessions running at once.
 #[tokio::test]
 async fn every_turn_runs_in_a_fresh_instance_made_ahead_or_not() {

@@ -299,7 +299,7 @@ async fn agenthost_deploy_builds_a_typescript_project_with_its_own_node_modules(
 /// A changed agent builds in this process from the cached base (the
 /// splicer ran once, for the first build of the tests), and runs the
 /// change; the server compiled the engine's code once for both builds (a
-/// shared module, `runtime::split_state`); an error thrown while the module
+/// shared module, `runtime::compile::split_state`); an error thrown while the module
 /// is evaluated fails the build with its message at its place in agent.ts,
 /// and an endless loop there fails it at the build's time limit.
 #[tokio::test]

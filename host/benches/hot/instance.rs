@@ -7,7 +7,7 @@
 //! and one call of its cheapest export, `describe`.
 //!
 //! The engine and linker are those of a real `Runtime` (so the engine comes
-//! from `runtime::engine::new_engine`, the one place that configures
+//! from `runtime::compile::engine`, the one place that configures
 //! wasmtime, with its epoch ticker running). Compiling the component and
 //! the `InstancePre` happen once, outside the timing, as the deployment
 //! cache does. Throughput is in instances.

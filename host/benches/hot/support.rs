@@ -11,7 +11,7 @@ use agenthost::{Delta, MessageDelta, NewEvent, StoredEvent, decode_record, encod
 use serde_json::json;
 use uuid::Uuid;
 
-/// A `MESSAGE_DELTA` shaped like the ones `runtime::host` journals for a
+/// A `MESSAGE_DELTA` shaped like the ones `runtime::turn::host` journals for a
 /// streamed word.
 pub fn message_delta() -> NewEvent {
     NewEvent::of(&MessageDelta {

@@ -1,7 +1,7 @@
 //! The bound on the turn queue (`--max-queued-turns`): while that many
 //! turns wait on this host for a slot, a request that would start one more
 //! gets `503 overloaded` with `Retry-After`, before anything is committed.
-//! A waiting turn holds no input (`runtime::parked`): the bound is on the
+//! A waiting turn holds no input (`runtime::turn::parked`): the bound is on the
 //! count of waiting tasks.
 //!
 //! Checked before the request's work, so requests racing the last place

@@ -68,7 +68,7 @@ pub struct TurnTicket {
     pub reason: TurnReason,
     /// The seq of the turn's TURN_STARTED, which holds `input`: a turn that
     /// waits for a slot drops its input and reads it back from there
-    /// (`runtime::parked`).
+    /// (`runtime::turn::parked`).
     pub started_seq: u64,
     /// The session's journal bytes when the turn started (its start
     /// events included): the turn may add up to `--max-session-journal-mb`

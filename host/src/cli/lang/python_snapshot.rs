@@ -18,17 +18,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use anyhow::{Context, anyhow};
-use wasmtime::component::types::ComponentItem;
-use wasmtime::component::{Component, ComponentType, HasSelf, Instance, Lift, Linker, WasmList};
-use wasmtime::{Engine, Store};
+use wasmtime::Engine;
+use wasmtime::component::{Component, ComponentType, Instance, Lift, WasmList};
 use wasmtime_wasi::p2::bindings::filesystem::preopens;
 use wasmtime_wasi::p2::pipe::{MemoryInputPipe, MemoryOutputPipe};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder};
 use wasmtime_wizer::{ComponentInstanceState, Wizer};
 
 use super::{base_cache, init_limit};
-use crate::runtime::bindings::Agent;
-use crate::runtime::state::{InstanceData, PreopensHook};
+use crate::runtime::{self, PreopensHook, SnapshotStore};
 
 /// The variable `agenthost._loader` looks for (`SNAPSHOT_VAR` there).
 const SNAPSHOT_VAR: &str = "AGENTHOST_PYTHON_SNAPSHOT";
@@ -71,7 +69,7 @@ pub(super) fn snapshot(base: &Path, cache: &Path, mounts: Mounts) -> anyhow::Res
 }
 
 async fn run(bytes: Vec<u8>, cache: PathBuf, mounts: Mounts) -> anyhow::Result<Vec<u8>> {
-    let engine = crate::runtime::new_build_engine()?;
+    let engine = runtime::new_build_engine()?;
     let stdout = MemoryOutputPipe::new(OUTPUT_LIMIT);
     let stderr = MemoryOutputPipe::new(OUTPUT_LIMIT);
     let wasi = context(&mounts, &stdout, &stderr)?;
@@ -85,25 +83,10 @@ async fn run(bytes: Vec<u8>, cache: PathBuf, mounts: Mounts) -> anyhow::Result<V
         tracing::debug!(elapsed = ?started.elapsed(), "python snapshot: base instrumented");
         let component = compiled(&engine, &cache, &instrumented)?;
         tracing::debug!(elapsed = ?started.elapsed(), "python snapshot: instrumented base loaded");
-        // The runtime's store type, so the WASI and HTTP host functions
-        // are the runtime's own (compiled once into the binary), with
-        // `get-directories` answered by `loader_only_preopens`.
-        let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
-        linker.allow_shadowing(true);
-        preopens::add_to_linker::<InstanceData, HasSelf<InstanceData>>(&mut linker, |s| s)?;
-        linker.allow_shadowing(false);
-        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
-        agenthost_as_traps(&engine, &mut linker, &component)?;
-        let state = InstanceData::for_build(wasi, loader_only_preopens(files_used));
-        let mut store = Store::new(&engine, state);
+        // The runtime's own store type and host functions (`runtime::snapshot_store`).
+        let mut store = runtime::snapshot_store(&engine, wasi, loader_only_preopens(files_used));
         let armed = limit.arm(&mut store)?;
-        let instance = linker.instantiate_async(&mut store, &component).await?;
-        let agent = Agent::new(&mut store, &instance)?;
-        agent
-            .agenthost_agent_guest()
-            .call_describe(&mut store)
-            .await?;
+        let instance = runtime::describe_for_snapshot(&mut store, &component).await?;
         drop(armed);
         tracing::debug!(elapsed = ?started.elapsed(), "python snapshot: app imported");
         let mut snapshotted = Snapshotted {
@@ -142,36 +125,6 @@ async fn run(bytes: Vec<u8>, cache: PathBuf, mounts: Mounts) -> anyhow::Result<V
         }
         anyhow!(message)
     })
-}
-
-/// Defines every function of the agenthost imports as a trap: the host
-/// answers nothing while a snapshot is taken. (`define_unknown_imports_as_traps`
-/// would also shadow the WASI instances the linker matches by semver.)
-fn agenthost_as_traps(
-    engine: &Engine,
-    linker: &mut Linker<InstanceData>,
-    component: &Component,
-) -> anyhow::Result<()> {
-    for (name, import) in component.component_type().imports(engine) {
-        let ComponentItem::ComponentInstance(instance) = import.ty else {
-            continue;
-        };
-        if !name.starts_with("agenthost:") {
-            continue;
-        }
-        let mut defined = linker.instance(name)?;
-        for (export, item) in instance.exports(engine) {
-            if let ComponentItem::ComponentFunc(_) = item.ty {
-                let called = format!("{name}#{export}");
-                defined.func_new(export, move |_, _, _, _| {
-                    Err(wasmtime::format_err!(
-                        "`{called}` is not available while the agent is built"
-                    ))
-                })?;
-            }
-        }
-    }
-    Ok(())
 }
 
 /// What Python printed, without the loader's frames and componentize-py's
@@ -242,7 +195,7 @@ fn context(
 /// `instrumented-*.cwasm` files of component-init-transform, which made
 /// the snapshot before wizer, are another instrumentation: not read.)
 fn compiled(engine: &Engine, cache: &Path, instrumented: &[u8]) -> anyhow::Result<Component> {
-    let fingerprint = crate::runtime::fingerprint(engine);
+    let fingerprint = runtime::fingerprint(engine);
     base_cache::compiled(
         &cache.join(format!("wizer-instrumented-{fingerprint}.cwasm")),
         // SAFETY: the file is `Engine::precompile_component`'s output for an
@@ -285,7 +238,7 @@ fn loader_only_preopens(files_used: Arc<AtomicBool>) -> PreopensHook {
 /// so the first failure is kept in `failed`, every later read skipped, and
 /// the snapshot refused.
 struct Snapshotted {
-    store: Store<InstanceData>,
+    store: SnapshotStore,
     instance: Instance,
     failed: Option<anyhow::Error>,
 }

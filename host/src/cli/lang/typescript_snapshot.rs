@@ -329,7 +329,7 @@ pub(super) fn transplant(stubbed: &[u8], wizened: &[u8]) -> anyhow::Result<Vec<u
         }
     }
     // Every build of this base has the same code: the server compiles it
-    // once and keeps each build's state apart (`runtime::split_state`).
+    // once and keeps each build's state apart (`runtime::compile::split_state`).
     module.section(&wasm_encoder::CustomSection {
         name: std::borrow::Cow::Borrowed(crate::runtime::SHARED_CODE_MARKER),
         data: std::borrow::Cow::Borrowed(&[]),

@@ -4,15 +4,15 @@
 //! imports and exports by name at every instantiation (about 1 ms more per
 //! turn for CPython's: BENCHMARKS.md). So each deployment that links shared
 //! modules is compiled again whole, one at a time, its artifact replaced
-//! and its cached `InstancePre` dropped: the turns after that load the
-//! whole one.
+//! and its cached `InstancePre` dropped (the caller's `on_whole`): the
+//! turns after that load the whole one.
 //!
 //! The compiles run on a rayon pool of one thread of their own: wasmtime
 //! compiles a module's functions on the pool it is called from, so a whole
 //! compile takes one core and never queues ahead of a deploy's own compile
 //! (on rayon's global pool) or takes every core from the turns.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::Path;
 use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Instant;
@@ -20,46 +20,9 @@ use std::time::Instant;
 use uuid::Uuid;
 use wasmtime::Engine;
 
-use super::{Runtime, RuntimeError, artifacts, split};
+use super::{Compiler, artifacts, split};
+use crate::runtime::RuntimeError;
 use crate::store::{Artifact, Db};
-
-/// The deployments loaded for turns, and those compiled whole since this
-/// process started: one lock, so that a load that read the linked
-/// artifact just before the whole one was recorded is not kept after it
-/// (the next turn loads the whole one).
-pub(super) struct Loaded<T> {
-    loaded: HashMap<Uuid, T>,
-    whole: HashSet<Uuid>,
-}
-
-impl<T> Default for Loaded<T> {
-    fn default() -> Self {
-        Loaded {
-            loaded: HashMap::new(),
-            whole: HashSet::new(),
-        }
-    }
-}
-
-impl<T: Clone> Loaded<T> {
-    pub(super) fn get(&self, deployment: Uuid) -> Option<T> {
-        self.loaded.get(&deployment).cloned()
-    }
-
-    /// Keeps a load, unless it links libraries that a whole compile has
-    /// replaced meanwhile.
-    pub(super) fn keep(&mut self, deployment: Uuid, loaded: T, links_libraries: bool) {
-        if !(links_libraries && self.whole.contains(&deployment)) {
-            self.loaded.insert(deployment, loaded);
-        }
-    }
-
-    /// The deployment's whole artifact is recorded: forget the linked load.
-    fn compiled_whole(&mut self, deployment: Uuid) {
-        self.whole.insert(deployment);
-        self.loaded.remove(&deployment);
-    }
-}
 
 /// The deployments compiled whole (or being compiled) by this process.
 #[derive(Default)]
@@ -89,10 +52,15 @@ impl Wholes {
     }
 }
 
-impl Runtime {
+impl<T> Compiler<T> {
     /// Compiles `deployment` whole in the background when its component
-    /// links shared modules; once per deployment and process. Returns at once.
-    pub(crate) fn compile_whole_later(&self, deployment: Uuid) {
+    /// links shared modules; once per deployment and process. Returns at
+    /// once; `on_whole` runs once the whole artifact is recorded.
+    pub(crate) fn compile_whole_later(
+        &self,
+        deployment: Uuid,
+        on_whole: impl FnOnce() + Send + 'static,
+    ) {
         let first = self
             .wholes
             .started
@@ -106,7 +74,6 @@ impl Runtime {
         let data_dir = self.data_dir.clone();
         let store = self.store.clone();
         let writer = self.writer.clone();
-        let deployments = self.deployments.clone();
         let Some(pool) = self.wholes.pool() else {
             return;
         };
@@ -128,10 +95,7 @@ impl Runtime {
                 tracing::warn!(%deployment, error = %err, "cannot record the whole artifact");
                 return;
             }
-            deployments
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .compiled_whole(deployment);
+            on_whole();
             tracing::info!(
                 %deployment,
                 duration_ms = started.elapsed().as_secs_f64() * 1000.0,
@@ -164,29 +128,4 @@ fn compile(
         .map_err(|e| RuntimeError::Load(format!("{e:#}")))?;
     let dir = artifacts::deployment_dir(data_dir, deployment);
     artifacts::store(engine, &dir, &original, &compiled).map(Some)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_linked_load_that_raced_the_whole_compile_is_not_kept() {
-        let mut loaded = Loaded::default();
-        let id = Uuid::now_v7();
-        loaded.keep(id, "linked", true);
-        assert_eq!(loaded.get(id), Some("linked"));
-        loaded.compiled_whole(id);
-        assert_eq!(loaded.get(id), None);
-        // A load that read the record before the whole artifact was
-        // recorded ends after it: the next turn loads again.
-        loaded.keep(id, "linked, late", true);
-        assert_eq!(loaded.get(id), None);
-        loaded.keep(id, "whole", false);
-        assert_eq!(loaded.get(id), Some("whole"));
-        // Other deployments are kept as loaded.
-        let other = Uuid::now_v7();
-        loaded.keep(other, "linked", true);
-        assert_eq!(loaded.get(other), Some("linked"));
-    }
 }

@@ -1,33 +1,44 @@
-//! The `mcp-tools` and `mcp-call` imports, and the gating of MCP calls in
-//! `tool-calls`: a turn lists each server's tools at most once, gates a
-//! call by its server's `approval` rule (a tool it cannot list is gated),
-//! and runs an allowed call once, journaling its TOOL_RESULT itself. A
-//! server that fails, hangs or is refused is an `error` result the model
-//! sees; the turn goes on.
+//! What a turn's MCP state does for the `mcp-tools` and `mcp-call`
+//! imports and the gating of MCP calls in `tool-calls` (`turn/mcp_calls.rs`,
+//! the imports themselves): it lists each server's tools at most once,
+//! gates a call by its server's `approval` rule (a tool it cannot list is
+//! gated), and sends an allowed call. A server that fails, hangs or is
+//! refused is an `error` result the model sees; the turn goes on.
 
 use std::collections::HashSet;
 
 use serde_json::{Value, json};
+use uuid::Uuid;
 
 use super::client::{Client, McpError};
 use super::settings::Approval;
 use super::{
-    MAX_MCP_DESCRIPTION, MAX_MCP_LIST_PAGES, MAX_MCP_RESULT_BYTES, MAX_MCP_SCHEMA_BYTES,
-    MAX_MCP_TOOLS, McpTool,
+    MAX_MCP_DESCRIPTION, MAX_MCP_LIST_PAGES, MAX_MCP_SCHEMA_BYTES, MAX_MCP_TOOLS, McpTool, McpTurn,
 };
-use crate::journal::TurnErrorKind;
-use crate::runtime::bindings::agenthost::agent::host::McpResult;
+use crate::redact::Redactor;
 use crate::runtime::bindings::agenthost::agent::types::ToolSpec;
-use crate::runtime::bindings::{HostError, ToolCall, ToolStatus};
-use crate::runtime::ctx::TurnCtx;
+use crate::runtime::bindings::{ToolCall, ToolStatus};
+use crate::runtime::turn::outbound::OutboundHooks;
 
-impl TurnCtx {
-    /// `mcp-tools`: every server's tools (listed once per turn).
-    pub(in crate::runtime) async fn mcp_tools(&mut self) -> Result<Vec<ToolSpec>, HostError> {
-        self.gate.check()?;
+/// What the turn's MCP exchanges go through: its outbound access, its
+/// redactor, and its session (for the log).
+pub(in crate::runtime::turn) struct Via<'a> {
+    pub outbound: &'a OutboundHooks,
+    pub redactor: &'a Redactor,
+    pub session: Uuid,
+}
+
+impl McpTurn {
+    /// Whether the deployment has no MCP server.
+    pub(in crate::runtime::turn) fn is_empty(&self) -> bool {
+        self.terms.is_empty()
+    }
+
+    /// Every server's tools (listed once per turn).
+    pub(in crate::runtime::turn) async fn tools(&mut self, via: &Via<'_>) -> Vec<ToolSpec> {
         let mut specs = Vec::new();
-        for index in 0..self.mcp.terms.servers.len() {
-            if let Ok(tools) = self.mcp_list(index).await {
+        for index in 0..self.terms.servers.len() {
+            if let Ok(tools) = self.list(index, via).await {
                 specs.extend(tools.iter().map(|t| ToolSpec {
                     name: t.exposed.clone(),
                     description: t.description.clone(),
@@ -36,25 +47,26 @@ impl TurnCtx {
                 }));
             }
         }
-        Ok(specs)
+        specs
     }
 
     /// The names among `calls` that are MCP tools whose calls are gated.
     /// A tool that cannot be listed, or that its server does not list, is
     /// gated: the host never runs an MCP call it could not judge.
-    pub(in crate::runtime) async fn mcp_gated(&mut self, calls: &[ToolCall]) -> HashSet<String> {
+    pub(in crate::runtime::turn) async fn gated(
+        &mut self,
+        calls: &[ToolCall],
+        via: &Via<'_>,
+    ) -> HashSet<String> {
         let mut gated = HashSet::new();
-        if self.mcp.terms.is_empty() || self.gate.check().is_err() {
-            return gated;
-        }
         for call in calls {
-            let Some((index, tool)) = self.mcp.split(&call.name) else {
+            let Some((index, tool)) = self.split(&call.name) else {
                 continue;
             };
-            let approval = &self.mcp.terms.servers[index].settings.approval;
+            let approval = &self.terms.servers[index].settings.approval;
             let is_gated = if *approval == Approval::NotReadOnly {
                 // Only this rule needs the tool's annotations: its list.
-                let listed = self.mcp_list(index).await.ok();
+                let listed = self.list(index, via).await.ok();
                 let tool = listed.and_then(|tools| tools.iter().find(|t| t.exposed == call.name));
                 tool.is_none_or(|t| t.gated)
             } else {
@@ -68,33 +80,33 @@ impl TurnCtx {
     }
 
     /// The name of the MCP server a tool name belongs to, if it is one.
-    pub(in crate::runtime) fn mcp_server_of(&self, name: &str) -> Option<String> {
-        let (index, _) = self.mcp.split(name)?;
-        Some(self.mcp.terms.servers[index].name.clone())
+    pub(in crate::runtime::turn) fn server_of(&self, name: &str) -> Option<String> {
+        let (index, _) = self.split(name)?;
+        Some(self.terms.servers[index].name.clone())
     }
 
     /// Server `index`'s tools, listed on first use (an error is kept too).
-    async fn mcp_list(&mut self, index: usize) -> Result<&[McpTool], String> {
-        if self.mcp.tools[index].is_none() {
-            let listed = self.mcp_list_now(index).await;
+    async fn list(&mut self, index: usize, via: &Via<'_>) -> Result<&[McpTool], String> {
+        if self.tools[index].is_none() {
+            let listed = self.list_now(index, via).await;
             if let Err(err) = &listed {
-                let server = &self.mcp.terms.servers[index].name;
-                tracing::info!(session = %self.session, server = %server, error = %err, "cannot list the MCP server's tools");
+                let server = &self.terms.servers[index].name;
+                tracing::info!(session = %via.session, server = %server, error = %err, "cannot list the MCP server's tools");
             }
-            self.mcp.tools[index] =
-                Some(listed.map_err(|e| self.redactor.redact(&e.to_string()).into_owned()));
+            self.tools[index] =
+                Some(listed.map_err(|e| via.redactor.redact(&e.to_string()).into_owned()));
         }
-        match &self.mcp.tools[index] {
+        match &self.tools[index] {
             Some(Ok(tools)) => Ok(tools),
             Some(Err(err)) => Err(err.clone()),
             None => Err("not listed".into()),
         }
     }
 
-    async fn mcp_list_now(&mut self, index: usize) -> Result<Vec<McpTool>, McpError> {
-        let requests = self.outbound.host_requests();
-        let server = &self.mcp.terms.servers[index];
-        let headers = match &self.mcp.terms.headers[index] {
+    async fn list_now(&mut self, index: usize, via: &Via<'_>) -> Result<Vec<McpTool>, McpError> {
+        let requests = via.outbound.host_requests();
+        let server = &self.terms.servers[index];
+        let headers = match &self.terms.headers[index] {
             Ok(headers) => headers,
             Err(why) => return Err(McpError::Config(why.clone())),
         };
@@ -103,7 +115,7 @@ impl TurnCtx {
             headers,
             requests: &requests,
         };
-        let session = &mut self.mcp.sessions[index];
+        let session = &mut self.sessions[index];
         let mut tools = Vec::new();
         let mut cursor: Option<String> = None;
         for _ in 0..MAX_MCP_LIST_PAGES {
@@ -158,68 +170,18 @@ impl TurnCtx {
         Ok(tools)
     }
 
-    /// `mcp-call`: runs a handed-over MCP call (once) and journals its result.
-    pub(in crate::runtime) async fn mcp_call(
-        &mut self,
-        tool_call_id: String,
-    ) -> Result<McpResult, HostError> {
-        let mut turn = self.open()?;
-        let Some(name) = turn.pending_calls.get(&tool_call_id).cloned() else {
-            let message = format!(
-                "mcp-call for tool call `{tool_call_id}`, which is not waiting for a result"
-            );
-            return Err(turn.fail(TurnErrorKind::InvalidOrder, message));
-        };
-        let target = (turn.mcp.split(&name)).map(|(index, tool)| (index, tool.to_string()));
-        let given = (turn.answered_call.as_ref())
-            .filter(|(id, _)| *id == tool_call_id)
-            .map(|(_, given)| given.clone());
-        let (status, output) = if turn.denied_call.as_deref() == Some(tool_call_id.as_str()) {
-            let why = turn.denial.clone().unwrap_or_else(|| "denied".into());
-            (ToolStatus::Denied, Value::String(why))
-        } else if let Some(given) = given {
-            (ToolStatus::Ok, given)
-        } else if let Some((index, tool)) = target {
-            let arguments =
-                (turn.call_arguments.get(&tool_call_id).cloned()).unwrap_or_else(|| json!({}));
-            self.mcp_send(index, &tool, arguments).await
-        } else {
-            // Neither the agent's own tool nor an MCP server's: answered as
-            // the SDKs answer an unknown tool.
-            let output = Value::String(format!("unknown tool: {name}"));
-            (ToolStatus::Error, output)
-        };
-        let mut text = self.redactor.redact(&output.to_string()).into_owned();
-        let max = MAX_MCP_RESULT_BYTES.min(self.limits.max_payload_bytes);
-        let status = if text.len() > max {
-            text = Value::String(format!(
-                "the MCP tool's result is larger than {max} bytes: it was not kept"
-            ))
-            .to_string();
-            ToolStatus::Error
-        } else {
-            status
-        };
-        self.tool_result(tool_call_id.clone(), text.clone(), status)
-            .await?;
-        self.call_arguments.remove(&tool_call_id);
-        Ok(McpResult {
-            output: text,
-            status,
-        })
-    }
-
     /// Calls `tool` on server `index`: its result (`error` when the server
     /// says so), or the failure as an `error` result.
-    async fn mcp_send(
+    pub(in crate::runtime::turn) async fn send(
         &mut self,
         index: usize,
         tool: &str,
         arguments: Value,
+        via: &Via<'_>,
     ) -> (ToolStatus, Value) {
-        let requests = self.outbound.host_requests();
-        let server = &self.mcp.terms.servers[index];
-        let result = match &self.mcp.terms.headers[index] {
+        let requests = via.outbound.host_requests();
+        let server = &self.terms.servers[index];
+        let result = match &self.terms.headers[index] {
             Err(why) => Err(McpError::Config(why.clone())),
             Ok(headers) => {
                 let client = Client {
@@ -228,7 +190,7 @@ impl TurnCtx {
                     requests: &requests,
                 };
                 let params = json!({"name": tool, "arguments": arguments});
-                let session = &mut self.mcp.sessions[index];
+                let session = &mut self.sessions[index];
                 client.request(session, "tools/call", params).await
             }
         };
@@ -249,7 +211,7 @@ impl TurnCtx {
                 (status, output)
             }
             Err(err) => {
-                tracing::info!(session = %self.session, server = %server.name, error = %self.redactor.redact(&err.to_string()), "MCP call failed");
+                tracing::info!(session = %via.session, server = %server.name, error = %via.redactor.redact(&err.to_string()), "MCP call failed");
                 (ToolStatus::Error, Value::String(err.to_string()))
             }
         }

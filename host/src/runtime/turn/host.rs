@@ -21,12 +21,14 @@
 use serde::Deserialize;
 use uuid::Uuid;
 
-use super::bindings::{Event, HistoryPage, Host, HostError, Step, ToolCall, ToolStatus};
 use super::ctx::TurnCtx;
 use super::gate::Suspension;
-use super::state::InstanceData;
 use crate::journal::payloads::{self, Delta, Role};
 use crate::journal::{NewEvent, TurnErrorKind};
+use crate::runtime::InstanceData;
+use crate::runtime::bindings::{
+    self, Event, HistoryPage, Host, HostError, Step, ToolCall, ToolStatus,
+};
 use crate::store::ToolCallRecord;
 
 fn ctx(state: &mut InstanceData) -> wasmtime::Result<&mut TurnCtx> {
@@ -45,7 +47,7 @@ struct EnvelopeIn<'a> {
     payload: &'a serde_json::value::RawValue,
 }
 
-impl super::bindings::agenthost::agent::types::Host for InstanceData {}
+impl bindings::agenthost::agent::types::Host for InstanceData {}
 
 /// Each import is the turn's method of the same name, below.
 impl Host for InstanceData {
@@ -109,16 +111,14 @@ impl Host for InstanceData {
 
     async fn mcp_tools(
         &mut self,
-    ) -> wasmtime::Result<Result<Vec<super::bindings::agenthost::agent::types::ToolSpec>, HostError>>
-    {
+    ) -> wasmtime::Result<Result<Vec<bindings::agenthost::agent::types::ToolSpec>, HostError>> {
         Ok(ctx(self)?.mcp_tools().await)
     }
 
     async fn mcp_call(
         &mut self,
         tool_call_id: String,
-    ) -> wasmtime::Result<Result<super::bindings::agenthost::agent::host::McpResult, HostError>>
-    {
+    ) -> wasmtime::Result<Result<bindings::agenthost::agent::host::McpResult, HostError>> {
         Ok(ctx(self)?.mcp_call(tool_call_id).await)
     }
 
@@ -134,7 +134,7 @@ impl TurnCtx {
     async fn message_start(&mut self) -> Result<String, HostError> {
         let mut turn = self.open()?;
         let max = turn.limits.max_open_messages;
-        if turn.open_messages.len() >= max {
+        if turn.calls.open_message_count() >= max {
             let message =
                 format!("more than {max} messages open at once (limits.max_open_messages)");
             return Err(turn.fail(TurnErrorKind::OutputLimit, message));
@@ -146,7 +146,7 @@ impl TurnCtx {
         });
         // Open only once admitted: a refused start leaves nothing to close.
         turn.admit(std::slice::from_ref(&event))?;
-        turn.open_messages.push((id.clone(), String::new()));
+        turn.calls.open_message(id.clone());
         turn.send(vec![event]).await.map(|()| id)
     }
 
@@ -155,11 +155,11 @@ impl TurnCtx {
         super::control::injected_panic(&text);
         let text = turn.redactor.redact(&text).into_owned();
         let max = turn.limits.max_message_bytes;
-        let Some(index) = (turn.open_messages.iter()).position(|(id, _)| *id == message_id) else {
+        let Some(index) = turn.calls.message(&message_id) else {
             let message = format!("MESSAGE_DELTA for message `{message_id}`, which is not open");
             return Err(turn.fail(TurnErrorKind::InvalidOrder, message));
         };
-        if turn.open_messages[index].1.len() + text.len() > max {
+        if turn.calls.message_len(index) + text.len() > max {
             let message = format!("message `{message_id}` is longer than {max} bytes");
             return Err(turn.fail(TurnErrorKind::Limit, message));
         }
@@ -172,21 +172,17 @@ impl TurnCtx {
         // MESSAGE_END holds exactly its journaled deltas.
         turn.admit(std::slice::from_ref(&event))?;
         let Delta::Text { text } = &delta.delta;
-        turn.open_messages[index].1.push_str(text);
+        turn.calls.append_text(index, text);
         turn.send(vec![event]).await
     }
 
     async fn message_end(&mut self, message_id: String) -> Result<(), HostError> {
         let mut turn = self.open()?;
-        let Some(index) = turn
-            .open_messages
-            .iter()
-            .position(|(id, _)| *id == message_id)
-        else {
+        let Some(index) = turn.calls.message(&message_id) else {
             let message = format!("MESSAGE_END for message `{message_id}`, which is not open");
             return Err(turn.fail(TurnErrorKind::InvalidOrder, message));
         };
-        let (id, text) = turn.open_messages.remove(index);
+        let (id, text) = turn.calls.close_message(index);
         // A secret split across deltas is whole here: redact the full text too.
         let text = turn.redactor.redact(&text).into_owned();
         let event = NewEvent::of(&payloads::MessageEnd {
@@ -244,11 +240,11 @@ impl TurnCtx {
                 );
                 return Err(turn.fail(TurnErrorKind::InvalidOrder, message));
             }
-            if turn.seen_calls.contains(id) || calls[..i].iter().any(|c| c.tool_call_id == *id) {
+            if turn.calls.is_seen(id) || calls[..i].iter().any(|c| c.tool_call_id == *id) {
                 let message = format!("tool call id `{id}` is used twice in this session");
                 return Err(turn.fail(TurnErrorKind::InvalidOrder, message));
             }
-            if !super::valid_tool_name(&call.name) {
+            if !crate::runtime::valid_tool_name(&call.name) {
                 let message = format!(
                     "tool call `{id}` names no valid tool (1 to 64 letters, digits, _ or -)"
                 );
@@ -271,8 +267,7 @@ impl TurnCtx {
                 })
             })
             .collect();
-        turn.seen_calls
-            .extend(step.iter().map(|c| c.tool_call_id.clone()));
+        turn.calls.see(&step);
         turn.emit(events).await?;
         let gates = turn.gates.clone();
         let gated_by = |name: &str| {
@@ -289,12 +284,7 @@ impl TurnCtx {
             .collect();
         match gated.as_slice() {
             [] => {
-                for call in &step {
-                    turn.pending_calls
-                        .insert(call.tool_call_id.clone(), call.name.clone());
-                    turn.call_arguments
-                        .insert(call.tool_call_id.clone(), call.arguments.clone());
-                }
+                turn.calls.wait_for(&step);
                 Ok(Step::Run)
             }
             [call] => {
@@ -333,15 +323,13 @@ impl TurnCtx {
         status: ToolStatus,
     ) -> Result<(), HostError> {
         let mut turn = self.open()?;
-        let Some(name) = turn.pending_calls.get(&tool_call_id).cloned() else {
+        let Some(name) = turn.calls.pending(&tool_call_id).cloned() else {
             let message =
                 format!("TOOL_RESULT for tool call `{tool_call_id}`, which is not waiting for one");
             return Err(turn.fail(TurnErrorKind::InvalidOrder, message));
         };
-        let answered = (turn.answered_call.as_ref())
-            .filter(|(id, _)| *id == tool_call_id)
-            .map(|(_, given)| given.clone());
-        let denied = turn.denied_call.as_deref() == Some(tool_call_id.as_str());
+        let answered = turn.calls.given_result(&tool_call_id).cloned();
+        let denied = turn.calls.is_denied(&tool_call_id);
         if answered.is_none() && denied != matches!(status, ToolStatus::Denied) {
             let message = if denied {
                 format!(
@@ -368,7 +356,7 @@ impl TurnCtx {
                 return Err(turn.fail(TurnErrorKind::InvalidOrder, message));
             }
         }
-        turn.pending_calls.remove(&tool_call_id);
+        turn.calls.answer(&tool_call_id);
         let status = match status {
             ToolStatus::Ok => payloads::ToolStatus::Ok,
             ToolStatus::Error => payloads::ToolStatus::Error,
@@ -398,8 +386,8 @@ impl TurnCtx {
         }
         let limit = (limit as usize).clamp(1, self.limits.max_history_page);
         let from = after.map_or(0, |seq| seq.saturating_add(1));
-        let session = self.session;
-        let events = match self
+        let session = self.journal.session;
+        let events = match (self.journal)
             .store
             .read(move |s| s.events(session, from, limit))
             .await

@@ -12,7 +12,7 @@ use tokio::io::AsyncWrite;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 
 #[derive(Clone)]
-pub(super) struct CappedOutput {
+pub(crate) struct CappedOutput {
     inner: Arc<Mutex<Captured>>,
 }
 
@@ -34,7 +34,7 @@ impl CappedOutput {
     }
 
     /// What was captured (lossy UTF-8) and how many bytes were dropped.
-    pub(super) fn contents(&self) -> (String, u64) {
+    pub(crate) fn contents(&self) -> (String, u64) {
         let captured = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         (
             String::from_utf8_lossy(&captured.bytes).into_owned(),

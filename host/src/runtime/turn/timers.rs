@@ -12,9 +12,9 @@ use std::time::SystemTime;
 
 use uuid::Uuid;
 
-use super::bindings::HostError;
 use super::ctx::TurnCtx;
 use crate::journal::TurnErrorKind;
+use crate::runtime::bindings::HostError;
 use crate::store::{
     MAX_SCHEDULES, MAX_TURN_SCHEDULES, ScheduleRecord, now_rfc3339, rfc3339_ms, unix_ms,
 };
@@ -101,8 +101,8 @@ impl TurnCtx {
 
     /// The ids of the schedules the session's record holds now.
     async fn session_schedules(&mut self) -> Result<Vec<Uuid>, HostError> {
-        let session = self.session;
-        let record = (self.store)
+        let session = self.journal.session;
+        let record = (self.journal.store)
             .read(move |s| s.session(session))
             .await
             .map_err(|err| HostError::Unavailable(err.to_string()))?;

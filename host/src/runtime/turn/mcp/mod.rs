@@ -1,10 +1,11 @@
 //! MCP servers for agents: the manifest's `[mcp.<name>]` servers, which the
 //! host (never the guest) calls over Streamable HTTP with their credentials.
 //!
-//! A deployment's servers are read from its stored manifest when it is
-//! loaded (`McpServer`); each turn resolves their secrets (`McpTerms`,
-//! whose values the turn's redactor also replaces) and keeps, per server,
-//! its MCP session and its tool list for the turn (`McpTurn`). Every HTTP
+//! A deployment's servers are read from its stored manifest once, when it
+//! is loaded (`McpServers::configure`); each turn resolves their secrets
+//! (`McpServers::prepare`, whose values the turn's redactor also replaces)
+//! and keeps, per server, its MCP session and its tool list for the turn
+//! (`McpTurn`). Every HTTP
 //! exchange goes through the turn's outbound access (`outbound/`): the
 //! allowlist, the address check, DNS and in-flight bounds, timeouts, and
 //! the HTTP_REQUEST / HTTP_RESPONSE records (never headers). The host
@@ -14,6 +15,8 @@
 
 mod client;
 mod host;
+
+pub(super) use host::Via;
 pub(crate) mod settings;
 
 use std::sync::Arc;
@@ -44,12 +47,28 @@ pub(super) struct McpServer {
     pub settings: McpServerSettings,
 }
 
-/// A deployment's MCP servers, from its stored manifest (checked at upload;
-/// one that no longer parses declares none).
-pub(super) fn servers_of(manifest: &str) -> Arc<[McpServer]> {
-    (settings::read(manifest).into_iter())
-        .map(|(name, settings)| McpServer { name, settings })
-        .collect()
+/// A deployment's MCP servers, read once from its stored manifest when it
+/// is loaded (checked at upload; one that no longer parses declares none).
+#[derive(Clone, Default)]
+pub(super) struct McpServers(Arc<[McpServer]>);
+
+impl McpServers {
+    pub(super) fn configure(manifest: &str) -> McpServers {
+        McpServers(
+            (settings::read(manifest).into_iter())
+                .map(|(name, settings)| McpServer { name, settings })
+                .collect(),
+        )
+    }
+
+    /// A turn's MCP state, its servers' secrets read from `vault` now (a
+    /// secret set since the last turn counts); their values are returned
+    /// too, for the turn's redactor. A missing secret makes only that
+    /// server's calls fail (with an error the model sees).
+    pub(super) fn prepare(&self, vault: &Vault) -> (McpTurn, Vec<(String, Arc<str>)>) {
+        let (terms, values) = McpTerms::resolve(self.0.clone(), vault);
+        (McpTurn::new(terms), values)
+    }
 }
 
 /// A server's request headers for one turn, or why it cannot be called.
@@ -57,19 +76,14 @@ type Headers = Result<Vec<(String, Arc<str>)>, String>;
 
 /// What a turn's MCP calls run under: the servers and their credentials.
 #[derive(Default)]
-pub(super) struct McpTerms {
+struct McpTerms {
     servers: Arc<[McpServer]>,
     headers: Vec<Headers>,
 }
 
 impl McpTerms {
-    /// Resolves the servers' secrets from `vault`; the values are returned
-    /// too, for the turn's redactor. A missing secret makes only that
-    /// server's calls fail (with an error the model sees).
-    pub(super) fn resolve(
-        servers: Arc<[McpServer]>,
-        vault: &Vault,
-    ) -> (McpTerms, Vec<(String, Arc<str>)>) {
+    /// Resolves the servers' secrets from `vault` (see `McpServers::prepare`).
+    fn resolve(servers: Arc<[McpServer]>, vault: &Vault) -> (McpTerms, Vec<(String, Arc<str>)>) {
         let mut values = Vec::new();
         let mut headers = Vec::with_capacity(servers.len());
         for server in servers.iter() {
@@ -103,7 +117,7 @@ impl McpTerms {
         (McpTerms { servers, headers }, values)
     }
 
-    pub(super) fn is_empty(&self) -> bool {
+    fn is_empty(&self) -> bool {
         self.servers.is_empty()
     }
 }
@@ -128,6 +142,7 @@ struct Session {
 }
 
 /// A turn's MCP state: per server, its session and tool list once made.
+#[derive(Default)]
 pub(super) struct McpTurn {
     terms: McpTerms,
     sessions: Vec<Option<Session>>,
@@ -136,7 +151,7 @@ pub(super) struct McpTurn {
 }
 
 impl McpTurn {
-    pub(super) fn new(terms: McpTerms) -> McpTurn {
+    fn new(terms: McpTerms) -> McpTurn {
         let n = terms.servers.len();
         McpTurn {
             terms,

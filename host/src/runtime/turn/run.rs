@@ -11,19 +11,20 @@ use std::time::Instant;
 
 use wasmtime::{Store, Trap};
 
-use super::bindings::{Agent, Decision, Reason, ToolCall, Turn};
-use super::ctx::{Terms, TurnCtx};
-use super::gate::{Failure, Gate, Settled, Suspension, TurnState};
-use super::limits::TurnLimits;
-use super::mcp::McpTerms;
+use super::Turns;
+use super::ctx::{TurnCtx, TurnStates};
+use super::deployed::Deployed;
+use super::gate::{Failure, Gate, Settled, Suspension, TurnState, cancelled};
 use super::outbound::Access;
-use super::prepare::trap_message;
-use super::spare::{Recipe, Secrets};
-use super::state::{InstanceData, apply_limits};
-use super::{Deployed, Runtime};
+use super::secrets::Secrets;
+use super::spare::Recipe;
 use crate::journal::payloads;
 use crate::journal::{NewEvent, TurnErrorKind};
 use crate::redact::Redactor;
+use crate::runtime::InstanceData;
+use crate::runtime::bindings::{Agent, Decision, Reason, ToolCall, Turn};
+use crate::runtime::compile::{apply_limits, trap_message};
+use crate::runtime::limits::TurnLimits;
 use crate::store::{
     Committed, PendingApproval, ToolCallRecord, TurnOutcome, TurnReason, TurnTicket,
 };
@@ -46,12 +47,12 @@ struct Prepared {
 
 /// What the turn's instance is made of.
 struct Guest {
-    deployed: Deployed,
+    deployed: Arc<Deployed>,
     /// The values of the secrets the deployment declares.
     secrets: Secrets,
 }
 
-impl Runtime {
+impl Turns {
     pub(super) async fn run_turn(
         &self,
         ticket: TurnTicket,
@@ -106,23 +107,23 @@ impl Runtime {
         committed: Option<Committed>,
     ) -> Prepared {
         let (writer, store) = (self.writer.clone(), self.store.clone());
-        let ctx = |terms| TurnCtx::new(writer, store, ticket, gate, terms, committed);
-        let deployed = match self.deployed(ticket.deployment_id).await {
+        let ctx = |states| TurnCtx::new(writer, store, ticket, gate, states, committed);
+        let deployed = self
+            .deployments
+            .get(&self.compile, &self.store, ticket.deployment_id);
+        let deployed = match deployed.await {
             Ok(deployed) => deployed,
             Err(err) => {
                 tracing::error!(deployment = %ticket.deployment_id, error = %err, "cannot load deployment");
-                let terms = Terms {
+                let states = TurnStates {
                     gates: Default::default(),
                     limits: TurnLimits::default(),
                     redactor: Redactor::default(),
-                    outbound: Access {
-                        allow: Arc::new([]),
-                        allow_private: false,
-                    },
+                    outbound: Access::none(),
                     mcp: Default::default(),
                 };
                 return Prepared {
-                    ctx: ctx(terms),
+                    ctx: ctx(states),
                     guest: Err(Failure {
                         kind: TurnErrorKind::DeploymentUnavailable,
                         message: "the host could not load this session's deployment".into(),
@@ -130,26 +131,9 @@ impl Runtime {
                 };
             }
         };
-        let secrets = self.secrets_of(&deployed);
-        // The MCP servers' secrets never reach the guest, but are redacted
-        // from everything the turn journals all the same.
-        let (mcp, mcp_secrets) = McpTerms::resolve(deployed.mcp.clone(), &self.vault);
-        let terms = Terms {
-            gates: deployed.gates.clone(),
-            limits: (deployed.limits.clone())
-                .in_journal(self.max_journal_bytes, ticket.journal_bytes),
-            redactor: match &secrets {
-                Ok(secrets) => Redactor::new(secrets.iter().cloned().chain(mcp_secrets).collect()),
-                Err(_) => Redactor::new(mcp_secrets),
-            },
-            mcp,
-            outbound: Access {
-                allow: deployed.outbound.clone(),
-                allow_private: self.outbound.allow_private,
-            },
-        };
+        let (states, secrets) = deployed.prepare(&self.vault, ticket, &self.deployments.operator);
         Prepared {
-            ctx: ctx(terms),
+            ctx: ctx(states),
             guest: secrets.map(|secrets| Guest { deployed, secrets }),
         }
     }
@@ -167,20 +151,22 @@ impl Runtime {
     ) -> Option<(GuestEnd, TurnCtx)> {
         let Guest { deployed, secrets } = guest;
         let limits = &deployed.limits;
-        let env = guest_env(&deployed, &secrets);
+        // Made only when an instance or a spare is: a turn that takes its
+        // spare and makes none builds no environment.
+        let env = || guest_env(&deployed, &secrets);
         // The spare made for this turn, if it is ready; this turn makes the next one.
         let (mut store, agent) = match self.spares.take(ticket.deployment_id, &secrets) {
             Some(spare) => (spare.store, Some(spare.agent)),
             None => {
-                let state = InstanceData::new(&env, limits.memory_bytes);
-                (Store::new(&self.engine, state), None)
+                let state = InstanceData::new(&env(), limits.memory_bytes);
+                (Store::new(self.compile.engine(), state), None)
             }
         };
         // Owned copies only when a spare is to be made.
         self.spares
-            .refill(&self.engine, ticket.deployment_id, || Recipe {
+            .refill(self.compile.engine(), ticket.deployment_id, || Recipe {
                 pre: deployed.pre.clone(),
-                env: (env.iter())
+                env: (env().iter())
                     .map(|(name, value)| (name.to_string(), value.to_string()))
                     .collect(),
                 secrets: secrets.clone(),
@@ -198,21 +184,6 @@ impl Runtime {
         log_output(ticket, &state, &ctx.redactor);
         drop(state);
         Some((end, ctx))
-    }
-
-    /// The values of the secrets a deployment declares; a missing one fails the turn.
-    fn secrets_of(&self, deployed: &super::Deployed) -> Result<Secrets, Failure> {
-        let mut secrets = Vec::with_capacity(deployed.secrets.len());
-        for name in deployed.secrets.iter() {
-            let value = self.vault.get(name).ok_or_else(|| Failure {
-                kind: TurnErrorKind::MissingSecret,
-                message: format!(
-                    "the deployment declares secret `{name}`, which does not exist: set it with PUT /secrets/{name}"
-                ),
-            })?;
-            secrets.push((name.clone(), value));
-        }
-        Ok(secrets)
     }
 
     async fn call_handle(
@@ -358,7 +329,7 @@ async fn closing_events(
     let mut failure = match (state, end) {
         (TurnState::Cancelled(by), _) | (_, GuestEnd::Cancelled(by)) => Some(Failure {
             kind: TurnErrorKind::Cancelled,
-            message: super::cancelled(&by),
+            message: cancelled(&by),
         }),
         (TurnState::Suspended(suspension), end) => {
             return suspended(ctx, suspension, end, ticket).await;
@@ -367,9 +338,8 @@ async fn closing_events(
         (_, GuestEnd::Failed(failure)) => Some(failure),
         (_, GuestEnd::Returned) => None,
     };
-    if failure.is_none() && !ctx.pending_calls.is_empty() {
-        let mut ids: Vec<&String> = ctx.pending_calls.keys().collect();
-        ids.sort();
+    if failure.is_none() && ctx.calls.has_pending() {
+        let ids = ctx.calls.unanswered();
         failure = Some(Failure {
             kind: TurnErrorKind::UnansweredToolCall,
             message: format!(

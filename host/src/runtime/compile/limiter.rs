@@ -12,7 +12,7 @@ pub(crate) struct MemoryLimiter {
     max_memory: usize,
     /// What they hold now (each memory's growth is added as it is allowed).
     used: usize,
-    pub(super) denied: bool,
+    pub(crate) denied: bool,
 }
 
 impl MemoryLimiter {
@@ -58,8 +58,8 @@ impl ResourceLimiter for MemoryLimiter {
 mod tests {
     use wasmtime::{Instance, Module, Store, TypedFunc};
 
+    use super::super::engine::new_engine_with;
     use super::MemoryLimiter;
-    use crate::runtime::engine::new_engine_with;
 
     const PAGE: usize = 64 << 10;
 

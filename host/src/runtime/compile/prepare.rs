@@ -9,9 +9,10 @@ use wasmtime::component::Component;
 use wasmtime::{Store, Trap};
 
 use super::bindings::{AgentPre, Description, GUEST_EXPORT};
-use super::limits::{DESCRIBE_DEADLINE, DESCRIBE_FUEL, DESCRIBE_MEMORY};
-use super::state::{InstanceData, apply_limits};
-use super::{Runtime, RuntimeError, artifacts};
+use super::instance::{AttachedTurn, InstanceState, apply_limits};
+use super::{Compiler, artifacts};
+use crate::runtime::RuntimeError;
+use crate::runtime::limits::{DESCRIBE_DEADLINE, DESCRIBE_FUEL, DESCRIBE_MEMORY};
 use crate::store::{AgentDescription, Artifact, ToolInfo};
 
 /// A tool name: 1 to 64 ASCII letters, digits, `_` or `-`. One rule for
@@ -57,10 +58,15 @@ const WASM_MAGIC: &[u8; 4] = b"\0asm";
 /// Version and layer of a core module (`01 00 00 00`) and of a component (`0d 00 01 00`).
 const CORE_VERSION: [u8; 4] = [1, 0, 0, 0];
 
-impl Runtime {
+impl<T: AttachedTurn> Compiler<T> {
     /// Runs every check on the component `bytes` (the bundle's `entry`) and
     /// stores it with its artifact in `dir`. Blocking: call off the async workers.
-    pub fn prepare(&self, entry: &str, bytes: &[u8], dir: &Path) -> Result<Prepared, PrepareError> {
+    pub(crate) fn prepare(
+        &self,
+        entry: &str,
+        bytes: &[u8],
+        dir: &Path,
+    ) -> Result<Prepared, PrepareError> {
         if bytes.len() >= 8 && bytes[..4] == WASM_MAGIC[..] && bytes[4..8] == CORE_VERSION {
             return Err(PrepareError::CoreModule(entry.to_string()));
         }
@@ -113,14 +119,14 @@ impl Runtime {
 
     /// Runs `describe` in a fresh instance with `SERVICE_MANIFEST=1` as its
     /// only environment, a short deadline and a small memory limit.
-    fn describe(&self, pre: &AgentPre<InstanceData>) -> Result<AgentDescription, PrepareError> {
+    fn describe(&self, pre: &AgentPre<InstanceState<T>>) -> Result<AgentDescription, PrepareError> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .build()
             .map_err(RuntimeError::io("start the describe runtime"))?;
         let mut store = Store::new(
             &self.engine,
-            InstanceData::new(&[("SERVICE_MANIFEST", "1")], DESCRIBE_MEMORY),
+            InstanceState::new(&[("SERVICE_MANIFEST", "1")], DESCRIBE_MEMORY),
         );
         apply_limits(&mut store, DESCRIBE_FUEL, DESCRIBE_DEADLINE, Instant::now())
             .map_err(|e| PrepareError::Describe(format!("{e:#}")))?;
@@ -168,7 +174,7 @@ impl Runtime {
 }
 
 /// The short, meaningful part of a trap (the full error goes to the log).
-pub(super) fn trap_message(err: &wasmtime::Error) -> String {
+pub(crate) fn trap_message(err: &wasmtime::Error) -> String {
     match err.downcast_ref::<Trap>() {
         Some(trap) => trap.to_string(),
         None => format!("{:#}", err.root_cause()),

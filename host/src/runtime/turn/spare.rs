@@ -17,14 +17,12 @@ use std::time::{Duration, Instant};
 use uuid::Uuid;
 use wasmtime::{Engine, Store};
 
-use super::bindings::{Agent, AgentPre};
-use super::state::{InstanceData, apply_limits};
+use super::secrets::Secrets;
+use crate::runtime::InstanceData;
+use crate::runtime::compile::{Agent, AgentPre, apply_limits};
 
 /// Spares ready or being made, over every deployment.
-pub(super) const MAX_SPARES: usize = 16;
-
-/// The secrets an instance's environment was made with.
-pub(super) type Secrets = Vec<(String, Arc<str>)>;
+pub(crate) const MAX_SPARES: usize = 16;
 
 /// A fresh instance, not yet a turn's.
 pub(super) struct Spare {

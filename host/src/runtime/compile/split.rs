@@ -2,10 +2,10 @@
 //! keeps its own modules and imports each library module (one with much
 //! code that imports its memory) by content (`agenthost-shared-m<sha-256>`),
 //! so what many builds share (a Python agent's interpreter, its libc) is
-//! compiled once (`runtime::shared_modules`) and a redeploy compiles only
+//! compiled once (`runtime::compile::shared_modules`) and a redeploy compiles only
 //! what changed.
 //!
-//! A module marked as code every build shares (`runtime::split_state`) is
+//! A module marked as code every build shares (`runtime::compile::split_state`) is
 //! split in two: its state stays inside as a small module, its code becomes
 //! an import like a library's, instantiated with the state's instance.
 //!

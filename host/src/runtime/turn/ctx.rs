@@ -1,36 +1,29 @@
-//! A running turn's state as the host imports see it (`TurnCtx`): its
-//! open messages and tool calls, its limits, its gate (whether it may still
-//! have effects), its outbound access, and the way its events reach the
-//! journal (the outbox, `flush`, the closing events).
+//! A running turn's state as the host imports see it (`TurnCtx`): its way
+//! to the journal (`TurnJournal`: the outbox, `flush`, the closing
+//! events), its gate (whether it may still have effects), its call
+//! bookkeeping (`calls.rs`), and its capabilities' per-turn states (limits,
+//! approval gates, redactor, outbound access, timers, MCP).
 
-use std::collections::{HashMap, HashSet};
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
 use serde_json::Value;
 use uuid::Uuid;
+use wasmtime_wasi_http::WasiHttpHooks;
 
-use super::bindings::HostError;
+use super::calls::Calls;
 use super::gate::{Failure, Gate, Settled};
 use super::gates::Gates;
-use super::limits::{OUTBOX_BYTES, TurnLimits, journal_exceeded, output_exceeded};
+use super::mcp::McpTurn;
 use super::outbound::{Access, OutboundHooks};
 use crate::journal::payloads::{self, Role};
 use crate::journal::{NewEvent, TurnErrorKind};
 use crate::redact::Redactor;
+use crate::runtime::bindings::HostError;
+use crate::runtime::compile::AttachedTurn;
+use crate::runtime::limits::{OUTBOX_BYTES, TurnLimits, journal_exceeded, output_exceeded};
 use crate::store::{Committed, Outbox, payload_bytes};
-use crate::store::{Db, StoreError, TurnReason, TurnTicket, TurnTimers, WriterHandle};
-
-/// What a turn runs under: the deployment's gates, limits, secrets (as a
-/// redactor) and outbound access; nothing at all if it could not be loaded.
-pub(super) struct Terms {
-    pub gates: Arc<Gates>,
-    pub limits: TurnLimits,
-    pub redactor: Redactor,
-    pub outbound: Access,
-    /// The deployment's MCP servers and their credentials.
-    pub mcp: super::mcp::McpTerms,
-}
+use crate::store::{Db, StoreError, TurnTicket, TurnTimers, WriterHandle};
 
 /// Events read per query when a turn collects its session's tool call ids.
 const CALL_SCAN: usize = 1024;
@@ -46,51 +39,59 @@ struct CallId {
     tool_call_id: String,
 }
 
-/// The running turn as the host imports see it.
-pub(super) struct TurnCtx {
+/// The turn's way to the journal: where its events wait for the writer,
+/// and what it reads its session's journal with.
+pub(super) struct TurnJournal {
     pub(super) writer: WriterHandle,
     pub(super) store: Db,
     pub(super) session: Uuid,
-    pub(super) limits: TurnLimits,
-    /// Whether the turn may still have effects; every effect asks it first.
-    pub(super) gate: Arc<Gate>,
-    /// Open messages: id → text so far.
-    pub(super) open_messages: Vec<(String, String)>,
-    /// Tool calls of this turn still waiting for their result: id → name.
-    pub(super) pending_calls: HashMap<String, String>,
-    /// In a resumed turn: the pending call a human denied (its only valid result is `denied`).
-    pub(super) denied_call: Option<String>,
-    /// In a resumed turn: the pending call a human answered in place of the
-    /// tool, and the result given; its valid results are `ok` with exactly
-    /// that output, or `denied` (from an SDK that predates given results).
-    pub(super) answered_call: Option<(String, Value)>,
-    /// Every tool call id this turn has seen (proposed or resumed), and
-    /// once `earlier_calls_read`, those of the session's earlier turns.
-    pub(super) seen_calls: HashSet<String>,
-    earlier_calls_read: bool,
     /// The turn's number in its session.
-    turn: u32,
-    pub(super) gates: Arc<Gates>,
-    /// Replaces the turn's secret values in what the guest emits.
-    pub(super) redactor: Redactor,
-    events: u64,
+    pub(super) turn: u32,
     /// The commit of the batch that scheduled the turn, when the turn
     /// started before it (`store::start`): reads wait for it.
     committed: Option<Committed>,
     /// Where the turn's events wait for the writer (shared with `outbound`).
     outbox: Arc<Outbox>,
-    /// The turn's outbound HTTP (its records go through `outbox` as they
+    /// Events the turn has emitted (its `max_events`).
+    events: u64,
+}
+
+/// The running turn as the host imports see it: its way to the journal,
+/// its gate, its call bookkeeping, and one state per capability, each made
+/// at the turn's start from its deployment's (`deployed.rs`).
+pub(crate) struct TurnCtx {
+    pub(super) journal: TurnJournal,
+    /// Whether the turn may still have effects; every effect asks it first.
+    pub(super) gate: Arc<Gate>,
+    /// Its open messages and tool calls (`calls.rs`).
+    pub(super) calls: Calls,
+    pub(super) limits: TurnLimits,
+    /// The deployment's approval gates.
+    pub(super) gates: Arc<Gates>,
+    /// Replaces the turn's secret values in what the guest emits.
+    pub(super) redactor: Redactor,
+    /// The turn's outbound HTTP (its records go through the outbox as they
     /// happen); the instance's `wasi:http` hooks borrow it.
     pub(super) outbound: OutboundHooks,
     /// The timers the agent set, for the final commit (`timers.rs`).
     pub(super) timers: TurnTimers,
-    /// The turn's MCP sessions and tool lists (`runtime::mcp`).
-    pub(super) mcp: super::mcp::McpTurn,
-    /// The arguments of the calls waiting for their result: id → arguments
-    /// (an MCP call is sent with them).
-    pub(super) call_arguments: HashMap<String, Value>,
-    /// In a resumed turn: the denied call's output, `denied by <approver>[: <message>]`.
-    pub(super) denial: Option<String>,
+    /// The turn's MCP sessions and tool lists (`mcp/`).
+    pub(super) mcp: McpTurn,
+}
+
+/// The capability states a turn starts with (`Deployed::prepare`).
+pub(super) struct TurnStates {
+    pub gates: Arc<Gates>,
+    pub limits: TurnLimits,
+    pub redactor: Redactor,
+    pub outbound: Access,
+    pub mcp: McpTurn,
+}
+
+impl AttachedTurn for TurnCtx {
+    fn http_hooks(&mut self) -> &mut dyn WasiHttpHooks {
+        &mut self.outbound
+    }
 }
 
 impl TurnCtx {
@@ -99,73 +100,42 @@ impl TurnCtx {
         store: Db,
         ticket: &TurnTicket,
         gate: Arc<Gate>,
-        terms: Terms,
+        states: TurnStates,
         committed: Option<Committed>,
     ) -> Self {
-        let mut pending_calls = HashMap::new();
-        let mut denied_call = None;
-        let mut answered_call = None;
-        let mut call_arguments = HashMap::new();
-        let mut denial = None;
-        if let TurnReason::ApprovalDecision {
-            approved,
-            approver,
-            pending,
-            details,
-        } = &ticket.reason
-        {
-            if let Some(result) = &details.result {
-                answered_call = Some((pending.call.tool_call_id.clone(), result.clone()));
-            }
-            // The resumed turn answers the suspended step: each call once.
-            for call in &pending.step {
-                pending_calls.insert(call.tool_call_id.clone(), call.name.clone());
-                call_arguments.insert(call.tool_call_id.clone(), call.arguments.clone());
-            }
-            if !approved {
-                denied_call = Some(pending.call.tool_call_id.clone());
-                denial = Some(match &details.message {
-                    Some(message) => format!("denied by {approver}: {message}"),
-                    None => format!("denied by {approver}"),
-                });
-            }
-        }
         let outbox = Arc::new(Outbox::after(
             ticket.session_id,
             ticket.turn,
             committed.clone(),
         ));
-        let outbound = OutboundHooks::new(
-            terms.outbound,
+        let outbound = states.outbound.prepare(
             writer.clone(),
             outbox.clone(),
-            terms.redactor.clone(),
+            states.redactor.clone(),
             gate.clone(),
-            terms.limits.max_output_bytes.min(terms.limits.journal_room),
+            states
+                .limits
+                .max_output_bytes
+                .min(states.limits.journal_room),
         );
         TurnCtx {
-            writer,
-            store,
-            session: ticket.session_id,
-            limits: terms.limits,
+            journal: TurnJournal {
+                writer,
+                store,
+                session: ticket.session_id,
+                turn: ticket.turn,
+                committed,
+                outbox,
+                events: 0,
+            },
             gate,
-            open_messages: Vec::new(),
-            seen_calls: pending_calls.keys().cloned().collect(),
-            earlier_calls_read: false,
-            turn: ticket.turn,
-            pending_calls,
-            denied_call,
-            answered_call,
-            gates: terms.gates,
-            redactor: terms.redactor,
-            events: 0,
-            committed,
-            outbox,
+            calls: Calls::at_start(&ticket.reason),
+            limits: states.limits,
+            gates: states.gates,
+            redactor: states.redactor,
             outbound,
             timers: TurnTimers::default(),
-            mcp: super::mcp::McpTurn::new(terms.mcp),
-            call_arguments,
-            denial,
+            mcp: states.mcp,
         }
     }
 
@@ -195,7 +165,7 @@ impl TurnCtx {
 
     /// The turn's outbox (its byte count is the turn's journal bytes).
     pub(super) fn outbox(&self) -> Arc<Outbox> {
-        self.outbox.clone()
+        self.journal.outbox.clone()
     }
 
     /// The turn's last outbound records (see `OutboundHooks::close`).
@@ -208,33 +178,33 @@ impl TurnCtx {
     /// tool call id is unique within the session (`wit/agent.wit`), since a
     /// tool may take it as its idempotency key. A first turn has none.
     pub(super) async fn remember_earlier_calls(&mut self) -> Result<(), HostError> {
-        if self.earlier_calls_read || self.turn <= 1 {
+        if self.calls.earlier_read() || self.journal.turn <= 1 {
             return Ok(());
         }
         // A turn started before its TURN_STARTED's commit reads after it.
-        if let Some(committed) = &self.committed
+        if let Some(committed) = &self.journal.committed
             && let Err(err) = committed.wait().await
         {
             return Err(self.storage_failed(err));
         }
-        let session = self.session;
+        let session = self.journal.session;
         let mut from = 0;
         loop {
-            let chunk = (self.store)
+            let chunk = (self.journal.store)
                 .read(move |s| s.events(session, from, CALL_SCAN))
                 .await
                 .map_err(|err| HostError::Unavailable(err.to_string()))?;
             for event in chunk.iter().filter(|e| e.event_type() == "TOOL_CALL") {
                 let envelope: CallEnvelope = serde_json::from_str(&event.json)
                     .map_err(|err| HostError::Unavailable(err.to_string()))?;
-                self.seen_calls.insert(envelope.payload.tool_call_id);
+                self.calls.remember_earlier(envelope.payload.tool_call_id);
             }
             match chunk.last() {
                 Some(last) if chunk.len() == CALL_SCAN => from = last.seq + 1,
                 _ => break,
             }
         }
-        self.earlier_calls_read = true;
+        self.calls.earlier_done();
         Ok(())
     }
 
@@ -249,7 +219,7 @@ impl TurnCtx {
     /// MESSAGE_END for every message still open (their full text redacted
     /// again, since a secret may be split across deltas).
     pub(super) fn close_open_messages(&mut self, incomplete: bool) -> Vec<NewEvent> {
-        let open = std::mem::take(&mut self.open_messages);
+        let open = self.calls.take_open_messages();
         (open.into_iter())
             .map(|(id, text)| {
                 NewEvent::of(&payloads::MessageEnd {
@@ -265,7 +235,7 @@ impl TurnCtx {
     /// Waits until everything queued so far (the guest's events and the
     /// outbound records) is committed.
     pub(super) async fn flush(&mut self) -> Result<(), StoreError> {
-        match self.outbox.last_ack() {
+        match self.journal.outbox.last_ack() {
             Some(ack) => ack.await.map_err(|_| StoreError::WriterGone)?,
             None => Ok(()),
         }
@@ -323,7 +293,7 @@ impl Open<'_> {
     /// nothing. Each `admit` is followed by the `send` of the same events.
     pub(super) fn admit(&mut self, events: &[NewEvent]) -> Result<(), HostError> {
         let turn = &mut *self.0;
-        let count = turn.events + events.len() as u64;
+        let count = turn.journal.events + events.len() as u64;
         if count > turn.limits.max_events {
             let max = turn.limits.max_events;
             return Err(turn.fail(
@@ -332,7 +302,7 @@ impl Open<'_> {
             ));
         }
         let max = turn.limits.max_output_bytes;
-        let bytes = turn.outbox.bytes() + payload_bytes(events);
+        let bytes = turn.journal.outbox.bytes() + payload_bytes(events);
         if bytes > max {
             return Err(turn.fail(TurnErrorKind::OutputLimit, output_exceeded(max)));
         }
@@ -340,7 +310,7 @@ impl Open<'_> {
             let cap = turn.limits.journal_cap.unwrap_or_default();
             return Err(turn.fail(TurnErrorKind::OutputLimit, journal_exceeded(cap)));
         }
-        turn.events = count;
+        turn.journal.events = count;
         Ok(())
     }
 
@@ -355,10 +325,11 @@ impl Open<'_> {
             records.append(&mut events);
             events = records;
         }
-        if let Err(err) = turn.writer.append(&turn.outbox, events).await {
+        let journal = &turn.journal;
+        if let Err(err) = journal.writer.append(&journal.outbox, events).await {
             return Err(turn.storage_failed(err));
         }
-        match turn.outbox.throttle(OUTBOX_BYTES).await {
+        match turn.journal.outbox.throttle(OUTBOX_BYTES).await {
             Ok(()) => Ok(()),
             Err(err) => Err(turn.storage_failed(err)),
         }

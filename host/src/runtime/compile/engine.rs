@@ -7,7 +7,7 @@ use std::time::Duration;
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig};
 
 use super::compile_cache::CompileCache;
-use super::limits::MEMORY_MB;
+use crate::runtime::limits::MEMORY_MB;
 
 /// How often the engine's epoch advances: the granularity of deadlines and
 /// of a busy guest yielding to the async runtime.

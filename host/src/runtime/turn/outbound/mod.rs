@@ -41,9 +41,9 @@ use crate::store::{Outbox, WriterHandle};
 pub(crate) use origin::OriginPattern;
 
 use super::gate::{Failure, Gate};
-use super::limits::output_exceeded;
 use crate::journal::TurnErrorKind;
 use crate::redact::Redactor;
+use crate::runtime::limits::output_exceeded;
 
 /// The operator's outbound settings (`serve` flags).
 #[derive(Debug, Clone)]
@@ -244,7 +244,11 @@ fn response_event(id: &str, started: Instant, ended: &Ended) -> NewEvent {
 /// owner of the turn's `Outbound` (its request futures share it).
 pub(super) struct OutboundHooks(Arc<Outbound>);
 
-/// What a turn's outbound access is made of.
+/// A deployment's outbound access, made once when it is loaded: its
+/// effective allowlist (the manifest's within the operator's ceiling) and
+/// the operator's `--outbound-allow-private`. Each turn makes its own
+/// `OutboundHooks` from it (`prepare`).
+#[derive(Clone)]
 pub(super) struct Access {
     /// The deployment's effective allowlist.
     pub allow: Arc<[OriginPattern]>,
@@ -252,11 +256,27 @@ pub(super) struct Access {
     pub allow_private: bool,
 }
 
-impl OutboundHooks {
+impl Access {
+    /// The access of a deployment that declares `declared`, under `policy`.
+    pub(super) fn configure(policy: &OutboundPolicy, declared: &[String]) -> Access {
+        Access {
+            allow: policy.effective(declared).into(),
+            allow_private: policy.allow_private,
+        }
+    }
+
+    /// No outbound access at all (a turn whose deployment could not be loaded).
+    pub(super) fn none() -> Access {
+        Access {
+            allow: Arc::new([]),
+            allow_private: false,
+        }
+    }
+
     /// The outbound access of the turn whose events go to `outbox`, whose
     /// effects `gate` allows and whose output is at most `max_output` bytes.
-    pub(super) fn new(
-        access: Access,
+    pub(super) fn prepare(
+        self,
         writer: WriterHandle,
         outbox: Arc<Outbox>,
         redactor: Redactor,
@@ -264,8 +284,8 @@ impl OutboundHooks {
         max_output: u64,
     ) -> OutboundHooks {
         OutboundHooks(Arc::new(Outbound {
-            allow: access.allow,
-            allow_private: access.allow_private,
+            allow: self.allow,
+            allow_private: self.allow_private,
             writer,
             outbox,
             redactor,
@@ -276,7 +296,9 @@ impl OutboundHooks {
             in_flight: Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT_PER_TURN)),
         }))
     }
+}
 
+impl OutboundHooks {
     /// Records that could not go to the writer when they happened, in
     /// order; the turn's next write takes them first.
     pub(super) fn take_finished(&self) -> Vec<NewEvent> {
@@ -313,11 +335,6 @@ impl OutboundHooks {
     }
 }
 
-/// The `wasi:http` hooks of an instance with no outbound access at all
-/// (`describe`): every request is refused.
-#[derive(Default)]
-pub(crate) struct NoOutbound;
-
 type Sent = Result<
     (
         http::Response<WasiBody>,
@@ -325,17 +342,6 @@ type Sent = Result<
     ),
     wasmtime_wasi_http::Error,
 >;
-
-impl WasiHttpHooks for NoOutbound {
-    fn send_request(
-        &mut self,
-        _request: http::Request<WasiBody>,
-        _options: Option<RequestOptions>,
-        _fut: Box<dyn Future<Output = Result<(), wasmtime_wasi_http::Error>> + Send>,
-    ) -> Box<dyn Future<Output = Sent> + Send> {
-        Box::new(async { Err(wasmtime_wasi_http::Error::HttpRequestDenied) })
-    }
-}
 
 impl WasiHttpHooks for OutboundHooks {
     fn send_request(

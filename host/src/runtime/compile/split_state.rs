@@ -4,7 +4,7 @@
 //! memory's type, the globals' values, the data). Builds that differ only in
 //! their state, as every build of a TypeScript agent over one engine does
 //! (the snapshot is the state), then share one compiled code module
-//! (`runtime::split`, `runtime::shared_modules`).
+//! (`runtime::compile::split`, `runtime::compile::shared_modules`).
 //!
 //! Only a module that carries the marker section ([`MARKER`], written by
 //! `agenthost build` where the code is the same for every build of a base)

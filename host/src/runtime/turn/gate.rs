@@ -13,8 +13,8 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::watch;
 
-use super::bindings::HostError;
 use crate::journal::TurnErrorKind;
+use crate::runtime::bindings::HostError;
 use crate::store::ToolCallRecord;
 
 /// Why a turn must end with TURN_ERROR although the guest returned normally.
@@ -195,6 +195,11 @@ fn refusal(state: &TurnState) -> HostError {
         ),
         TurnState::Failed(failure) => format!("the turn has failed: {}", failure.message),
         TurnState::Ended => "the session has ended: nothing more can be written".into(),
-        TurnState::Cancelled(by) => super::cancelled(by),
+        TurnState::Cancelled(by) => cancelled(by),
     })
+}
+
+/// The TURN_ERROR message of a cancelled turn.
+pub(super) fn cancelled(by: &str) -> String {
+    format!("the turn was cancelled by {by}")
 }

@@ -1,5 +1,5 @@
 //! Core modules shared between deployments by content: a component's large
-//! modules (`runtime::split`) compiled once per engine, kept in memory and
+//! modules (`runtime::compile::split`) compiled once per engine, kept in memory and
 //! beside the compile cache in `modules/<engine>/<sha-256>.cwasm` (with the
 //! artifact's own hash, checked before deserializing), and linked into each
 //! deployment that imports them. A redeploy of a changed Python agent compiles its
@@ -202,8 +202,8 @@ mod tests {
     use wasmtime::component::{Component, Linker};
     use wasmtime::{Engine, Store};
 
+    use super::super::engine::new_engine_with;
     use super::{RuntimeError, SharedModules};
-    use crate::runtime::engine::new_engine_with;
 
     /// About 100 KiB of code: above `split::MIN_SHARED_CODE_BYTES`.
     fn filler() -> String {
