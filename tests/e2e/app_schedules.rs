@@ -14,7 +14,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{Value, json};
 
-use crate::support::{self, Server};
+use crate::support::{self, Server, sample};
 
 async fn slow_server(dir: &tempfile::TempDir) -> Server {
     let server = Server::start(dir.path()).await;
@@ -185,22 +185,11 @@ async fn cron_schedules_with_an_end_stop_and_a_missing_route_is_missed() {
         fired_on_session["turn"].as_u64().unwrap() >= 2,
         "{fired_on_session}"
     );
-    let metrics = metrics(&server).await;
+    let metrics = server.metrics().await;
     assert!(
         metrics.contains("agenthost_schedules_missed_total 1\n"),
         "{metrics}"
     );
-}
-
-/// `GET /metrics` as text.
-async fn metrics(server: &Server) -> String {
-    let response = (server.client.get(server.url("/metrics")))
-        .bearer_auth(support::KEY)
-        .send()
-        .await
-        .expect("GET /metrics");
-    assert_eq!(response.status(), 200);
-    response.text().await.expect("metrics text")
 }
 
 /// A schedule due while the app is at its running-turns cap waits, each
@@ -230,8 +219,8 @@ async fn a_schedule_due_at_the_running_turns_cap_waits_counted_then_fires() {
     assert_eq!(status, 201, "{due}");
     // Tried and put off, counted: not fired, still listed.
     let start = Instant::now();
-    while counter(
-        &metrics(&server).await,
+    while sample(
+        &server.metrics().await,
         "agenthost_schedules_deferred_total",
     ) < 2.0
     {
@@ -250,12 +239,4 @@ async fn a_schedule_due_at_the_running_turns_cap_waits_counted_then_fires() {
     let started = &second[0]["payload"];
     assert_eq!(started["reason"]["schedule_id"], due["id"], "{started}");
     assert_eq!(listed(&server, &path).await, json!([]));
-}
-
-/// The value of one sample line of the OpenMetrics text (0 when absent).
-fn counter(text: &str, name: &str) -> f64 {
-    (text.lines())
-        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
-        .and_then(|value| value.trim().parse().ok())
-        .unwrap_or(0.0)
 }

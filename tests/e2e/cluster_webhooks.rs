@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::support::{self, Server};
-use crate::webhooks::{FAST, Receiver, create, deliveries, metrics};
+use crate::webhooks::{FAST, Receiver, create, deliveries};
 
 fn delivered(text: &str) -> u64 {
     (text.lines())
@@ -72,6 +72,6 @@ async fn two_hosts_deliver_each_event_once() {
         "{stored:#?}"
     );
     // Between them the hosts made exactly one attempt per delivery.
-    let total = delivered(&metrics(&a).await) + delivered(&metrics(&b).await);
+    let total = delivered(&a.metrics().await) + delivered(&b.metrics().await);
     assert_eq!(total, 20);
 }

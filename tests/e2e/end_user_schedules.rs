@@ -20,7 +20,7 @@ use std::time::{Duration, SystemTime};
 use serde_json::{Value, json};
 
 use crate::support::idp::{ISSUER, Idp, claims};
-use crate::support::{self, Server, bundle};
+use crate::support::{self, Server, bundle, sample};
 
 /// The manifest of app `slug` (the `timers` fixture) with these `[end_users]` lines.
 fn manifest(slug: &str, end_users: &str) -> String {
@@ -378,16 +378,6 @@ async fn an_end_users_schedules_count_against_their_turns_and_the_sessions_cap()
     assert_eq!(listed(&server, &ada, &session).await.len(), 99);
 }
 
-/// The value of one sample line of the OpenMetrics text (0 when absent).
-async fn counter(server: &Server, name: &str) -> f64 {
-    let response = (server.client.get(server.url("/metrics"))).bearer_auth(support::KEY);
-    let text = response.send().await.unwrap().text().await.unwrap();
-    (text.lines())
-        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
-        .and_then(|value| value.trim().parse().ok())
-        .unwrap_or(0.0)
-}
-
 /// An end user's schedule fires under the app's caps for what ships in
 /// frontends, as their input would: while the app is at
 /// `--invocation-max-running-turns-per-app`, it waits (counted in
@@ -449,13 +439,20 @@ async fn an_end_users_schedule_fires_under_the_apps_caps_for_frontends() {
     let (status, theirs) = schedule(&server, support::KEY, &platforms, due_now()).await;
     assert_eq!(status, 201, "{theirs}");
     fired_second(&platforms, theirs).await;
-    let before = counter(&server, "agenthost_schedules_deferred_total").await;
+    let before = sample(
+        &server.metrics().await,
+        "agenthost_schedules_deferred_total",
+    );
 
     // Hers waits while the app is at the cap: tried, put off, still listed.
     let (status, mine) = schedule(&server, &ada, &hers, due_now()).await;
     assert_eq!(status, 201, "{mine}");
     let start = std::time::Instant::now();
-    while counter(&server, "agenthost_schedules_deferred_total").await < before + 2.0 {
+    while sample(
+        &server.metrics().await,
+        "agenthost_schedules_deferred_total",
+    ) < before + 2.0
+    {
         assert!(start.elapsed() < Duration::from_secs(60), "never put off");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

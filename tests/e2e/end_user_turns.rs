@@ -103,11 +103,7 @@ async fn an_end_user_starts_at_most_their_share_of_turns_a_minute() {
     let (status, body, _) = input(&server, support::KEY, &second).await;
     assert_eq!(status, 202, "{body}");
 
-    let response = server
-        .client
-        .get(server.url("/metrics"))
-        .bearer_auth(support::KEY);
-    let metrics = response.send().await.unwrap().text().await.unwrap();
+    let metrics = server.metrics().await;
     let line = (metrics.lines())
         .find(|l| l.contains(r#"cap="turns_per_minute_per_user""#) && !l.starts_with('#'))
         .unwrap_or_else(|| panic!("{metrics}"));

@@ -527,11 +527,7 @@ async fn an_end_user_has_at_most_their_share_of_open_sessions() {
     assert_eq!(status, 200, "{body}");
     create(&server, &ada, "three").await;
     // The refusal is counted.
-    let response = server
-        .client
-        .get(server.url("/metrics"))
-        .bearer_auth(support::KEY);
-    let metrics = response.send().await.unwrap().text().await.unwrap();
+    let metrics = server.metrics().await;
     assert!(
         metrics.contains(r#"cap="open_sessions_per_user""#),
         "{metrics}"

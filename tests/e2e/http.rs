@@ -128,14 +128,7 @@ async fn a_flood_of_readiness_probes_reads_the_store_about_once() {
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or(0.0)
     };
-    let metrics = || async {
-        let response = (server.client.get(server.url("/metrics")))
-            .bearer_auth(support::KEY)
-            .send()
-            .await
-            .expect("GET /metrics");
-        response.text().await.expect("metrics text")
-    };
+    let metrics = || server.metrics();
     let before = probes(&metrics().await);
     let flood = (0..64).map(|_| server.get("/readyz"));
     for (status, body) in futures::future::join_all(flood).await {

@@ -9,7 +9,7 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{self, KEY, Server};
+use crate::support::{self, KEY, Server, sample};
 
 async fn server_with(flags: &[&str]) -> (tempfile::TempDir, Server) {
     let dir = support::data_dir();
@@ -17,25 +17,6 @@ async fn server_with(flags: &[&str]) -> (tempfile::TempDir, Server) {
     let row = server.deploy("slow", &support::guest("slow")).await;
     assert_eq!(row["status"], "active", "{row}");
     (dir, server)
-}
-
-/// `GET /metrics` as text (it is not JSON).
-async fn metrics(server: &Server, key: &str) -> String {
-    let response = (server.client.get(server.url("/metrics")))
-        .bearer_auth(key)
-        .send()
-        .await
-        .expect("GET /metrics");
-    assert_eq!(response.status(), 200);
-    response.text().await.expect("metrics text")
-}
-
-/// The value of one sample line of the OpenMetrics text (0 when absent).
-fn sample(text: &str, name: &str) -> f64 {
-    (text.lines())
-        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
-        .and_then(|value| value.trim().parse().ok())
-        .unwrap_or(0.0)
 }
 
 fn assert_quota(status: u16, body: &Value, flag: &str) {
@@ -102,7 +83,7 @@ async fn a_burst_over_the_key_rate_gets_429_with_retry_after_and_recovers() {
     // Meanwhile: another key and /metrics are not refused.
     let (status, _) = server.get_as(&other, "/apps").await;
     assert_eq!(status, 200);
-    let text = metrics(&server, KEY).await;
+    let text = server.metrics().await;
     let refusals = statuses.iter().filter(|s| **s == 429).count() as f64;
     assert!(
         sample(&text, "agenthost_rate_limited_total") >= refusals,
@@ -147,7 +128,7 @@ async fn the_running_turns_cap_refuses_until_a_turn_ends() {
     let (status, accepted) = server.post(&input, json!({"input": {"sleep_ms": 0}})).await;
     assert_eq!(status, 202, "{accepted}");
 
-    let text = metrics(&server, KEY).await;
+    let text = server.metrics().await;
     assert_eq!(
         sample(
             &text,
@@ -177,7 +158,7 @@ async fn the_open_sessions_cap_is_exact_under_concurrent_creates_and_frees_on_en
     for (status, body) in answers.iter().filter(|(status, _)| *status != 201) {
         assert_quota(*status, body, "--max-open-sessions-per-app 3");
     }
-    let text = metrics(&server, KEY).await;
+    let text = server.metrics().await;
     assert_eq!(
         sample(
             &text,
@@ -306,7 +287,7 @@ async fn streams_open_at_once_are_capped_per_key_and_per_end_user() {
         reopened.is_some(),
         "a closed stream's place was never freed"
     );
-    let text = metrics(&server, KEY).await;
+    let text = server.metrics().await;
     assert!(
         sample(&text, "agenthost_streams_refused_total") >= 3.0,
         "{text}"
@@ -356,7 +337,7 @@ async fn turns_past_the_queue_bound_get_503_until_the_queue_moves() {
         .await;
     let (status, created) = server.post("/sessions", body).await;
     assert_eq!(status, 201, "{created}");
-    let text = metrics(&server, KEY).await;
+    let text = server.metrics().await;
     assert_eq!(
         sample(
             &text,

@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
 
-use crate::support::{self, Server};
+use crate::support::{self, Server, sample};
 
 async fn slow_server(dir: &tempfile::TempDir) -> Server {
     let server = Server::start(dir.path()).await;
@@ -107,7 +107,7 @@ async fn a_schedule_fires_once_with_its_reason_and_a_deleted_one_never_fires() {
         "{record}"
     );
     // Counted in /metrics: two fired, two lateness samples.
-    let metrics = metrics(&server).await;
+    let metrics = server.metrics().await;
     assert_eq!(
         (
             sample(&metrics, "agenthost_schedules_fired_total"),
@@ -116,25 +116,6 @@ async fn a_schedule_fires_once_with_its_reason_and_a_deleted_one_never_fires() {
         (2.0, 2.0),
         "{metrics}"
     );
-}
-
-/// `GET /metrics` as text.
-async fn metrics(server: &Server) -> String {
-    let response = (server.client.get(server.url("/metrics")))
-        .bearer_auth(support::KEY)
-        .send()
-        .await
-        .expect("GET /metrics");
-    assert_eq!(response.status(), 200);
-    response.text().await.expect("metrics text")
-}
-
-/// The value of one sample line of the OpenMetrics text (0 when absent).
-fn sample(text: &str, name: &str) -> f64 {
-    (text.lines())
-        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
-        .and_then(|value| value.trim().parse().ok())
-        .unwrap_or(0.0)
 }
 
 #[tokio::test]

@@ -40,12 +40,7 @@ fn on_database(server: &Server, sql: &'static str) {
 
 /// The value of the metric `name` (no labels) in `GET /metrics`.
 async fn metric(server: &Server, name: &str) -> f64 {
-    let response = (server.client.get(server.url("/metrics")))
-        .bearer_auth(support::KEY)
-        .send()
-        .await
-        .expect("GET /metrics");
-    let text = response.text().await.expect("the metrics");
+    let text = server.metrics().await;
     (text.lines())
         .find_map(|l| l.strip_prefix(&format!("{name} ")))
         .and_then(|v| v.trim().parse().ok())

@@ -217,16 +217,7 @@ async fn a_reader_that_falls_behind_catches_up_from_the_journal_exactly() {
     for (i, event) in events.iter().enumerate() {
         assert_eq!(event["seq"], i as u64, "event {i} out of order or repeated");
     }
-    let metrics = server
-        .client
-        .get(server.url("/metrics"))
-        .bearer_auth(KEY)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = server.metrics().await;
     let catch_ups: u64 = metrics
         .lines()
         .find_map(|l| l.strip_prefix("agenthost_sse_catch_ups_total "))

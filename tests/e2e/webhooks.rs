@@ -132,14 +132,6 @@ pub(crate) async fn deliveries(server: &Server, webhook: &str) -> Vec<Value> {
     page["items"].as_array().unwrap().clone()
 }
 
-pub(crate) async fn metrics(server: &Server) -> String {
-    let request = server
-        .client
-        .get(server.url("/metrics"))
-        .bearer_auth(support::KEY);
-    request.send().await.unwrap().text().await.unwrap()
-}
-
 const ALL: [&str; 8] = [
     "approval.requested",
     "approval.decided",
@@ -317,7 +309,7 @@ async fn every_event_type_is_delivered_once_per_event_and_verifies() {
     assert!(broken["error"].as_str().is_some(), "{broken}");
 
     // Counted by outcome.
-    let text = metrics(&server).await;
+    let text = server.metrics().await;
     assert!(
         text.contains(&format!(
             "agenthost_webhook_attempts_total{{outcome=\"delivered\"}} {total}"
@@ -540,7 +532,7 @@ async fn an_endpoint_at_its_pending_cap_records_no_more() {
     let stored = deliveries(&server, &id).await;
     assert_eq!(stored.len(), 2, "{stored:#?}");
     assert!(stored.iter().all(|d| d["state"] == "pending"));
-    let text = metrics(&server).await;
+    let text = server.metrics().await;
     assert!(text.contains("agenthost_webhook_dropped_total 2"), "{text}");
 }
 
@@ -755,7 +747,8 @@ async fn a_name_that_resolves_to_loopback_is_refused_at_delivery() {
         "nothing connected: {accepted:?}"
     );
     assert!(
-        metrics(&server)
+        server
+            .metrics()
             .await
             .contains("agenthost_webhook_attempts_total{outcome=\"refused\"}")
     );

@@ -591,6 +591,17 @@ impl Server {
             .await
     }
 
+    /// `GET /metrics` with the platform key, as text (OpenMetrics, not JSON).
+    pub async fn metrics(&self) -> String {
+        let response = (self.client.get(self.url("/metrics")))
+            .bearer_auth(KEY)
+            .send()
+            .await
+            .expect("GET /metrics");
+        assert_eq!(response.status(), 200);
+        response.text().await.expect("metrics text")
+    }
+
     /// A session's journal from its start until `turns` turns have ended
     /// (TURN_ENDED or TURN_ERROR each).
     pub async fn journal(&self, session: &str, turns: usize) -> Vec<Value> {
@@ -692,4 +703,13 @@ pub fn client() -> reqwest::Client {
         .pool_idle_timeout(std::time::Duration::from_secs(10))
         .build()
         .expect("an HTTP client")
+}
+
+/// The value of the sample `name` (a metric without labels) in the
+/// OpenMetrics text of `GET /metrics`; 0 when absent.
+pub fn sample(text: &str, name: &str) -> f64 {
+    (text.lines())
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or(0.0)
 }
