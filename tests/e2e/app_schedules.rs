@@ -10,23 +10,17 @@
 //! "Never fired" and "fired once" are shown by order: a later schedule's
 //! session is awaited, and the sessions up to it are exactly those expected.
 
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{self, Server, sample};
+use crate::support::{self, Server, from_now, sample};
 
 async fn slow_server(dir: &tempfile::TempDir) -> Server {
     let server = Server::start(dir.path()).await;
     let row = server.deploy("slow", &support::guest("slow")).await;
     assert_eq!(row["status"], "active", "{row}");
     server
-}
-
-/// RFC 3339 (UTC) `ms` milliseconds from now.
-fn from_now(ms: u64) -> String {
-    let at = SystemTime::now() + Duration::from_millis(ms);
-    humantime::format_rfc3339_millis(at).to_string()
 }
 
 async fn schedule(server: &Server, body: Value) -> Value {

@@ -11,11 +11,11 @@
 //! PostgreSQL pass: it ran already).
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{self, Server};
+use crate::support::{self, Server, from_now};
 
 const SESSIONS_PER_HOST: usize = 6;
 
@@ -26,11 +26,6 @@ fn database(dir: &tempfile::TempDir) -> String {
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
         .collect();
     format!("cluster_timers_{name}")
-}
-
-fn from_now(ms: u64) -> String {
-    let at = SystemTime::now() + Duration::from_millis(ms);
-    humantime::format_rfc3339_millis(at).to_string()
 }
 
 /// Waits (a bound, not an assertion of time) until `session` has no

@@ -15,12 +15,12 @@
 //! "Fired once" is shown by order, not by waiting: a later schedule's turn
 //! is awaited, and the journal up to it holds exactly the turns expected.
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use crate::support::idp::{ISSUER, Idp, claims};
-use crate::support::{self, Server, bundle, sample};
+use crate::support::{self, Server, bundle, from_now, sample};
 
 /// The manifest of app `slug` (the `timers` fixture) with these `[end_users]` lines.
 fn manifest(slug: &str, end_users: &str) -> String {
@@ -45,12 +45,6 @@ async fn session_of(server: &Server, token: &str, app: &str, input: Value) -> St
         .until(&["TURN_ENDED"])
         .await;
     session
-}
-
-/// RFC 3339 (UTC) `ms` milliseconds from now.
-fn from_now(ms: u64) -> String {
-    let at = SystemTime::now() + Duration::from_millis(ms);
-    humantime::format_rfc3339_millis(at).to_string()
 }
 
 const HOUR_MS: u64 = 3_600_000;

@@ -8,11 +8,11 @@
 //! later schedule's turn is awaited, and the journal up to it holds exactly
 //! the turns expected.
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{self, Server, sample};
+use crate::support::{self, Server, from_now, sample};
 
 async fn slow_server(dir: &tempfile::TempDir) -> Server {
     let server = Server::start(dir.path()).await;
@@ -30,12 +30,6 @@ async fn idle_session(server: &Server) -> String {
         .until(&["TURN_ENDED"])
         .await;
     session
-}
-
-/// RFC 3339 (UTC) `ms` milliseconds from now.
-fn from_now(ms: u64) -> String {
-    let at = SystemTime::now() + Duration::from_millis(ms);
-    humantime::format_rfc3339_millis(at).to_string()
 }
 
 /// Schedules `input` on `session` at `at`; answers the schedule.

@@ -91,23 +91,25 @@ pub(super) async fn create(
     Json(body): Json<CreateSchedule>,
 ) -> Result<(StatusCode, Json<ScheduleView>), ApiError> {
     let session = visible_session(&state, &principal, &id).await?;
-    if let Some(user) = principal.user_id() {
+    let user = principal.user_id();
+    if user.is_some() {
         by_end_user::allowed(&state, &session).await?;
         by_end_user::refuse_cron(body.cron.as_deref())?;
-        let when = When::off_thread(body.at, body.cron, body.timezone, body.end_at).await?;
-        let record = ScheduleRecord {
-            created_by: Some(ScheduleCreator::EndUser),
-            ..when.record(body.input)
-        };
-        let record = (state.writer)
-            .user_create_schedule(session.id, record, user.to_string())
-            .await?;
-        let view = ScheduleView::of(session.id, &record);
-        return Ok((StatusCode::CREATED, Json(view)));
     }
     let when = When::off_thread(body.at, body.cron, body.timezone, body.end_at).await?;
     let record = when.record(body.input);
-    let record = state.writer.create_schedule(session.id, record).await?;
+    let record = match user {
+        Some(user) => {
+            let record = ScheduleRecord {
+                created_by: Some(ScheduleCreator::EndUser),
+                ..record
+            };
+            (state.writer)
+                .user_create_schedule(session.id, record, user.to_string())
+                .await?
+        }
+        None => state.writer.create_schedule(session.id, record).await?,
+    };
     let view = ScheduleView::of(session.id, &record);
     Ok((StatusCode::CREATED, Json(view)))
 }

@@ -713,3 +713,9 @@ pub fn sample(text: &str, name: &str) -> f64 {
         .and_then(|value| value.trim().parse().ok())
         .unwrap_or(0.0)
 }
+
+/// RFC 3339 (UTC) `ms` milliseconds from now, as a schedule's `at`.
+pub fn from_now(ms: u64) -> String {
+    let at = std::time::SystemTime::now() + Duration::from_millis(ms);
+    humantime::format_rfc3339_millis(at).to_string()
+}
