@@ -158,18 +158,21 @@ impl Browser {
         self.find(css).await.text().await.expect("text")
     }
 
-    /// The text of the element matching `css`, once it contains `needle`.
+    /// The text of the element matching `css`, once it contains `needle`:
+    /// read in the same evaluation that saw it, since a view that re-renders
+    /// (a list following its stream) may replace the element just after.
     pub async fn text_with(&self, css: &str, needle: &str) -> String {
-        self.until(
-            &format!("{css} to say `{needle}`"),
-            &format!(
-                "document.querySelector({})?.innerText.includes({})",
-                json!(css),
-                json!(needle)
-            ),
-        )
-        .await;
-        self.text(css).await
+        let seen = self
+            .until(
+                &format!("{css} to say `{needle}`"),
+                &format!(
+                    "(t => t?.includes({}) ? t : null)(document.querySelector({})?.innerText)",
+                    json!(needle),
+                    json!(css)
+                ),
+            )
+            .await;
+        seen.as_str().unwrap_or_default().to_string()
     }
 
     /// Clicks the element matching `css` (a real click, through WebDriver),
