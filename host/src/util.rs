@@ -62,17 +62,21 @@ pub(crate) fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> std::io::Res
     std::fs::rename(&tmp, path)
 }
 
-/// Writes a file readable only by its owner (mode 0600), durably: the file
-/// and its directory entry are synced (the master key, a minted key).
 /// A UUIDv7 whose 74 bits after the timestamp are all fresh randomness
 /// (`Uuid::now_v7` spends 42 of them on a counter shared by the process):
 /// for ids that are capabilities, such as session ids, which a bare
 /// invocation key's holders must not guess from a neighbour's.
 pub(crate) fn random_v7() -> uuid::Uuid {
-    use rand::RngCore;
     let millis = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    random_v7_at(millis)
+}
+
+/// `random_v7` at a given millisecond: the tests hold one millisecond
+/// fixed, which a machine's clock cannot be relied on to do.
+fn random_v7_at(millis: u64) -> uuid::Uuid {
+    use rand::RngCore;
     let mut random = [0u8; 10];
     rand::rng().fill_bytes(&mut random);
     uuid::Builder::from_unix_timestamp_millis(millis, &random).into_uuid()
@@ -92,6 +96,8 @@ pub fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
     builder.create(dir)
 }
 
+/// Writes a file readable only by its owner (mode 0600), durably: the file
+/// and its directory entry are synced (the master key, a minted key).
 pub fn write_secret_file(path: &std::path::Path, secret: &str) -> anyhow::Result<()> {
     use std::io::Write;
     let mut options = std::fs::OpenOptions::new();
@@ -176,6 +182,30 @@ mod tests {
         assert!(json_has_nul(r#"{"x":"\u00001"}"#)); // NUL, then the digit 1
         assert!(!json_has_nul(r#"{"x":"\u0001 \n \" 0000"}"#));
         assert!(!json_has_nul(r#"{"x":"u0000"}"#));
+    }
+
+    /// Ids made in one millisecond carry fresh randomness where `now_v7`
+    /// puts a counter: consecutive ones are far apart, in no order. The
+    /// millisecond is held here; the e2e test (keys.rs) cannot hold it.
+    #[test]
+    fn ids_of_one_millisecond_differ_in_all_their_random_bits() {
+        let millis = 1_764_000_000_123;
+        let ids: Vec<u128> = (0..64)
+            .map(|_| super::random_v7_at(millis).as_u128())
+            .collect();
+        // rand_a (12 bits) and the top 30 of rand_b: `now_v7`'s counter bits.
+        let counter = |id: u128| ((id >> 64) & 0xfff) << 30 | ((id >> 32) & 0x3fff_ffff);
+        for pair in ids.windows(2) {
+            assert_eq!(pair[0] >> 80, u128::from(millis), "{:032x}", pair[0]);
+            assert_eq!(uuid::Uuid::from_u128(pair[1]).get_version_num(), 7);
+            let gap = counter(pair[0]).abs_diff(counter(pair[1]));
+            assert!(
+                gap > 1 << 20,
+                "consecutive ids are {gap} apart in their first random bits: {:032x} {:032x}",
+                pair[0],
+                pair[1]
+            );
+        }
     }
 
     #[test]

@@ -276,5 +276,8 @@ async fn session_ids_carry_all_their_random_bits() {
             break;
         }
     }
-    assert!(same_millisecond > 0, "no two sessions shared a millisecond");
+    // Whether any two sessions shared a millisecond depends on the
+    // machine's speed (a slow day's PostgreSQL had none): the generator is
+    // tested with its millisecond held (`util::random_v7_at`'s unit test);
+    // here, every pair that did share one was checked above.
 }
