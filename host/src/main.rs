@@ -67,6 +67,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 timeout: Duration::from_secs(args.timeout_secs),
                 build: !args.no_build,
                 approval_policy: args.approval_policy,
+                wait_for_server: args.wait_for_server,
                 progress: if std::io::stderr().is_terminal() {
                     Progress::InPlace
                 } else {

@@ -83,6 +83,13 @@ pub struct Server {
 impl Server {
     pub async fn start(options: ServeOptions) -> anyhow::Result<Server> {
         crate::util::raise_open_file_limit();
+        // The address first: a busy port fails before anything is written
+        // into the data dir (it once minted a master key and a bootstrap key
+        // there, then failed). Connections wait in the backlog until the
+        // server below is ready to answer them.
+        let listener = tokio::net::TcpListener::bind(options.addr)
+            .await
+            .with_context(|| format!("cannot listen on {}", options.addr))?;
         crate::util::create_private_dir(&options.data_dir).with_context(|| {
             format!("cannot create the data dir {}", options.data_dir.display())
         })?;
@@ -184,9 +191,6 @@ impl Server {
         // with those that waited (`store::start`).
         writer.start_turns(runtime.turn_sink());
         let (stop, shutdown) = watch::channel(false);
-        let listener = tokio::net::TcpListener::bind(options.addr)
-            .await
-            .with_context(|| format!("cannot listen on {}", options.addr))?;
         let local_addr = listener.local_addr()?;
         let links_key = crate::webhooks::links::key(&master);
         let public_url =

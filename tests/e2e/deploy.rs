@@ -156,7 +156,18 @@ async fn deploy_exits_6_when_the_server_cannot_be_reached() {
         .port();
     let project = project(b"\0asm\x01\0\0\0");
     let url = format!("http://127.0.0.1:{port}");
-    let (code, output) = deploy_to(project.path(), &url, KEY, &["--timeout-secs", "2"]).await;
+    // A typo in --url fails at once, naming the fix, whatever the timeout
+    // (it once retried for the whole 10 minutes, like a hang).
+    let (code, output) = deploy_to(project.path(), &url, KEY, &["--timeout-secs", "600"]).await;
+    assert_eq!(code, Some(6), "{output}");
+    assert!(
+        output.contains("nothing listens") && output.contains("--wait-for-server"),
+        "{output}"
+    );
+    assert!(!output.contains("retrying"), "{output}");
+    // Asked to wait (a server still starting), it retries until the timeout.
+    let flags = ["--timeout-secs", "2", "--wait-for-server"];
+    let (code, output) = deploy_to(project.path(), &url, KEY, &flags).await;
     assert_eq!(code, Some(6), "{output}");
     assert!(output.contains("cannot reach the server"), "{output}");
     assert!(

@@ -2,8 +2,8 @@
 //! saves it (0600) and prints it nowhere, in a data dir made 0700 (on redb and, in the
 //! PostgreSQL pass, on an empty PostgreSQL database); a short bootstrap key
 //! is refused; stream tokens die with a bootstrap key rotated under the same
-//! id; failed authentication is throttled per address; session ids carry
-//! all their random bits.
+//! id; failed authentication is throttled per address; a busy port fails
+//! before the data dir is touched; session ids carry all their random bits.
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
@@ -229,6 +229,42 @@ async fn failed_authentication_is_throttled_per_address() {
     // Public endpoints are not checked.
     let (status, _) = server.get("/healthz").await;
     assert_eq!(status, 200);
+}
+
+/// `serve` on a port that is taken fails before it writes anything: the
+/// data dir is not even made (it once held a fresh master key and
+/// bootstrap key after the failure).
+#[tokio::test]
+async fn a_busy_port_fails_before_the_data_dir_is_touched() {
+    let parent = support::data_dir();
+    let dir = parent.path().join("data");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_agenthost"))
+            .arg("serve")
+            .arg("--data-dir")
+            .arg(&dir)
+            .args(["--addr", &addr])
+            .env_remove("AGENTHOST_BOOTSTRAP_KEY")
+            .env_remove("AGENTHOST_MASTER_KEY")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    drop(taken);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(stderr.contains("cannot listen on"), "{stderr}");
+    let left: Vec<_> = std::fs::read_dir(parent.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name())
+        .collect();
+    assert!(
+        left.is_empty(),
+        "written before the port was checked: {left:?}"
+    );
 }
 
 #[tokio::test]

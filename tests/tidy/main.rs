@@ -9,6 +9,7 @@
 #![allow(unreachable_pub)]
 
 mod docs;
+mod index;
 mod links;
 mod names;
 mod parity;
@@ -45,6 +46,15 @@ fn every_rust_file_opens_with_a_doc_line() {
         }
     }
     fail_if_any("files without their `//!` line", problems);
+}
+
+/// Every page of `docs/` is listed in the README's documentation index.
+#[test]
+fn every_docs_page_is_in_the_readme_index() {
+    fail_if_any(
+        "docs pages the README does not list",
+        index::unlisted_pages(),
+    );
 }
 
 /// Every path ARCHITECTURE.md, CONTRIBUTING.md and tests/README.md name

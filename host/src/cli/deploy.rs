@@ -28,6 +28,8 @@ pub struct DeployOptions {
     pub approval_policy: Option<String>,
     /// How the build's progress shows on stderr.
     pub progress: Progress,
+    /// Retry when nothing listens at `url` yet; else that fails at once.
+    pub wait_for_server: bool,
 }
 
 /// How `deploy` shows a build's progress on stderr.
@@ -114,6 +116,23 @@ pub async fn deploy(options: &DeployOptions) -> Result<Deployed, DeployError> {
     let base = options.url.trim_end_matches('/');
     let client = reqwest::Client::new();
     let slug = manifest.app.slug.clone();
+    // A bad key or a URL where nothing listens is said before the build
+    // (a minute of cargo for a typo in --url), never as a failed upload.
+    let first_contact = if options.wait_for_server {
+        Retry::Idempotent
+    } else {
+        Retry::IdempotentOnceReached
+    };
+    let check_deadline = Instant::now() + options.timeout;
+    net::check_key(
+        &client,
+        base,
+        &options.api_key,
+        &slug,
+        check_deadline,
+        first_contact,
+    )
+    .await?;
     let component = if options.build {
         let (dir, manifest) = (dir.clone(), manifest.clone());
         tokio::task::spawn_blocking(move || lang::build_component(&dir, &manifest))
@@ -139,8 +158,6 @@ pub async fn deploy(options: &DeployOptions) -> Result<Deployed, DeployError> {
     };
     // The deadline covers the upload and the build from here on.
     let deadline = Instant::now() + options.timeout;
-    // A bad key is refused as such, never as a failed upload.
-    net::check_key(&client, base, &options.api_key, &slug, deadline).await?;
     let upload = || {
         let mut form = reqwest::multipart::Form::new()
             .part(
@@ -161,7 +178,16 @@ pub async fn deploy(options: &DeployOptions) -> Result<Deployed, DeployError> {
             // A server that refuses the upload (a key revoked since the
             // check) closes the connection before reading the body: ask again.
             let again = Instant::now() + RECHECK;
-            match net::check_key(&client, base, &options.api_key, &slug, again).await {
+            match net::check_key(
+                &client,
+                base,
+                &options.api_key,
+                &slug,
+                again,
+                Retry::Idempotent,
+            )
+            .await
+            {
                 Err(refusal) if refusal.failure == Failure::Refused => return Err(refusal),
                 _ => return Err(err),
             }

@@ -55,6 +55,8 @@ pub async fn dev(args: DevArgs, server: Server, key: String) -> anyhow::Result<(
         timeout: Duration::from_secs(600),
         build: true,
         approval_policy: None,
+        // `dev`'s own server is listening: a refused connection is a restart.
+        wait_for_server: true,
         // The server logs to the same stderr: progress on lines of its own.
         progress: Progress::Lines,
     };

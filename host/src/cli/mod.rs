@@ -54,7 +54,9 @@ pub enum Command {
     /// timed out (--timeout-secs, upload included; the build may still
     /// finish); 5 refused by the server (4xx, e.g. a bad key); 6 could not
     /// reach the server, or it failed (5xx), until the timeout. Transient
-    /// failures (no connection, 5xx, 429) are retried with backoff.
+    /// failures (5xx, 429) are retried with backoff; so is a refused
+    /// connection once the server has answered, or from the start with
+    /// --wait-for-server (else nothing listening at --url exits 6 at once).
     Deploy(DeployArgs),
     /// Run the server, deploy DIR to it, print the console's address, a key
     /// and curl commands to try it, and redeploy when DIR's sources change.
@@ -462,6 +464,11 @@ pub struct DeployArgs {
     /// tool names whose calls always wait for a human decision.
     #[arg(long, value_name = "JSON")]
     pub approval_policy: Option<String>,
+    /// Retry until --timeout-secs when nothing listens at --url (a server
+    /// still starting). Without it, a URL where nothing listens fails at
+    /// once (exit 6), before the local build: a typo is not a hang.
+    #[arg(long)]
+    pub wait_for_server: bool,
 }
 
 #[cfg(test)]

@@ -36,6 +36,21 @@ pub(super) struct Sources {
     data_dir: Option<PathBuf>,
 }
 
+/// Whether the top-level `name` is the skipped directory `dir` or its
+/// temporary sibling: cargo makes `target` as `target` plus six random
+/// letters and digits (`target6TIIyp`) and renames it, which once made the
+/// first `dev` of a Rust agent redeploy with no edit.
+/// (Only `target`'s: `.git` plus six letters is `.gitignore`.)
+fn skipped(name: &str, dir: &str) -> bool {
+    match name.strip_prefix(dir) {
+        Some("") => true,
+        Some(rest) if dir == "target" => {
+            rest.len() == 6 && rest.bytes().all(|b| b.is_ascii_alphanumeric())
+        }
+        _ => false,
+    }
+}
+
 impl Sources {
     /// Reads `root`'s manifest and ignore files; `data_dir` is left out too.
     pub(super) fn read(root: &Path, data_dir: &Path) -> Sources {
@@ -84,7 +99,8 @@ impl Sources {
         }
         let mut components = relative.components();
         if let Some(first) = components.next()
-            && self.skip_dirs.iter().any(|d| first.as_os_str() == *d)
+            && let Some(first) = first.as_os_str().to_str()
+            && self.skip_dirs.iter().any(|d| skipped(first, d))
         {
             return false;
         }
@@ -246,6 +262,8 @@ mod tests {
         for not in [
             "agent.wasm",
             "target/debug/x",
+            "target6TIIyp/debug/x",
+            "target6TIIyp",
             ".git/index",
             ".venv/lib/site.py",
             "pkg/__pycache__/tools.cpython-312.pyc",
@@ -259,6 +277,10 @@ mod tests {
             "4913",
         ] {
             assert!(!sources.is_source(&root.join(not)), "{not}");
+        }
+        // Only an exact six-letter suffix is cargo's: these are sources.
+        for source in ["targets/x.py", "target_helpers.py", "targetABCDEFG/x.py"] {
+            assert!(sources.is_source(&root.join(source)), "{source}");
         }
         assert!(!sources.is_source(Path::new("/elsewhere/app.py")));
         let dirs = sources.dirs();

@@ -28,6 +28,10 @@ pub(super) enum Retry {
     Idempotent,
     /// No connection was made; 429; 503 (nothing was committed).
     NotActedOn,
+    /// As `Idempotent`, except that no connection at all on the first
+    /// attempt is final: nothing listens at the URL (a typo, a server not
+    /// started), which retrying for the whole timeout would hide.
+    IdempotentOnceReached,
 }
 
 /// Sends `request()` until it gets an answer that is not transient, or the
@@ -56,6 +60,7 @@ pub(super) async fn check_key(
     api_key: &str,
     slug: &str,
     deadline: Instant,
+    retry: Retry,
 ) -> Result<(), DeployError> {
     let what = "checking the key";
     let request = || {
@@ -63,7 +68,7 @@ pub(super) async fn check_key(
             .get(format!("{base}/apps/{slug}"))
             .bearer_auth(api_key)
     };
-    let answer = send(what, deadline, Retry::Idempotent, request).await?;
+    let answer = send(what, deadline, retry, request).await?;
     match answer.status {
         StatusCode::NOT_FOUND => Ok(()),
         status if status.is_client_error() => Err(refused(what, &answer)),
@@ -79,6 +84,7 @@ async fn send(
     request: impl Fn() -> RequestBuilder,
 ) -> Result<Answer, DeployError> {
     let mut backoff = FIRST_BACKOFF;
+    let mut first = true;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         let attempt = async {
@@ -98,6 +104,16 @@ async fn send(
                     anyhow::anyhow!("{what}: no answer before the deadline (--timeout-secs)"),
                 ));
             }
+            Ok(Err(err)) if err.is_connect() && first && retry == Retry::IdempotentOnceReached => {
+                return Err(DeployError::new(
+                    Failure::Unreachable,
+                    anyhow::anyhow!(
+                        "{what}: nothing listens at the server's URL ({err}): check --url \
+                         (or AGENTHOST_URL), or pass --wait-for-server to retry until \
+                         --timeout-secs"
+                    ),
+                ));
+            }
             Ok(Err(err)) if err.is_connect() => (
                 backoff,
                 DeployError::new(
@@ -105,7 +121,7 @@ async fn send(
                     anyhow::anyhow!("{what}: cannot reach the server: {err}"),
                 ),
             ),
-            Ok(Err(err)) if retry == Retry::Idempotent => (
+            Ok(Err(err)) if retry != Retry::NotActedOn => (
                 backoff,
                 DeployError::new(Failure::Unreachable, anyhow::anyhow!("{what}: {err}")),
             ),
@@ -120,7 +136,7 @@ async fn send(
                 let status = answer.status;
                 let transient = status == StatusCode::TOO_MANY_REQUESTS
                     || status == StatusCode::SERVICE_UNAVAILABLE
-                    || (status.is_server_error() && retry == Retry::Idempotent);
+                    || (status.is_server_error() && retry != Retry::NotActedOn);
                 if !transient {
                     if status.is_server_error() {
                         return Err(server_failed(what, &answer));
@@ -140,6 +156,7 @@ async fn send(
         eprintln!("\n{failure}; retrying in {} ms", pause.as_millis());
         tokio::time::sleep(pause).await;
         backoff = (backoff * 2).min(MAX_BACKOFF);
+        first = false;
     }
 }
 
