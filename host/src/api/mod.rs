@@ -11,9 +11,6 @@ mod app_schedules;
 mod approval_feed;
 mod approvals;
 mod apps;
-mod auth;
-pub(crate) mod auth_throttle;
-pub(crate) mod body_timeout;
 mod console;
 mod controls;
 mod decision_details;
@@ -32,17 +29,14 @@ mod guest_journal_tests;
 pub(crate) mod health;
 mod idempotency;
 mod keys;
-pub(crate) mod limits;
+mod layers;
 mod mcp;
 mod openapi;
-pub(crate) mod overload;
 mod paging;
-pub(crate) mod rate_limit;
 mod schedules;
 mod secrets;
 mod serve;
 mod sessions;
-pub(crate) mod stream_caps;
 mod table;
 pub(crate) mod views;
 mod webhook_views;
@@ -61,7 +55,10 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 
 pub(crate) use error::ApiError;
 pub(crate) use error_code::ErrorCode;
-pub(crate) use limits::ApiLimits;
+pub(crate) use layers::limits::ApiLimits;
+pub(crate) use layers::{
+    auth, auth_throttle, body_timeout, limits, overload, rate_limit, stream_caps,
+};
 pub use table::endpoints;
 #[cfg(test)]
 pub(crate) use table::openapi_document;

@@ -13,8 +13,7 @@ use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::{ApiError, AppState, Endpoint};
-use crate::api::ErrorCode;
+use crate::api::{ApiError, AppState, Endpoint, ErrorCode};
 
 /// Turns that may wait for a slot unless the operator says otherwise.
 pub(crate) const DEFAULT_MAX_QUEUED: usize = 512;

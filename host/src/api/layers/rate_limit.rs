@@ -14,8 +14,7 @@ use axum::response::{IntoResponse, Response};
 use governor::clock::Clock;
 use governor::{DefaultKeyedRateLimiter, Quota};
 
-use super::{Access, ApiError, AppState, Endpoint};
-use crate::api::ErrorCode;
+use crate::api::{Access, ApiError, AppState, Endpoint, ErrorCode};
 use crate::keys::Principal;
 
 /// Requests per second per platform key unless the operator says otherwise (`--rate-limit`).

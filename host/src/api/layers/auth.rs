@@ -15,8 +15,7 @@ use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::{Access, ApiError, AppState};
-use crate::api::ErrorCode;
+use crate::api::{Access, ApiError, AppState, ErrorCode};
 use crate::end_users::{EndUserAuthError, EndUsers, Refusal};
 use crate::keys::{END_USER_KEY_PREFIX, Principal};
 use crate::store::now_rfc3339;

@@ -19,8 +19,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 
-use super::{ApiError, AppState, Endpoint};
-use crate::api::ErrorCode;
+use crate::api::{ApiError, AppState, Endpoint, ErrorCode};
 use crate::keys::{END_USER_KEY_PREFIX, Principal};
 
 /// Streams one API key may hold open at once unless the operator says otherwise.
