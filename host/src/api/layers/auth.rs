@@ -21,7 +21,7 @@ use crate::keys::{END_USER_KEY_PREFIX, Principal};
 use crate::store::now_rfc3339;
 use crate::tokens::StreamTokens;
 
-pub(super) async fn require_key(
+pub(crate) async fn require_key(
     State((state, access)): State<(AppState, Access)>,
     mut request: Request,
     next: Next,
