@@ -17,6 +17,7 @@ mod expiry;
 mod journal;
 mod keys;
 mod metrics;
+mod net;
 mod redact;
 mod retention;
 mod runtime;

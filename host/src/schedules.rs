@@ -48,7 +48,7 @@ async fn scan(store: &Db, writer: &WriterHandle) -> bool {
 /// Fires one due schedule; a refusal is logged, and a cap waits for the
 /// next read. Whether it left the due index (fired or dropped).
 async fn fire(writer: &WriterHandle, due: DueSchedule) -> bool {
-    let (session, schedule) = (due.session, due.schedule);
+    let (owner, schedule) = (due.owner.id(), due.schedule);
     let fired = writer.fire_schedule(due).await;
     if let Ok(Fired::Input(_) | Fired::Session(..)) = &fired {
         let metrics = crate::metrics::get();
@@ -59,11 +59,11 @@ async fn fire(writer: &WriterHandle, due: DueSchedule) -> bool {
     let moved = fired.is_ok();
     match fired {
         Ok(Fired::Input(InputOutcome::Started(ticket))) => {
-            tracing::info!(%session, %schedule, turn = ticket.turn, "a schedule fired");
+            tracing::info!(session = %owner, %schedule, turn = ticket.turn, "a schedule fired");
         }
         Ok(Fired::Input(InputOutcome::Queued(queued))) => {
             let position = queued.position;
-            tracing::info!(%session, %schedule, position, "a schedule fired: queued, the session is busy");
+            tracing::info!(session = %owner, %schedule, position, "a schedule fired: queued, the session is busy");
         }
         Ok(Fired::Session(created, ticket)) => {
             let app = &ticket.app_slug;
@@ -71,16 +71,19 @@ async fn fire(writer: &WriterHandle, due: DueSchedule) -> bool {
         }
         Ok(Fired::Missed(why)) => {
             crate::metrics::get().schedules_missed.inc();
-            tracing::warn!(app = %session, %schedule, error = %why, "an app's schedule fired, but the app could not take it: missed");
+            tracing::warn!(app = %owner, %schedule, error = %why, "an app's schedule fired, but the app could not take it: missed");
         }
         Ok(Fired::Dropped) => {}
         // A cap (running turns, the session's queue): the next read tries
         // again; counted, and logged at debug (it repeats every read).
         Err(StoreError::Quota { cap, .. }) => {
             crate::metrics::get().schedules_deferred.inc();
-            tracing::debug!(%session, %schedule, cap, "a due schedule waits: a cap is reached");
+            let cap = cap.as_str();
+            tracing::debug!(owner = %owner, %schedule, cap, "a due schedule waits: a cap is reached");
         }
-        Err(err) => tracing::warn!(%session, %schedule, error = %err, "cannot fire a schedule"),
+        Err(err) => {
+            tracing::warn!(owner = %owner, %schedule, error = %err, "cannot fire a schedule")
+        }
     }
     moved
 }

@@ -106,6 +106,21 @@ fn the_map_stays_short() {
     fail_if_any("the map", problems);
 }
 
+/// ARCHITECTURE.md stays short by saying less, not by longer lines.
+#[test]
+fn the_maps_lines_stay_short() {
+    const MAX_CHARS: usize = 100;
+    let problems = (read(&root().join("ARCHITECTURE.md")).lines().enumerate())
+        .filter(|(_, line)| line.chars().count() > MAX_CHARS)
+        .map(|(n, line)| format!(
+            "ARCHITECTURE.md:{}: {} characters, more than {MAX_CHARS}. Fix: wrap it, or say less: name the folder or entry file and let that file's `//!` carry the detail.",
+            n + 1,
+            line.chars().count()
+        ))
+        .collect();
+    fail_if_any("long lines of the map", problems);
+}
+
 /// tests/README.md names every test file, fixture and host test module.
 #[test]
 fn the_test_catalogue_names_every_test_file() {

@@ -14,6 +14,7 @@ use super::extract::{Json, Path};
 use super::schedules::When;
 use super::{ApiError, AppState};
 use crate::api::ErrorCode;
+use crate::store::Missing;
 use crate::store::ScheduleRecord;
 
 /// The body of `POST /apps/{id}/schedules`: `route`, and `at` or `cron`.
@@ -95,7 +96,9 @@ pub(super) async fn create(
     // the routes); the app must exist now.
     let (app_id, record) =
         (state.writer.create_app_schedule(id.clone(), record).await).map_err(|err| match err {
-            crate::store::StoreError::NotFound { what: "app", .. } => app_not_found(&id),
+            crate::store::StoreError::NotFound {
+                what: Missing::App, ..
+            } => app_not_found(&id),
             err => err.into(),
         })?;
     Ok((
@@ -134,7 +137,9 @@ pub(super) async fn delete(
         .await
     {
         Ok(()) => Ok(StatusCode::NO_CONTENT),
-        Err(crate::store::StoreError::NotFound { what: "app", .. }) => Err(app_not_found(&id)),
+        Err(crate::store::StoreError::NotFound {
+            what: Missing::App, ..
+        }) => Err(app_not_found(&id)),
         Err(err) => Err(err.into()),
     }
 }

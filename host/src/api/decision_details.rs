@@ -9,6 +9,7 @@ use uuid::Uuid;
 
 use super::{ApiError, AppState};
 use crate::api::ErrorCode;
+use crate::store::Missing;
 use crate::store::{DecisionDetails, StoreError};
 
 /// Longest `message` accepted, in bytes (docs/limits.md).
@@ -88,7 +89,7 @@ pub(super) async fn check_arguments(
         .store
         .read(move |s| {
             let Some(record) = s.session(session)? else {
-                return Err(StoreError::not_found("session", session));
+                return Err(StoreError::not_found(Missing::Session, session));
             };
             let Some(pending) = record.pending_approval else {
                 return Ok(None);

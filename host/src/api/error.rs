@@ -14,7 +14,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 use crate::end_users::EndUserAuthError;
-use crate::store::StoreError;
+use crate::store::{Cap, Missing, StoreError};
 
 #[derive(Debug)]
 pub(crate) struct ApiError {
@@ -107,27 +107,30 @@ impl From<StoreError> for ApiError {
         match err {
             StoreError::NotFound { what, .. } => {
                 let code = match what {
-                    "app" => ErrorCode::AppNotFound,
-                    "session" => ErrorCode::SessionNotFound,
-                    "route" => ErrorCode::RouteNotFound,
-                    "deployment" => ErrorCode::DeploymentNotFound,
-                    "schedule" => ErrorCode::ScheduleNotFound,
-                    _ => ErrorCode::NotFound,
+                    Missing::App => ErrorCode::AppNotFound,
+                    Missing::Session => ErrorCode::SessionNotFound,
+                    Missing::Route => ErrorCode::RouteNotFound,
+                    Missing::Deployment => ErrorCode::DeploymentNotFound,
+                    Missing::Schedule => ErrorCode::ScheduleNotFound,
+                    Missing::Webhook | Missing::Delivery | Missing::ApiKey | Missing::Secret => {
+                        ErrorCode::NotFound
+                    }
                 };
                 ApiError::new(code, err.to_string())
             }
             StoreError::Conflict(message) => ApiError::new(ErrorCode::Conflict, message),
             StoreError::Quota { cap, message } => {
                 // Every refusal a client sees passes here, once.
-                crate::metrics::get().quota_refusal(cap);
-                if cap == "journal_bytes" {
-                    // Retrying does not help: the session is full for good.
-                    return ApiError::new(ErrorCode::JournalFull, message);
-                }
+                crate::metrics::get().quota_refusal(cap.as_str());
                 let code = match cap {
-                    "queued_inputs" => ErrorCode::QueueFull,
-                    "schedules" => ErrorCode::TooManySchedules,
-                    _ => ErrorCode::QuotaExceeded,
+                    // Retrying does not help: the session is full for good.
+                    Cap::JournalBytes => ErrorCode::JournalFull,
+                    Cap::QueuedInputs => ErrorCode::QueueFull,
+                    Cap::Schedules => ErrorCode::TooManySchedules,
+                    Cap::OpenSessions
+                    | Cap::RunningTurns
+                    | Cap::OpenSessionsPerUser
+                    | Cap::TurnsPerMinutePerUser => ErrorCode::QuotaExceeded,
                 };
                 ApiError::new(code, message)
             }
@@ -136,7 +139,7 @@ impl From<StoreError> for ApiError {
                 message,
                 retry_after_secs,
             } => {
-                crate::metrics::get().quota_refusal(cap);
+                crate::metrics::get().quota_refusal(cap.as_str());
                 ApiError::new(ErrorCode::QuotaExceeded, message).retry_after(retry_after_secs)
             }
             StoreError::Rejected(message) => ApiError::new(ErrorCode::Rejected, message),

@@ -25,7 +25,7 @@ use uuid::Uuid;
 use super::extract::{Path, Query};
 use super::{ApiError, AppState, agui};
 use crate::api::ErrorCode;
-use crate::journal::StoredEvent;
+use crate::journal::{EventType, StoredEvent};
 use crate::keys::Principal;
 use crate::store::SessionStatus;
 
@@ -196,7 +196,7 @@ pub fn frame_bytes(event: &StoredEvent) -> Result<axum::body::Bytes, axum::Error
 }
 
 fn is_session_end(event: &StoredEvent) -> bool {
-    event.event_type() == "SESSION_ENDED"
+    event.is(EventType::SessionEnded)
 }
 
 /// The stream of a session's events from `from` (`first`: the first

@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use super::views::*;
 use crate::journal::payloads::*;
-use crate::journal::{EventType, NewEvent};
+use crate::journal::{EventType, NewEvent, StoredEvent};
 use crate::runtime::outbound::OutboundPolicy;
 use crate::store::{
     AgentDescription, ApiKeyRecord, AppRecord, DeploymentRecord, DeploymentStatus, KeyClass,
@@ -303,8 +303,13 @@ fn golden_every_webhook_body_is_pinned() {
         for (seq, event) in samples(kind).iter().enumerate() {
             let at = "2026-11-22T10:00:01.456Z";
             let (_, json) = crate::journal::encode_record(id(), seq as u64, id(), event, at);
-            let envelope: Value = serde_json::from_str(&json).unwrap_or(Value::Null);
-            if let Some((kind, data)) = crate::store::webhook_event_data(&envelope, &session) {
+            let event = StoredEvent {
+                id: id(),
+                seq: seq as u64,
+                json,
+            };
+            let data = crate::store::webhook_event_data(&event, &session);
+            if let Some((kind, data)) = data.expect("the samples' payloads read") {
                 bodies.entry(kind).or_default().push(data);
             }
         }
@@ -326,8 +331,13 @@ fn golden_every_webhook_body_is_pinned() {
     });
     let (_, json) =
         crate::journal::encode_record(id(), 9, id(), &timeout, "2026-11-22T11:00:00.000Z");
-    let envelope: Value = serde_json::from_str(&json).unwrap_or(Value::Null);
-    if let Some((kind, data)) = crate::store::webhook_event_data(&envelope, &session) {
+    let timeout = StoredEvent {
+        id: id(),
+        seq: 9,
+        json,
+    };
+    let data = crate::store::webhook_event_data(&timeout, &session);
+    if let Some((kind, data)) = data.expect("the sample's payload reads") {
         bodies.entry(kind).or_default().push(data);
     }
     assert_eq!(

@@ -11,9 +11,6 @@ mod app_schedules;
 mod approval_feed;
 mod approvals;
 mod apps;
-mod auth;
-pub(crate) mod auth_throttle;
-pub(crate) mod body_timeout;
 mod console;
 mod controls;
 mod decision_details;
@@ -32,17 +29,14 @@ mod guest_journal_tests;
 pub(crate) mod health;
 mod idempotency;
 mod keys;
-pub(crate) mod limits;
+mod layers;
 mod mcp;
 mod openapi;
-pub(crate) mod overload;
 mod paging;
-pub(crate) mod rate_limit;
 mod schedules;
 mod secrets;
 mod serve;
 mod sessions;
-pub(crate) mod stream_caps;
 mod table;
 pub(crate) mod views;
 mod webhook_views;
@@ -61,7 +55,10 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 
 pub(crate) use error::ApiError;
 pub(crate) use error_code::ErrorCode;
-pub(crate) use limits::ApiLimits;
+pub(crate) use layers::limits::ApiLimits;
+pub(crate) use layers::{
+    auth, auth_throttle, body_timeout, limits, overload, rate_limit, stream_caps,
+};
 pub use table::endpoints;
 #[cfg(test)]
 pub(crate) use table::openapi_document;
@@ -130,58 +127,175 @@ pub enum Access {
     SessionStream,
 }
 
-/// One endpoint: its method, path and access.
+/// One endpoint: its method, path, access and the layers it goes through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Endpoint {
     pub method: &'static str,
     pub path: &'static str,
     pub access: Access,
+    /// The middleware the row declares (`layers/`): the router and the
+    /// OpenAPI document read them here, never from the path.
+    pub layers: Layers,
 }
 
-/// The router: every endpoint of `table`, each behind its access check
-/// and, where they apply, the per-key rate limit and the cap on open streams.
+/// The layers a row of the endpoint table goes through besides its access
+/// check. A row starts from `Layers::of(access)` and says what it adds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layers {
+    /// Whether it starts turns, and so meets the turn queue's bound
+    /// (`layers/overload.rs`).
+    pub turns: TurnStart,
+    /// It answers with an event stream: the cap on open streams applies
+    /// (`layers/stream_caps.rs`).
+    pub streams: bool,
+    /// Its rate class (`layers/rate_limit.rs`).
+    pub rate: RateClass,
+    /// A browser's `Origin` is checked before everything (MCP, docs/mcp.md).
+    pub checks_origin: bool,
+}
+
+/// Whether an endpoint starts turns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnStart {
+    /// Never: no queue bound.
+    Never,
+    /// Every request may start one: the queue bound refuses it before the
+    /// handler runs.
+    Always,
+    /// Only some of its messages start one (`POST /mcp`: `tools/call`, not
+    /// `initialize` or `tools/list`): the handler asks the queue bound
+    /// (`overload::overloaded`) for those, so a busy host still lists tools.
+    PerMessage,
+}
+
+/// Whose bucket a request takes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RateClass {
+    /// The caller's per-key bucket (`--rate-limit`, `--invocation-rate-limit`).
+    PerKey,
+    /// None: public endpoints, and `GET /metrics` (a scraper's gaps would
+    /// hide the very refusals it counts).
+    Unlimited,
+}
+
+impl Layers {
+    /// What every row of this access gets: the per-key rate limit once a key
+    /// is named (opening an event stream counts as one request), nothing else.
+    pub(crate) const fn of(access: Access) -> Layers {
+        Layers {
+            turns: TurnStart::Never,
+            streams: false,
+            rate: match access {
+                Access::Public => RateClass::Unlimited,
+                _ => RateClass::PerKey,
+            },
+            checks_origin: false,
+        }
+    }
+
+    /// It starts a turn with every request.
+    pub(crate) const fn starting_turns(self) -> Layers {
+        Layers {
+            turns: TurnStart::Always,
+            ..self
+        }
+    }
+
+    /// Some of its messages start a turn; the handler asks the bound for them.
+    pub(crate) const fn starting_turns_per_message(self) -> Layers {
+        Layers {
+            turns: TurnStart::PerMessage,
+            ..self
+        }
+    }
+
+    /// It answers with an event stream.
+    pub(crate) const fn streaming(self) -> Layers {
+        Layers {
+            streams: true,
+            ..self
+        }
+    }
+
+    /// No rate limit.
+    pub(crate) const fn unlimited(self) -> Layers {
+        Layers {
+            rate: RateClass::Unlimited,
+            ..self
+        }
+    }
+
+    /// A browser's `Origin` is checked first.
+    pub(crate) const fn checking_origin(self) -> Layers {
+        Layers {
+            checks_origin: true,
+            ..self
+        }
+    }
+}
+
+/// One middleware of a row, as `plan` lists them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Layer {
+    Origin,
+    Auth(Access),
+    RateLimit,
+    QueueBound,
+    StreamCap,
+}
+
+/// The middleware a row goes through, first to last, read from its row
+/// alone: the Origin check, auth, the rate limit, the queue bound, the
+/// stream cap.
+fn plan(endpoint: &Endpoint) -> Vec<Layer> {
+    let layers = endpoint.layers;
+    let mut plan = Vec::new();
+    if layers.checks_origin {
+        plan.push(Layer::Origin);
+    }
+    if endpoint.access != Access::Public {
+        plan.push(Layer::Auth(endpoint.access));
+    }
+    if layers.rate == RateClass::PerKey {
+        plan.push(Layer::RateLimit);
+    }
+    if layers.turns == TurnStart::Always {
+        plan.push(Layer::QueueBound);
+    }
+    if layers.streams {
+        plan.push(Layer::StreamCap);
+    }
+    plan
+}
+
+/// The router: every endpoint of `table`, each behind the layers its row
+/// declares (`plan`).
 pub(crate) fn router(state: AppState) -> Router {
     let mut router = Router::new();
     for (endpoint, _, handler) in table() {
-        let handler = if stream_caps::applies(&endpoint) {
-            handler.route_layer(middleware::from_fn_with_state(
-                state.clone(),
-                stream_caps::cap,
-            ))
-        } else {
-            handler
-        };
-        let handler = if overload::applies(&endpoint) {
-            handler.route_layer(middleware::from_fn_with_state(
-                state.clone(),
-                overload::refuse,
-            ))
-        } else {
-            handler
-        };
-        let handler = if rate_limit::applies(&endpoint) {
-            handler.route_layer(middleware::from_fn_with_state(
-                state.clone(),
-                rate_limit::limit,
-            ))
-        } else {
-            handler
-        };
-        // The layer added last runs first: auth, the rate limit, the queue
-        // bound, the stream cap.
-        let handler = match endpoint.access {
-            Access::Public => handler,
-            access => handler.route_layer(middleware::from_fn_with_state(
-                (state.clone(), access),
-                auth::require_key,
-            )),
-        };
-        // MCP's Origin check comes before everything (docs/mcp.md).
-        let handler = if endpoint.path == "/mcp" {
-            handler.route_layer(middleware::from_fn_with_state(state.clone(), mcp::origin))
-        } else {
-            handler
-        };
+        // The layer added last runs first: `plan`'s first goes on last.
+        let handler =
+            plan(&endpoint)
+                .into_iter()
+                .rev()
+                .fold(handler, |handler, layer| {
+                    let state = state.clone();
+                    match layer {
+                        Layer::Origin => {
+                            handler.route_layer(middleware::from_fn_with_state(state, mcp::origin))
+                        }
+                        Layer::Auth(access) => handler.route_layer(middleware::from_fn_with_state(
+                            (state, access),
+                            auth::require_key,
+                        )),
+                        Layer::RateLimit => handler
+                            .route_layer(middleware::from_fn_with_state(state, rate_limit::limit)),
+                        Layer::QueueBound => handler
+                            .route_layer(middleware::from_fn_with_state(state, overload::refuse)),
+                        Layer::StreamCap => handler
+                            .route_layer(middleware::from_fn_with_state(state, stream_caps::cap)),
+                    }
+                });
         router = router.route(endpoint.path, handler);
     }
     if idempotency::exit_after_commit_suffix().is_some() {
@@ -277,4 +391,80 @@ pub(crate) async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     serve::serve(listener, router(state), shutdown).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A new turn-starting, streaming row that only says so in its row
+    /// (`table::test_turn_row`, at a path no layer has heard of) goes
+    /// through the rate limit, the queue bound and the stream cap, and its
+    /// document lists the rate limit's 429.
+    #[test]
+    fn a_new_turn_starting_row_gets_its_layers_from_its_row_alone() {
+        let (endpoint, doc, _) = table::test_turn_row();
+        assert_eq!(
+            plan(&endpoint),
+            vec![
+                Layer::Auth(Access::Session),
+                Layer::RateLimit,
+                Layer::QueueBound,
+                Layer::StreamCap,
+            ]
+        );
+        let document = openapi::document(&[(endpoint, doc)]);
+        let operation = (document.paths.paths.get("/test/turns"))
+            .and_then(|item| item.post.as_ref())
+            .expect("the test row is documented");
+        assert!(operation.responses.responses.contains_key("429"));
+    }
+
+    /// The rows declare the layers the paths were matched for before the
+    /// rows carried them: behaviour unchanged.
+    #[test]
+    fn the_table_declares_each_layer_on_the_rows_that_had_it() {
+        let rows = endpoints();
+        let with = |pick: &dyn Fn(&Endpoint) -> bool| {
+            let mut rows: Vec<String> = (rows.iter())
+                .filter(|endpoint| pick(endpoint))
+                .map(|endpoint| format!("{} {}", endpoint.method, endpoint.path))
+                .collect();
+            rows.sort();
+            rows
+        };
+        assert_eq!(
+            with(&|e| plan(e).contains(&Layer::QueueBound)),
+            [
+                "POST /ag-ui/{app}/{route}",
+                "POST /sessions",
+                "POST /sessions/{id}/approval",
+                "POST /sessions/{id}/input",
+            ]
+        );
+        assert_eq!(
+            with(&|e| e.layers.turns == TurnStart::PerMessage),
+            ["POST /mcp"]
+        );
+        assert_eq!(
+            with(&|e| plan(e).contains(&Layer::StreamCap)),
+            [
+                "GET /approvals/events",
+                "GET /sessions/{id}/events",
+                "POST /ag-ui/{app}/{route}",
+                "POST /mcp",
+            ]
+        );
+        assert_eq!(
+            with(&|e| plan(e).first() == Some(&Layer::Origin)),
+            ["POST /mcp"]
+        );
+        assert_eq!(
+            with(&|e| e.access != Access::Public && !plan(e).contains(&Layer::RateLimit)),
+            ["GET /metrics"]
+        );
+        assert!(
+            with(&|e| e.access == Access::Public && plan(e).contains(&Layer::RateLimit)).is_empty()
+        );
+    }
 }

@@ -372,7 +372,7 @@ fn operation(endpoint: &Endpoint, doc: &Doc, schemas: &mut Schemas) -> Operation
 fn error_statuses(endpoint: &Endpoint, doc: &Doc) -> Vec<u16> {
     let access = endpoint.access;
     let mut statuses = doc.errors.to_vec();
-    if super::rate_limit::applies(endpoint) {
+    if endpoint.layers.rate == super::RateClass::PerKey {
         statuses.push(429);
     }
     if access != Access::Public {

@@ -12,30 +12,66 @@ use axum::routing::{MethodRouter, delete, get, post, put};
 
 use super::openapi::{self, Doc};
 use super::{
-    Access, AppState, BUNDLE_BODY_LIMIT, Endpoint, agui, app_schedules, approval_feed, approvals,
-    apps, console, controls, decision_links, deployments, end_users, events, health, keys, mcp,
-    schedules, secrets, sessions, views, webhooks,
+    Access, AppState, BUNDLE_BODY_LIMIT, Endpoint, Layers, agui, app_schedules, approval_feed,
+    approvals, apps, console, controls, decision_links, deployments, end_users, events, health,
+    keys, mcp, schedules, secrets, sessions, views, webhooks,
 };
+
+/// A row of the table: the endpoint, its document and its handler.
+pub(super) type Row = (Endpoint, Doc, MethodRouter<AppState>);
+
+/// A row with the layers of its access (`Layers::of`).
+fn row(
+    method: &'static str,
+    path: &'static str,
+    access: Access,
+    doc: Doc,
+    handler: MethodRouter<AppState>,
+) -> Row {
+    let layers = Layers::of(access);
+    let endpoint = Endpoint {
+        method,
+        path,
+        access,
+        layers,
+    };
+    (endpoint, doc, handler)
+}
+
+/// A row with the layers it adds to those of its access: starting turns,
+/// streaming, no rate limit, the Origin check (`Layers`).
+fn layered(row: Row, add: impl FnOnce(Layers) -> Layers) -> Row {
+    let (endpoint, doc, handler) = row;
+    let layers = add(endpoint.layers);
+    (Endpoint { layers, ..endpoint }, doc, handler)
+}
+
+/// A row that exists only in tests: a new endpoint that starts a turn and
+/// streams it, declared as every such row is (`mod.rs`'s tests show it gets
+/// the queue bound, the stream cap and the rate limit from this alone).
+#[cfg(test)]
+pub(super) fn test_turn_row() -> Row {
+    let doc = Doc::new("A test-only turn", 200, openapi::Reply::AgUiEvents);
+    layered(
+        row(
+            "POST",
+            "/test/turns",
+            Access::Session,
+            doc,
+            post(|| async {}),
+        ),
+        |l| l.starting_turns().streaming(),
+    )
+}
 
 /// Every endpoint of the API, in one table: the router is built from it,
 /// the auth-matrix test runs every row, and each row's `Doc` goes into the
 /// OpenAPI document, so no endpoint exists without its row and its document.
 /// The web console's files are rows too (`Public`, `console.rs`).
-pub(super) fn table() -> Vec<(Endpoint, Doc, MethodRouter<AppState>)> {
+pub(super) fn table() -> Vec<Row> {
     use Access::*;
-    use openapi::{Body, Reply, list, schema};
-    let row = |method, path, access, doc, handler| {
-        (
-            Endpoint {
-                method,
-                path,
-                access,
-            },
-            doc,
-            handler,
-        )
-    };
     use openapi::Query;
+    use openapi::{Body, Reply, list, schema};
     const PAGE: &[(&str, &str, Query)] = &[
         ("app", "An app slug or id", Query::Text),
         (
@@ -135,30 +171,36 @@ pub(super) fn table() -> Vec<(Endpoint, Doc, MethodRouter<AppState>)> {
             Doc::new("This document", 200, Reply::Text("application/json")),
             get(openapi_json),
         ),
-        row(
-            "GET",
-            "/metrics",
-            Platform,
-            Doc::new(
-                "OpenMetrics text",
-                200,
-                Reply::Text("application/openmetrics-text"),
+        layered(
+            row(
+                "GET",
+                "/metrics",
+                Platform,
+                Doc::new(
+                    "OpenMetrics text",
+                    200,
+                    Reply::Text("application/openmetrics-text"),
+                ),
+                get(health::metrics),
             ),
-            get(health::metrics),
+            |l| l.unlimited(),
         ),
-        row(
-            "POST",
-            "/sessions",
-            Session,
-            Doc::new(
-                "Create a session; its first turn starts",
-                201,
-                Reply::Json(schema::<views::CreatedSession>),
-            )
-            .body(Body::Json(schema::<sessions::CreateSession>))
-            .errors(&[404, 409])
-            .idempotent(),
-            post(sessions::create),
+        layered(
+            row(
+                "POST",
+                "/sessions",
+                Session,
+                Doc::new(
+                    "Create a session; its first turn starts",
+                    201,
+                    Reply::Json(schema::<views::CreatedSession>),
+                )
+                .body(Body::Json(schema::<sessions::CreateSession>))
+                .errors(&[404, 409])
+                .idempotent(),
+                post(sessions::create),
+            ),
+            |l| l.starting_turns(),
         ),
         row(
             "GET",
@@ -179,19 +221,22 @@ pub(super) fn table() -> Vec<(Endpoint, Doc, MethodRouter<AppState>)> {
             Doc::new("A session", 200, session).errors(&[404]),
             get(sessions::get),
         ),
-        row(
-            "POST",
-            "/sessions/{id}/input",
-            Session,
-            Doc::new(
-                "Send input; a turn starts (or, with `on_busy`, the input waits for its turn)",
-                202,
-                Reply::Json(schema::<views::TurnAccepted>),
-            )
-            .body(Body::Json(schema::<sessions::PostInput>))
-            .errors(&[404, 409])
-            .idempotent(),
-            post(sessions::input),
+        layered(
+            row(
+                "POST",
+                "/sessions/{id}/input",
+                Session,
+                Doc::new(
+                    "Send input; a turn starts (or, with `on_busy`, the input waits for its turn)",
+                    202,
+                    Reply::Json(schema::<views::TurnAccepted>),
+                )
+                .body(Body::Json(schema::<sessions::PostInput>))
+                .errors(&[404, 409])
+                .idempotent(),
+                post(sessions::input),
+            ),
+            |l| l.starting_turns(),
         ),
         row(
             "POST",
@@ -268,56 +313,68 @@ pub(super) fn table() -> Vec<(Endpoint, Doc, MethodRouter<AppState>)> {
                 .errors(&[404]),
             delete(schedules::delete),
         ),
-        row(
-            "GET",
-            "/sessions/{id}/events",
-            SessionStream,
-            Doc::new("The session's events (SSE), resumable", 200, Reply::Events)
-                .empty(&[204])
-                .query(EVENTS)
-                .errors(&[400, 404]),
-            get(events::stream),
+        layered(
+            row(
+                "GET",
+                "/sessions/{id}/events",
+                SessionStream,
+                Doc::new("The session's events (SSE), resumable", 200, Reply::Events)
+                    .empty(&[204])
+                    .query(EVENTS)
+                    .errors(&[400, 404]),
+                get(events::stream),
+            ),
+            |l| l.streaming(),
         ),
-        row(
-            "POST",
-            "/ag-ui/{app}/{route}",
-            Session,
-            Doc::new(
-                "An AG-UI run on a thread (docs/ag-ui.md): its events (SSE)",
-                200,
-                Reply::AgUiEvents,
-            )
-            .body(Body::Json(schema::<agui::RunAgentInput>))
-            .errors(&[403, 404]),
-            post(agui::run),
+        layered(
+            row(
+                "POST",
+                "/ag-ui/{app}/{route}",
+                Session,
+                Doc::new(
+                    "An AG-UI run on a thread (docs/ag-ui.md): its events (SSE)",
+                    200,
+                    Reply::AgUiEvents,
+                )
+                .body(Body::Json(schema::<agui::RunAgentInput>))
+                .errors(&[403, 404]),
+                post(agui::run),
+            ),
+            |l| l.starting_turns().streaming(),
         ),
-        row(
-            "POST",
-            "/mcp",
-            Session,
-            Doc::new(
-                "MCP over Streamable HTTP (docs/mcp.md): each app route is a tool; 202 for a notification",
-                200,
-                Reply::Mcp,
-            )
-            .body(Body::Json(mcp::message_schema))
-            .empty(&[202])
-            .errors(&[403]),
-            post(mcp::post),
+        layered(
+            row(
+                "POST",
+                "/mcp",
+                Session,
+                Doc::new(
+                    "MCP over Streamable HTTP (docs/mcp.md): each app route is a tool; 202 for a notification",
+                    200,
+                    Reply::Mcp,
+                )
+                .body(Body::Json(mcp::message_schema))
+                .empty(&[202])
+                .errors(&[403]),
+                post(mcp::post),
+            ),
+            |l| l.starting_turns_per_message().streaming().checking_origin(),
         ),
-        row(
-            "POST",
-            "/sessions/{id}/approval",
-            EndUser,
-            Doc::new(
-                "Decide the pending gated call (an end user: of their own session, where its tool says approver = \"end_user\")",
-                202,
-                Reply::Json(schema::<views::DecisionAccepted>),
-            )
-            .body(Body::Json(schema::<approvals::DecideBody>))
-            .errors(&[404, 409])
-            .idempotent(),
-            post(approvals::decide),
+        layered(
+            row(
+                "POST",
+                "/sessions/{id}/approval",
+                EndUser,
+                Doc::new(
+                    "Decide the pending gated call (an end user: of their own session, where its tool says approver = \"end_user\")",
+                    202,
+                    Reply::Json(schema::<views::DecisionAccepted>),
+                )
+                .body(Body::Json(schema::<approvals::DecideBody>))
+                .errors(&[404, 409])
+                .idempotent(),
+                post(approvals::decide),
+            ),
+            |l| l.starting_turns(),
         ),
         row(
             "GET",
@@ -331,18 +388,21 @@ pub(super) fn table() -> Vec<(Endpoint, Doc, MethodRouter<AppState>)> {
             .query(PAGE),
             get(approvals::list),
         ),
-        row(
-            "GET",
-            "/approvals/events",
-            Platform,
-            Doc::new(
-                "Approvals as they become pending, are decided or are withdrawn (SSE), resumable",
-                200,
-                Reply::ApprovalFeed,
-            )
-            .query(FEED)
-            .errors(&[400, 404]),
-            get(approval_feed::stream),
+        layered(
+            row(
+                "GET",
+                "/approvals/events",
+                Platform,
+                Doc::new(
+                    "Approvals as they become pending, are decided or are withdrawn (SSE), resumable",
+                    200,
+                    Reply::ApprovalFeed,
+                )
+                .query(FEED)
+                .errors(&[400, 404]),
+                get(approval_feed::stream),
+            ),
+            |l| l.streaming(),
         ),
         row(
             "GET",

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use uuid::Uuid;
@@ -82,6 +83,13 @@ impl EventType {
             EventType::TurnScheduleCancelled => "TURN_SCHEDULE_CANCELLED",
         }
     }
+
+    /// The type of a wire name; `None` for a name this version does not know.
+    pub(crate) fn from_wire(name: &str) -> Option<EventType> {
+        EventType::ALL
+            .into_iter()
+            .find(|kind| kind.as_str() == name)
+    }
 }
 
 /// An event before the writer has given it an id, a seq and a timestamp.
@@ -140,6 +148,44 @@ impl StoredEvent {
         let rest = &self.json[start..];
         rest.find('"').map_or("", |end| &rest[..end])
     }
+
+    /// The event's type; `None` for a type this version does not know.
+    pub(crate) fn kind(&self) -> Option<EventType> {
+        EventType::from_wire(self.event_type())
+    }
+
+    /// Whether the event is of `kind` (no search over the types).
+    pub(crate) fn is(&self, kind: EventType) -> bool {
+        self.event_type() == kind.as_str()
+    }
+
+    /// The event's payload read as `P`, the one type of payload its event
+    /// type is written with (`NewEvent::of`): `Ok(None)` when the event is of
+    /// another type, an error when its payload does not read as `P`. The
+    /// read side of `NewEvent::of`: readers never match type names or index
+    /// `["payload"]` by hand.
+    pub(crate) fn payload<P: Payload + DeserializeOwned>(&self) -> serde_json::Result<Option<P>> {
+        if !self.is(P::TYPE) {
+            return Ok(None);
+        }
+        #[derive(Deserialize)]
+        struct Envelope<P> {
+            payload: P,
+        }
+        let envelope: Envelope<P> = serde_json::from_str(&self.json)?;
+        Ok(Some(envelope.payload))
+    }
+
+    /// The payload as plain JSON, for readers that pass it on whatever its
+    /// type (AG-UI's custom events).
+    pub(crate) fn payload_value(&self) -> serde_json::Result<serde_json::Value> {
+        #[derive(Deserialize)]
+        struct Envelope {
+            payload: serde_json::Value,
+        }
+        let envelope: Envelope = serde_json::from_str(&self.json)?;
+        Ok(envelope.payload)
+    }
 }
 
 /// Version tag of the stored record format.
@@ -150,7 +196,7 @@ const RECORD_V1: u8 = 1;
 ///
 /// The envelope is `{"id","seq","session_id","type","payload","created_at"}`
 /// in that order (`StoredEvent::event_type` relies on it), written by hand:
-/// the payload is already JSON (`NewEvent::new`), and this runs on the single
+/// the payload is already JSON (`NewEvent::of`), and this runs on the single
 /// writer thread for every event.
 pub fn encode_record(
     id: Uuid,
@@ -236,6 +282,41 @@ mod tests {
         assert_eq!(v["type"], "MESSAGE_DELTA");
         assert_eq!(v["payload"]["delta"]["text"], "hi");
         assert_eq!(v["created_at"], "2026-11-22T10:00:00.000Z");
+    }
+
+    fn stored(event: &NewEvent) -> StoredEvent {
+        let (_, json) = encode_record(Uuid::nil(), 3, Uuid::nil(), event, "t");
+        StoredEvent {
+            id: Uuid::nil(),
+            seq: 3,
+            json,
+        }
+    }
+
+    /// The read side of `NewEvent::of`: an event reads back as the payload
+    /// type of its event type and as no other.
+    #[test]
+    fn a_stored_event_reads_back_as_its_own_payload_type_only() {
+        use crate::journal::payloads::{TurnEnded, TurnError};
+        let event = stored(&NewEvent::of(&TurnEnded { turn: 2 }));
+        assert_eq!(event.kind(), Some(EventType::TurnEnded));
+        assert!(event.is(EventType::TurnEnded) && !event.is(EventType::TurnError));
+        assert_eq!(
+            event.payload::<TurnEnded>().unwrap(),
+            Some(TurnEnded { turn: 2 })
+        );
+        assert_eq!(event.payload::<TurnError>().unwrap(), None);
+        assert_eq!(event.payload_value().unwrap(), json!({"turn": 2}));
+        // Its type's name, but not its type's payload: an error, not a guess.
+        let wrong = stored(&NewEvent::untyped(
+            EventType::TurnEnded,
+            json!({"turn": "two"}),
+        ));
+        assert!(wrong.payload::<TurnEnded>().is_err());
+        for kind in EventType::ALL {
+            assert_eq!(EventType::from_wire(kind.as_str()), Some(kind));
+        }
+        assert_eq!(EventType::from_wire("TURN_DANCED"), None);
     }
 
     #[test]

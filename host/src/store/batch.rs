@@ -15,6 +15,7 @@ use super::records::{ApprovalFeedEntry, DeploymentRecord, SessionStatus};
 use super::start::TurnTicket;
 use super::{CurrentRedactor, StoreError, now_rfc3339};
 use crate::journal::{EventType, NewEvent, StoredEvent, encode_record};
+use crate::store::Missing;
 
 /// One writer command: its inputs and its rule, applied inside a batch.
 ///
@@ -160,8 +161,8 @@ impl<'a> Batch<'a> {
     /// The session as the batch sees it (committed state plus the batch's changes).
     pub(super) fn session(&mut self, id: Uuid) -> Result<&mut SessionRow, StoreError> {
         if !self.changes.sessions.contains_key(&id) {
-            let row =
-                (self.tx.load_session(id)?).ok_or_else(|| StoreError::not_found("session", id))?;
+            let row = (self.tx.load_session(id)?)
+                .ok_or_else(|| StoreError::not_found(Missing::Session, id))?;
             if row.record.status == SessionStatus::Running {
                 self.changes.running_before.insert(id);
             }
@@ -170,7 +171,7 @@ impl<'a> Batch<'a> {
         }
         (self.changes.sessions)
             .get_mut(&id)
-            .ok_or_else(|| StoreError::not_found("session", id))
+            .ok_or_else(|| StoreError::not_found(Missing::Session, id))
     }
 
     /// A session the batch creates.

@@ -28,7 +28,7 @@ use super::outbox::Outbox;
 use super::records::{
     ApiKeyRecord, Artifact, DeploymentRecord, ScheduleRecord, SecretRecord, SessionRecord,
 };
-use super::start::{AppendAck, TurnSink, TurnTicket, Turns};
+use super::start::{AppendAck, SinkSlot, TurnSink, TurnTicket};
 use crate::journal::payloads::{EndUserInfo, StartReason};
 use crate::journal::{NewEvent, TurnErrorKind};
 
@@ -111,7 +111,7 @@ fn queued<O: Op>(op: O, reply: Reply<O::Output>) -> Command {
 pub struct WriterHandle {
     pub(super) tx: mpsc::Sender<Command>,
     /// Where the writer starts the turns it commits (`start.rs`).
-    pub(super) turns: Arc<Turns>,
+    pub(super) turns: Arc<SinkSlot>,
     /// The writer's host (its boot id): the owner of the turns it starts.
     pub(super) boot: Uuid,
 }
@@ -613,7 +613,7 @@ impl WriterHandle {
     /// Fires a due schedule, once: the writer starts its turn or queues it.
     pub(crate) async fn fire_schedule(&self, due: DueSchedule) -> Result<Fired, StoreError> {
         self.call(FireSchedule {
-            session: due.session,
+            owner: due.owner,
             schedule: due.schedule,
             due_ms: due.due_ms,
         })

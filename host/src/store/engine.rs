@@ -103,8 +103,28 @@ pub struct FeedRow {
 pub struct DueSchedule {
     /// When it is due, Unix ms.
     pub due_ms: u64,
-    pub session: Uuid,
+    pub owner: ScheduleOwner,
     pub schedule: Uuid,
+}
+
+/// Whose schedule a due row is. The stored index keys both kinds by one id
+/// (a session's or an app's); an engine tells them apart as it reads the row
+/// (a session of that id exists, or else it is an app's or a leftover).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScheduleOwner {
+    /// A session's schedule (`POST /sessions/{id}/schedules`, an agent's timer).
+    Session(Uuid),
+    /// An app's schedule (`POST /apps/{id}/schedules`): it creates a session.
+    App(Uuid),
+}
+
+impl ScheduleOwner {
+    /// The id the due index keys the row by.
+    pub fn id(self) -> Uuid {
+        match self {
+            ScheduleOwner::Session(id) | ScheduleOwner::App(id) => id,
+        }
+    }
 }
 
 /// A storage engine: the read-only queries, and the writer's side.

@@ -3,26 +3,26 @@
 /// Rejections decided by the writer against committed state, and storage failures.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
-    /// The named thing does not exist (`what` is e.g. "app", "session");
-    /// `hint`, when not empty, follows the message (what does exist).
-    #[error("{what} `{key}` not found{hint}")]
+    /// The named thing does not exist; `hint`, when not empty, follows
+    /// the message (what does exist).
+    #[error("{} `{key}` not found{hint}", what.as_str())]
     NotFound {
-        what: &'static str,
+        what: Missing,
         key: String,
         hint: String,
     },
     /// The request conflicts with the current state (HTTP 409).
     #[error("{0}")]
     Conflict(String),
-    /// A per-app cap refuses what would exceed it (HTTP 429
-    /// `quota_exceeded`); `cap` names it (`open_sessions`, `running_turns`).
+    /// A cap refuses what would exceed it (HTTP 429 `quota_exceeded`, or
+    /// the cap's own code: `api/error.rs`).
     #[error("{message}")]
-    Quota { cap: &'static str, message: String },
+    Quota { cap: Cap, message: String },
     /// A per-user rate refuses what would exceed it (HTTP 429
-    /// `quota_exceeded` with `Retry-After`); `cap` names it.
+    /// `quota_exceeded` with `Retry-After`).
     #[error("{message}")]
     Throttled {
-        cap: &'static str,
+        cap: Cap,
         message: String,
         retry_after_secs: u64,
     },
@@ -57,8 +57,73 @@ pub enum StoreError {
     WriterGone,
 }
 
+/// What a `StoreError::NotFound` did not find.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Missing {
+    App,
+    Session,
+    Route,
+    Deployment,
+    Schedule,
+    Webhook,
+    Delivery,
+    ApiKey,
+    Secret,
+}
+
+impl Missing {
+    /// The word the message says.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Missing::App => "app",
+            Missing::Session => "session",
+            Missing::Route => "route",
+            Missing::Deployment => "deployment",
+            Missing::Schedule => "schedule",
+            Missing::Webhook => "webhook",
+            Missing::Delivery => "delivery",
+            Missing::ApiKey => "api key",
+            Missing::Secret => "secret",
+        }
+    }
+}
+
+/// The cap behind a `StoreError::Quota` or `Throttled`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cap {
+    /// An app's open sessions.
+    OpenSessions,
+    /// An app's running turns.
+    RunningTurns,
+    /// One end user's open sessions of an app.
+    OpenSessionsPerUser,
+    /// One end user's turns in any 60 s.
+    TurnsPerMinutePerUser,
+    /// A session's journal (`--max-session-journal-mb`).
+    JournalBytes,
+    /// A session's queued inputs.
+    QueuedInputs,
+    /// A session's or an app's schedules.
+    Schedules,
+}
+
+impl Cap {
+    /// Its name in `/metrics` (`agenthost_quota_refusals_total{cap}`) and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cap::OpenSessions => "open_sessions",
+            Cap::RunningTurns => "running_turns",
+            Cap::OpenSessionsPerUser => "open_sessions_per_user",
+            Cap::TurnsPerMinutePerUser => "turns_per_minute_per_user",
+            Cap::JournalBytes => "journal_bytes",
+            Cap::QueuedInputs => "queued_inputs",
+            Cap::Schedules => "schedules",
+        }
+    }
+}
+
 impl StoreError {
-    pub fn not_found(what: &'static str, key: impl ToString) -> Self {
+    pub fn not_found(what: Missing, key: impl ToString) -> Self {
         StoreError::NotFound {
             what,
             key: key.to_string(),

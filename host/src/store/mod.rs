@@ -45,7 +45,7 @@ pub(crate) use domain::{MAX_SCHEDULES, MAX_TURN_SCHEDULES, TurnTimers};
 pub(crate) use domain::{webhook_deployment_data, webhook_event_data};
 pub use engine::SessionFilter;
 pub(crate) use engine::{ApprovalItem, DueSchedule, Engine, FeedPage};
-pub(crate) use error::StoreError;
+pub(crate) use error::{Cap, Missing, StoreError};
 pub(crate) use hub::{Hub, Subscription};
 pub use outbox::Outbox;
 pub(crate) use outbox::payload_bytes;

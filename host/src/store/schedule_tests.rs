@@ -7,9 +7,11 @@
 use serde_json::{Value, json};
 use uuid::Uuid;
 
+use super::engine::ScheduleOwner;
 use super::idempotency_tests::{Backend, start};
 use super::tests::{new_deployment, success};
 use super::*;
+use crate::store::Cap;
 
 fn due_now(input: Value) -> ScheduleRecord {
     ScheduleRecord {
@@ -54,6 +56,7 @@ async fn fires_once(store: Db, a: WriterHandle, b: WriterHandle) {
     let queued = a.create_schedule(id, due_now(json!("q"))).await.unwrap();
     let due = due_now_in(&store).await;
     assert_eq!(due.len(), 1);
+    assert_eq!(due[0].owner, ScheduleOwner::Session(id), "a session's row");
     let (x, y) = tokio::join!(a.fire_schedule(due[0]), b.fire_schedule(due[0]));
     let fired: Vec<Fired> = vec![x.unwrap(), y.unwrap()];
     let queued_once = (fired.iter())
@@ -96,6 +99,23 @@ async fn fires_once(store: Db, a: WriterHandle, b: WriterHandle) {
     );
     let record = store.read(move |s| s.session(id)).await.unwrap().unwrap();
     assert!(record.schedules.is_empty() && record.queued.is_empty());
+
+    // An app's schedule: its row is keyed by the app's id (the stored index
+    // as it was) and reads as the app's; firing it creates a session, once.
+    let record = ScheduleRecord {
+        route: Some("/chat".into()),
+        ..due_now(json!("a"))
+    };
+    let (app, _) = a.create_app_schedule("app".into(), record).await.unwrap();
+    let due = due_now_in(&store).await;
+    let owners: Vec<ScheduleOwner> = due.iter().map(|d| d.owner).collect();
+    assert_eq!(owners, [ScheduleOwner::App(app)], "an app's row");
+    let (x, y) = tokio::join!(a.fire_schedule(due[0]), b.fire_schedule(due[0]));
+    let fired: Vec<Fired> = vec![x.unwrap(), y.unwrap()];
+    let created = (fired.iter())
+        .filter(|f| matches!(f, Fired::Session(..)))
+        .count();
+    assert_eq!(created, 1, "{fired:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -288,7 +308,7 @@ async fn a_schedule_of_a_full_journal_is_dropped() {
         matches!(
             refused,
             StoreError::Quota {
-                cap: "journal_bytes",
+                cap: Cap::JournalBytes,
                 ..
             }
         ),

@@ -106,7 +106,7 @@ pub trait TurnSink: Send + Sync + 'static {
 }
 
 /// The writer's way to its sink, shared with its handles (which set it).
-pub(super) struct Turns(Mutex<Slot>);
+pub(super) struct SinkSlot(Mutex<Slot>);
 
 enum Slot {
     /// No sink yet: committed tickets wait here (a host's writer). Only the
@@ -120,15 +120,15 @@ enum Slot {
     Sink(Arc<dyn TurnSink>),
 }
 
-impl Turns {
+impl SinkSlot {
     /// Tickets wait for the sink.
     pub(super) fn waiting() -> Arc<Self> {
-        Arc::new(Turns(Mutex::new(Slot::Waiting(Vec::new()))))
+        Arc::new(SinkSlot(Mutex::new(Slot::Waiting(Vec::new()))))
     }
 
     /// Tickets are dropped until a sink is set.
     pub(super) fn ignoring() -> Arc<Self> {
-        Arc::new(Turns(Mutex::new(Slot::Ignoring)))
+        Arc::new(SinkSlot(Mutex::new(Slot::Ignoring)))
     }
 
     /// Starts each of `tickets` (or keeps them for the sink).

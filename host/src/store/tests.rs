@@ -10,6 +10,7 @@ use super::domain::MAX_QUEUED_INPUTS;
 use super::outbox::Outbox;
 use super::*;
 use crate::journal::NewEvent;
+use crate::store::Cap;
 
 pub(crate) fn open() -> (tempfile::TempDir, Db, WriterHandle) {
     let dir = tempfile::tempdir().unwrap();
@@ -620,7 +621,7 @@ async fn queued_inputs_start_in_order_as_turns_end_and_the_queue_is_bounded() {
         matches!(
             full,
             Err(StoreError::Quota {
-                cap: "queued_inputs",
+                cap: Cap::QueuedInputs,
                 ..
             })
         ),

@@ -25,7 +25,7 @@ use super::batch::{Batch, Changes, Quotas, WriterState};
 use super::commands::{Command, QUEUE, WriterHandle};
 use super::domain::enqueue_webhooks;
 use super::engine::WriteEngine;
-use super::start::{AppendAck, Committed, Turns, append_ack};
+use super::start::{AppendAck, Committed, SinkSlot, append_ack};
 use super::{CurrentRedactor, Db, StoreError};
 
 /// At most this many commands go into one transaction.
@@ -36,14 +36,14 @@ pub struct Writer {
     store: Db,
     engine: Box<dyn WriteEngine>,
     state: WriterState,
-    turns: Arc<Turns>,
+    turns: Arc<SinkSlot>,
 }
 
 impl Writer {
     /// Starts a writer thread that checks no turn's owner and starts no
     /// turns until it is given a sink (tests, benches).
     pub fn spawn(store: Db) -> Result<WriterHandle, StoreError> {
-        Writer::start(store, WriterState::unfenced(), Turns::ignoring())
+        Writer::start(store, WriterState::unfenced(), SinkSlot::ignoring())
     }
 
     /// Starts the writer thread of host `host` (its boot id): the turns it
@@ -66,10 +66,14 @@ impl Writer {
             broken: HashSet::new(),
             quotas,
         };
-        Writer::start(store, state, Turns::waiting())
+        Writer::start(store, state, SinkSlot::waiting())
     }
 
-    fn start(store: Db, state: WriterState, turns: Arc<Turns>) -> Result<WriterHandle, StoreError> {
+    fn start(
+        store: Db,
+        state: WriterState,
+        turns: Arc<SinkSlot>,
+    ) -> Result<WriterHandle, StoreError> {
         let (tx, rx) = mpsc::channel(QUEUE);
         let boot = state.boot;
         let writer = Writer {

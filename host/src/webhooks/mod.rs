@@ -11,10 +11,8 @@ pub(crate) mod links;
 mod send;
 pub(crate) mod sign;
 
-use std::net::IpAddr;
 use std::time::Duration;
 
-use crate::runtime::outbound::non_public_address;
 use crate::secrets::{SecretError, Vault};
 use crate::store::SecretRecord;
 
@@ -43,37 +41,7 @@ pub(crate) fn check_url(raw: &str, allow_private: bool) -> Result<reqwest::Url, 
     if raw.len() > MAX_URL_LEN {
         return Err(format!("the URL is longer than {MAX_URL_LEN} bytes"));
     }
-    let url = reqwest::Url::parse(raw).map_err(|err| format!("{raw:?} is not a URL: {err}"))?;
-    match url.scheme() {
-        "https" => {}
-        "http" if allow_private => {}
-        "http" => {
-            return Err(format!(
-                "{raw} is plain http; only https is accepted (the operator's --allow-private-webhooks allows http)"
-            ));
-        }
-        other => return Err(format!("{raw}: the scheme {other} is not https")),
-    }
-    if !url.username().is_empty() || url.password().is_some() {
-        return Err(format!("{raw} carries credentials"));
-    }
-    let Some(host) = url.host_str() else {
-        return Err(format!("{raw} names no host"));
-    };
-    let literal: Option<IpAddr> = host
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .parse()
-        .ok();
-    if let Some(ip) = literal
-        && !allow_private
-        && let Some(kind) = non_public_address(ip)
-    {
-        return Err(format!(
-            "{raw} is a {kind} address; the operator's --allow-private-webhooks allows those"
-        ));
-    }
-    Ok(url)
+    crate::net::check_public_url(raw, allow_private, "--allow-private-webhooks")
 }
 
 /// The name a webhook's secret is sealed under (the vault binds it in).

@@ -13,7 +13,7 @@ use serde_json::Value;
 use tokio::sync::Semaphore;
 
 use super::{WebhookOptions, links, sign};
-use crate::runtime::outbound::resolve::PublicOnly;
+use crate::net::PublicOnly;
 use crate::secrets::Vault;
 use crate::store::{
     AttemptOutcome, Db, DeliveryAttempt, DeliveryRecord, WebhookRecord, WriterHandle, now_rfc3339,

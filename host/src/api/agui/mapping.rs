@@ -5,9 +5,6 @@
 //! Plain Rust: the streams that send these (`super` and `api::events`)
 //! number the frames and resume them.
 
-use serde::Deserialize;
-use serde::de::DeserializeOwned;
-use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -48,15 +45,6 @@ pub(crate) struct Mapper {
     skipping: Option<String>,
 }
 
-#[derive(Deserialize)]
-struct Envelope<'a> {
-    id: Uuid,
-    #[serde(rename = "type")]
-    kind: EventType,
-    #[serde(borrow)]
-    payload: &'a RawValue,
-}
-
 impl Mapper {
     /// The mapping of the events endpoint (`?format=ag-ui`).
     pub(crate) fn journal(session: Uuid) -> Mapper {
@@ -82,11 +70,11 @@ impl Mapper {
     /// The AG-UI events of the next journal event. A journal event that
     /// cannot be read (it never happens: the host wrote it) maps to none.
     pub(crate) fn map(&mut self, event: &StoredEvent) -> Vec<AgUiEvent> {
-        let Ok(envelope) = serde_json::from_str::<Envelope<'_>>(&event.json) else {
+        let Some(kind) = event.kind() else {
             tracing::warn!(event = %event.id, "unreadable journal event; not mapped to AG-UI");
             return Vec::new();
         };
-        match self.map_envelope(&envelope) {
+        match self.map_event(kind, event) {
             Some(events) => events,
             None => {
                 tracing::warn!(event = %event.id, "unreadable journal payload; not mapped to AG-UI");
@@ -95,9 +83,10 @@ impl Mapper {
         }
     }
 
-    fn map_envelope(&mut self, e: &Envelope<'_>) -> Option<Vec<AgUiEvent>> {
-        if e.kind == EventType::TurnStarted {
-            let p: payloads::TurnStarted = payload(e)?;
+    /// `None` when the event's payload does not read as its type's.
+    fn map_event(&mut self, kind: EventType, e: &StoredEvent) -> Option<Vec<AgUiEvent>> {
+        if kind == EventType::TurnStarted {
+            let p = e.payload::<payloads::TurnStarted>().ok()??;
             return Some(vec![self.start_run(p)]);
         }
         // Between runs there is nothing AG-UI can carry (SESSION_CREATED, a
@@ -106,9 +95,9 @@ impl Mapper {
             return Some(Vec::new());
         };
         let input_next = std::mem::take(&mut run.input_next);
-        let events = match e.kind {
+        let events = match kind {
             EventType::MessageStart => {
-                let p: payloads::MessageStart = payload(e)?;
+                let p = e.payload::<payloads::MessageStart>().ok()??;
                 if input_next && p.role == Role::User && self.skips_input() {
                     self.skipping = Some(p.message_id);
                     return Some(Vec::new());
@@ -123,7 +112,7 @@ impl Mapper {
                 })]
             }
             EventType::MessageDelta => {
-                let p: payloads::MessageDelta = payload(e)?;
+                let p = e.payload::<payloads::MessageDelta>().ok()??;
                 if self.skipping.as_ref() == Some(&p.message_id) {
                     return Some(Vec::new());
                 }
@@ -134,7 +123,7 @@ impl Mapper {
                 })]
             }
             EventType::MessageEnd => {
-                let p: payloads::MessageEnd = payload(e)?;
+                let p = e.payload::<payloads::MessageEnd>().ok()??;
                 if self.skipping.as_ref() == Some(&p.message_id) {
                     self.skipping = None;
                     return Some(Vec::new());
@@ -152,7 +141,7 @@ impl Mapper {
                 })]
             }
             EventType::ToolCall => {
-                let p: payloads::ToolCall = payload(e)?;
+                let p = e.payload::<payloads::ToolCall>().ok()??;
                 vec![
                     AgUiEvent::ToolCallStart(ToolCallStart {
                         tool_call_id: p.tool_call_id.clone(),
@@ -168,7 +157,7 @@ impl Mapper {
                 ]
             }
             EventType::ToolResult => {
-                let p: payloads::ToolResult = payload(e)?;
+                let p = e.payload::<payloads::ToolResult>().ok()??;
                 vec![AgUiEvent::ToolCallResult(ToolCallResult {
                     message_id: format!("msg_{}", e.id.simple()),
                     tool_call_id: p.tool_call_id,
@@ -182,7 +171,7 @@ impl Mapper {
                 })]
             }
             EventType::ToolApprovalRequired => {
-                let p: payloads::ToolApprovalRequired = payload(e)?;
+                let p = e.payload::<payloads::ToolApprovalRequired>().ok()??;
                 let run = self.run.take()?;
                 let message = p
                     .reason
@@ -210,7 +199,7 @@ impl Mapper {
                 })]
             }
             EventType::TurnError => {
-                let p: payloads::TurnError = payload(e)?;
+                let p = e.payload::<payloads::TurnError>().ok()??;
                 self.run = None;
                 vec![AgUiEvent::RunError(RunError {
                     message: p.message,
@@ -237,9 +226,9 @@ impl Mapper {
             | EventType::InputQueued
             | EventType::TurnScheduled
             | EventType::TurnScheduleCancelled => {
-                let value: Value = payload(e)?;
+                let value = e.payload_value().ok()?;
                 vec![AgUiEvent::Custom(Custom {
-                    name: format!("agenthost.{}", e.kind.as_str()),
+                    name: format!("agenthost.{}", kind.as_str()),
                     value,
                 })]
             }
@@ -289,10 +278,6 @@ impl Metadata {
     fn of(agenthost: HostMetadata) -> Metadata {
         Metadata { agenthost }
     }
-}
-
-fn payload<T: DeserializeOwned>(e: &Envelope<'_>) -> Option<T> {
-    serde_json::from_str(e.payload.get()).ok()
 }
 
 /// `Interrupt.responseSchema`: what a `resume` entry's payload takes.

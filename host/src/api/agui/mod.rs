@@ -22,7 +22,7 @@ pub(crate) use protocol::{AgUiEvent, RunAgentInput};
 pub(crate) use run::run;
 
 use super::{ApiError, AppState};
-use crate::journal::StoredEvent;
+use crate::journal::{EventType, StoredEvent};
 
 /// Journal events read per step of the search for a turn's start.
 const SCAN_CHUNK: usize = 256;
@@ -101,7 +101,7 @@ pub(super) async fn turn_start(state: &AppState, session: Uuid, seq: u64) -> Res
             .store
             .read(move |s| s.events(session, begin, limit))
             .await?;
-        if let Some(start) = (chunk.iter().rev()).find(|e| e.event_type() == "TURN_STARTED") {
+        if let Some(start) = (chunk.iter().rev()).find(|e| e.is(EventType::TurnStarted)) {
             return Ok(start.seq);
         }
         if begin == 0 {
@@ -121,7 +121,7 @@ pub(super) fn journal_framer(
     let mut mapper = Mapper::journal(session);
     move |event: &StoredEvent| {
         let mapped = mapper.map(event);
-        let end = event.event_type() == "SESSION_ENDED";
+        let end = event.is(EventType::SessionEnded);
         (frames(event, mapped, after), end)
     }
 }

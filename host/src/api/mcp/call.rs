@@ -8,7 +8,6 @@
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
@@ -254,18 +253,12 @@ struct TurnReader {
     last_message: Option<String>,
 }
 
-fn payload<T: DeserializeOwned>(event: &StoredEvent) -> Option<T> {
-    let envelope: Value = serde_json::from_str(&event.json).ok()?;
-    serde_json::from_value(envelope.get("payload")?.clone()).ok()
-}
-
 impl TurnReader {
     /// The messages of one journal event, and whether the call's stream ends.
     fn read(&mut self, event: &StoredEvent) -> (Vec<Value>, bool) {
-        let kind = (EventType::ALL.into_iter()).find(|t| t.as_str() == event.event_type());
-        match kind {
+        match event.kind() {
             Some(EventType::MessageStart) => {
-                if let Some(p) = payload::<payloads::MessageStart>(event)
+                if let Some(p) = event.payload::<payloads::MessageStart>().ok().flatten()
                     && p.role == Role::Assistant
                 {
                     self.assistant = Some(p.message_id);
@@ -276,7 +269,7 @@ impl TurnReader {
                 let Some(token) = &self.progress_token else {
                     return (Vec::new(), false);
                 };
-                let Some(p) = payload::<payloads::MessageDelta>(event) else {
+                let Some(p) = event.payload::<payloads::MessageDelta>().ok().flatten() else {
                     return (Vec::new(), false);
                 };
                 if self.assistant.as_ref() != Some(&p.message_id) {
@@ -292,7 +285,7 @@ impl TurnReader {
                 )
             }
             Some(EventType::MessageEnd) => {
-                if let Some(p) = payload::<payloads::MessageEnd>(event)
+                if let Some(p) = event.payload::<payloads::MessageEnd>().ok().flatten()
                     && p.role == Role::Assistant
                 {
                     self.last_message = Some(p.text);
@@ -302,16 +295,18 @@ impl TurnReader {
             }
             Some(EventType::TurnEnded) => (vec![self.completed()], true),
             Some(EventType::TurnError) => {
-                let (kind, message) = match payload::<payloads::TurnError>(event) {
+                let (kind, message) = match event.payload::<payloads::TurnError>().ok().flatten() {
                     Some(p) => (p.kind.as_str(), p.message),
                     None => ("internal", "the turn failed".to_string()),
                 };
                 (vec![self.failed(kind, &message)], true)
             }
-            Some(EventType::ToolApprovalRequired) => match payload(event) {
-                Some(p) => (vec![self.pending(event.id, p)], true),
-                None => (vec![self.failed("internal", "unreadable approval")], true),
-            },
+            Some(EventType::ToolApprovalRequired) => {
+                match (event.payload::<payloads::ToolApprovalRequired>().ok()).flatten() {
+                    Some(p) => (vec![self.pending(event.id, p)], true),
+                    None => (vec![self.failed("internal", "unreadable approval")], true),
+                }
+            }
             // The turn's end comes first; a stream that meets it anyway ends.
             Some(EventType::SessionEnded) => (vec![self.completed()], true),
             _ => (Vec::new(), false),

@@ -6,14 +6,12 @@
 //! DNS answer cannot change in between. No redirects, no proxy, one timeout
 //! for the whole fetch, and a bounded body.
 
-use std::net::IpAddr;
 use std::time::Duration;
 
 use reqwest::{Client, Url};
 
 use super::EndUserAuthError;
-use crate::runtime::outbound::non_public_address;
-use crate::runtime::outbound::resolve::PublicOnly;
+use crate::net::{PublicOnly, check_public_url};
 
 /// The whole fetch, connecting to the last body byte.
 pub(crate) const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
@@ -21,42 +19,10 @@ pub(crate) const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 pub(crate) const MAX_JWKS_BYTES: usize = 256 * 1024;
 
 /// Checks the configured URL: its scheme, no credentials, and an address
-/// given literally must be public unless `allow_insecure`.
+/// given literally must be public unless `allow_insecure` (`net`'s rule).
 pub(super) fn check_url(raw: &str, allow_insecure: bool) -> Result<Url, EndUserAuthError> {
-    let refuse = |why: String| EndUserAuthError::InvalidJwksUrl(why);
-    let url = Url::parse(raw).map_err(|err| refuse(format!("{raw:?} is not a URL: {err}")))?;
-    match url.scheme() {
-        "https" => {}
-        "http" if allow_insecure => {}
-        "http" => {
-            return Err(refuse(format!(
-                "{raw} is plain http; only https is accepted (the operator's --allow-insecure-jwks allows http)"
-            )));
-        }
-        other => return Err(refuse(format!("{raw}: the scheme {other} is not https"))),
-    }
-    if !url.username().is_empty() || url.password().is_some() {
-        return Err(refuse(format!("{raw} carries credentials")));
-    }
-    let Some(host) = url.host_str() else {
-        return Err(refuse(format!("{raw} names no host")));
-    };
-    // An address given literally (the URL parser normalises its forms; an
-    // IPv6 one comes in brackets).
-    let literal: Option<IpAddr> = host
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .parse()
-        .ok();
-    if let Some(ip) = literal
-        && !allow_insecure
-        && let Some(kind) = non_public_address(ip)
-    {
-        return Err(refuse(format!(
-            "{raw} is a {kind} address; the operator's --allow-insecure-jwks allows those"
-        )));
-    }
-    Ok(url)
+    check_public_url(raw, allow_insecure, "--allow-insecure-jwks")
+        .map_err(EndUserAuthError::InvalidJwksUrl)
 }
 
 /// The verifier's own client.

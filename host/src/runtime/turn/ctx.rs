@@ -16,7 +16,7 @@ use super::gate::{Failure, Gate, Settled};
 use super::gates::Gates;
 use super::mcp::McpTurn;
 use super::outbound::{Access, OutboundHooks};
-use crate::journal::payloads::{self, Role};
+use crate::journal::payloads::{self, Role, ToolCall};
 use crate::journal::{NewEvent, TurnErrorKind};
 use crate::redact::Redactor;
 use crate::runtime::bindings::HostError;
@@ -27,17 +27,6 @@ use crate::store::{Db, StoreError, TurnTicket, TurnTimers, WriterHandle};
 
 /// Events read per query when a turn collects its session's tool call ids.
 const CALL_SCAN: usize = 1024;
-
-/// A TOOL_CALL envelope, as far as its id.
-#[derive(serde::Deserialize)]
-struct CallEnvelope {
-    payload: CallId,
-}
-
-#[derive(serde::Deserialize)]
-struct CallId {
-    tool_call_id: String,
-}
 
 /// The turn's way to the journal: where its events wait for the writer,
 /// and what it reads its session's journal with.
@@ -194,10 +183,12 @@ impl TurnCtx {
                 .read(move |s| s.events(session, from, CALL_SCAN))
                 .await
                 .map_err(|err| HostError::Unavailable(err.to_string()))?;
-            for event in chunk.iter().filter(|e| e.event_type() == "TOOL_CALL") {
-                let envelope: CallEnvelope = serde_json::from_str(&event.json)
+            for event in chunk.iter() {
+                let call = (event.payload::<ToolCall>())
                     .map_err(|err| HostError::Unavailable(err.to_string()))?;
-                self.calls.remember_earlier(envelope.payload.tool_call_id);
+                if let Some(call) = call {
+                    self.calls.remember_earlier(call.tool_call_id);
+                }
             }
             match chunk.last() {
                 Some(last) if chunk.len() == CALL_SCAN => from = last.seq + 1,

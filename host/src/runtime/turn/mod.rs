@@ -45,7 +45,7 @@ use deployed::Deployments;
 use gate::cancelled;
 use outbound::OutboundPolicy;
 
-use crate::journal::TurnErrorKind;
+use crate::journal::{EventType, TurnErrorKind};
 use crate::secrets::Vault;
 use crate::store::{
     Committed, Db, SessionRecord, SessionStatus, StoreError, TurnSink, TurnTicket, WriterHandle,
@@ -319,8 +319,13 @@ impl Turns {
                 };
                 let ending = received.as_ref().map_or(true, |event| {
                     matches!(
-                        event.event_type(),
-                        "TURN_ENDED" | "TURN_ERROR" | "TOOL_APPROVAL_REQUIRED" | "SESSION_ENDED"
+                        event.kind(),
+                        Some(
+                            EventType::TurnEnded
+                                | EventType::TurnError
+                                | EventType::ToolApprovalRequired
+                                | EventType::SessionEnded
+                        )
                     )
                 });
                 if ending {

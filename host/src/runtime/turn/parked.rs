@@ -8,6 +8,7 @@
 
 use serde_json::Value;
 
+use crate::journal::payloads::TurnStarted;
 use crate::store::{Committed, Db, StoreError, TurnReason, TurnTicket};
 
 /// A waiting turn's ticket, its input and resumed call left out.
@@ -44,15 +45,14 @@ impl Parked {
         let (input, resume) = store
             .read(move |s| {
                 let started = s.events(session, seq, 1)?;
-                let input = match started.first() {
-                    Some(event) if event.seq == seq && event.event_type() == "TURN_STARTED" => {
-                        let envelope: Value = serde_json::from_str(&event.json)
-                            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-                        if envelope["payload"]["turn"] != turn {
-                            return Err(missing(session, turn));
-                        }
-                        envelope["payload"]["input"].clone()
-                    }
+                let started = match started.first() {
+                    Some(event) if event.seq == seq => event
+                        .payload::<TurnStarted>()
+                        .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                    _ => None,
+                };
+                let input = match started {
+                    Some(started) if started.turn == turn => started.input,
                     _ => return Err(missing(session, turn)),
                 };
                 let resume = match resumed {

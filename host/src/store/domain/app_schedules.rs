@@ -5,8 +5,9 @@
 //! A schedule lives on its app's record (`AppRecord::schedules`; on
 //! PostgreSQL the app's row is locked while it is read and written back)
 //! plus one row of the schedules' due index, keyed by the app's id where a
-//! session schedule's row has its session's: `FireSchedule` finds no
-//! session of that id and fires the app's schedule here. Firing takes it
+//! session schedule's row has its session's: the engine reads it as a
+//! `ScheduleOwner::App` (no session of that id) and `FireSchedule` fires the
+//! app's schedule here. Firing takes it
 //! off the record (a cron one goes back, due at its next time, unless past
 //! its `end_at`) and creates the session in the same commit: exactly once.
 //! A firing the app cannot take now (its running-turns or open-sessions
@@ -24,12 +25,13 @@ use crate::journal::payloads::StartReason;
 use crate::store::StoreError;
 use crate::store::batch::{Batch, Op};
 use crate::store::records::ScheduleRecord;
+use crate::store::{Cap, Missing};
 
 /// Schedules one app may hold (docs/limits.md).
 pub(crate) const MAX_APP_SCHEDULES: usize = 100;
 
 fn app_not_found(app: &str) -> StoreError {
-    StoreError::not_found("app", app)
+    StoreError::not_found(Missing::App, app)
 }
 
 /// Adds a schedule to an app (`record.route` set).
@@ -47,7 +49,7 @@ impl Op for CreateAppSchedule {
             (batch.tx.app_for_update(&self.app)?).ok_or_else(|| app_not_found(&self.app))?;
         if app.schedules.len() >= MAX_APP_SCHEDULES {
             return Err(StoreError::Quota {
-                cap: "schedules",
+                cap: Cap::Schedules,
                 message: format!(
                     "app `{}` already has {MAX_APP_SCHEDULES} schedules, its limit: delete one first",
                     app.slug
@@ -78,7 +80,7 @@ impl Op for DeleteAppSchedule {
         let mut app =
             (batch.tx.app_for_update(&self.app)?).ok_or_else(|| app_not_found(&self.app))?;
         let Some(index) = app.schedules.iter().position(|s| s.id == self.schedule) else {
-            return Err(StoreError::not_found("schedule", self.schedule));
+            return Err(StoreError::not_found(Missing::Schedule, self.schedule));
         };
         let removed = app.schedules.remove(index);
         batch
@@ -89,7 +91,8 @@ impl Op for DeleteAppSchedule {
 }
 
 /// Fires the schedule `schedule` of the app `app_id`, due at `due_ms`, if
-/// it is there (`FireSchedule` found no session of that id).
+/// it is there (`FireSchedule` of a `ScheduleOwner::App` row, or of a
+/// session gone since its row was read: a leftover, dropped).
 pub(super) fn fire(
     batch: &mut Batch<'_>,
     app_id: Uuid,

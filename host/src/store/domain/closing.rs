@@ -47,36 +47,18 @@ pub(in crate::store) fn closing_events(
 /// were started and never ended, with their committed text, in the order
 /// they were started.
 fn open_messages(journal: &[StoredEvent]) -> Vec<(String, Role, String)> {
-    #[derive(serde::Deserialize)]
-    #[serde(tag = "type", content = "payload")]
-    enum Message {
-        #[serde(rename = "MESSAGE_START")]
-        Start(payloads::MessageStart),
-        #[serde(rename = "MESSAGE_DELTA")]
-        Delta(payloads::MessageDelta),
-        #[serde(rename = "MESSAGE_END")]
-        End(payloads::MessageEnd),
-    }
     let mut open: Vec<(String, Role, String)> = Vec::new();
     for event in journal {
-        if !matches!(
-            event.event_type(),
-            "MESSAGE_START" | "MESSAGE_DELTA" | "MESSAGE_END"
-        ) {
-            continue;
-        }
-        let Ok(message) = serde_json::from_str::<Message>(&event.json) else {
-            continue;
-        };
-        match message {
-            Message::Start(start) => open.push((start.message_id, start.role, String::new())),
-            Message::Delta(delta) => {
-                if let Some(message) = open.iter_mut().find(|(m, _, _)| *m == delta.message_id) {
-                    let payloads::Delta::Text { text } = delta.delta;
-                    message.2.push_str(&text);
-                }
+        // An unreadable payload is left out, as before (the host wrote it).
+        if let Ok(Some(start)) = event.payload::<payloads::MessageStart>() {
+            open.push((start.message_id, start.role, String::new()));
+        } else if let Ok(Some(delta)) = event.payload::<payloads::MessageDelta>() {
+            if let Some(message) = open.iter_mut().find(|(m, _, _)| *m == delta.message_id) {
+                let payloads::Delta::Text { text } = delta.delta;
+                message.2.push_str(&text);
             }
-            Message::End(end) => open.retain(|(m, _, _)| *m != end.message_id),
+        } else if let Ok(Some(end)) = event.payload::<payloads::MessageEnd>() {
+            open.retain(|(m, _, _)| *m != end.message_id);
         }
     }
     open

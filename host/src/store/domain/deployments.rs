@@ -4,6 +4,7 @@
 use uuid::Uuid;
 
 use super::{BuildOutcome, NewDeployment};
+use crate::store::Missing;
 use crate::store::batch::{Batch, Hook, Op};
 use crate::store::engine::WriteTx;
 use crate::store::error::corrupt;
@@ -75,7 +76,7 @@ impl Op for CreateDeployment {
 
 fn deployment_of(tx: &mut dyn WriteTx, id: Uuid) -> Result<DeploymentRecord, StoreError> {
     tx.deployment(id)?
-        .ok_or_else(|| StoreError::not_found("deployment", id))
+        .ok_or_else(|| StoreError::not_found(Missing::Deployment, id))
 }
 
 fn update_deployment(

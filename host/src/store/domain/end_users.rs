@@ -12,6 +12,7 @@ use uuid::Uuid;
 
 use super::idempotency::{Remembered, unix_ms};
 use super::sessions::{InputOutcome, PostInput};
+use crate::store::Cap;
 use crate::store::StoreError;
 use crate::store::batch::{Batch, Op};
 use crate::store::records::DeploymentRecord;
@@ -111,7 +112,7 @@ pub(super) fn take_turn(
         let wait_ms = (oldest + TURN_WINDOW_MS).saturating_sub(now);
         let retry_after_secs = wait_ms.div_ceil(1000).max(1);
         return Err(StoreError::Throttled {
-            cap: "turns_per_minute_per_user",
+            cap: Cap::TurnsPerMinutePerUser,
             message: format!(
                 "end user `{user}` started {} turns in the last minute, the app's cap ([end_users] turns_per_minute_per_user = {cap}): retry after {retry_after_secs} s",
                 turns.len()

@@ -8,6 +8,7 @@
 
 use uuid::Uuid;
 
+use crate::store::Cap;
 use crate::store::StoreError;
 use crate::store::batch::Batch;
 
@@ -30,7 +31,7 @@ pub(super) fn check(batch: &mut Batch<'_>, id: Uuid) -> Result<(), StoreError> {
         return Ok(());
     }
     Err(StoreError::Quota {
-        cap: "journal_bytes",
+        cap: Cap::JournalBytes,
         message: format!(
             "the session's journal holds {} MiB, its cap (--max-session-journal-mb {}): it takes no more input; start a new session",
             bytes >> 20,

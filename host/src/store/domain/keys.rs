@@ -1,6 +1,7 @@
 //! The API-key rules: store a key, revoke one (never the last platform
 //! key), and the rate-limited last-used write.
 
+use crate::store::Missing;
 use crate::store::StoreError;
 use crate::store::batch::{Batch, Op};
 use crate::store::records::{ApiKeyRecord, KeyClass};
@@ -32,7 +33,7 @@ impl Op for DeleteApiKey {
         let target = keys
             .into_iter()
             .find(|k| k.id == id)
-            .ok_or_else(|| StoreError::not_found("api key", id))?;
+            .ok_or_else(|| StoreError::not_found(Missing::ApiKey, id))?;
         if target.class == KeyClass::Platform && platform_keys <= 1 {
             return Err(StoreError::Conflict(
                 "this is the last platform key: mint another one before revoking it".into(),

@@ -19,6 +19,7 @@ use super::sessions::turn_start_events_for;
 use super::{TurnReason, TurnTicket};
 use crate::journal::NewEvent;
 use crate::journal::payloads::{InputQueued, StartReason};
+use crate::store::Cap;
 use crate::store::batch::Batch;
 use crate::store::records::{QueuedInput, SessionStatus};
 use crate::store::{StoreError, now_rfc3339};
@@ -74,7 +75,7 @@ pub(super) fn enqueue(
     }
     if session.record.queued.len() >= MAX_QUEUED_INPUTS {
         return Err(StoreError::Quota {
-            cap: "queued_inputs",
+            cap: Cap::QueuedInputs,
             message: format!(
                 "session {id} already has {MAX_QUEUED_INPUTS} queued inputs, its limit: retry once one has started"
             ),

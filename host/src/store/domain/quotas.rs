@@ -6,6 +6,7 @@
 
 use uuid::Uuid;
 
+use crate::store::Cap;
 use crate::store::StoreError;
 use crate::store::batch::Batch;
 use crate::store::engine::AppLoad;
@@ -65,7 +66,7 @@ pub(super) fn check(
         && load.open >= cap
     {
         return Err(StoreError::Quota {
-            cap: "open_sessions",
+            cap: Cap::OpenSessions,
             message: format!(
                 "app `{slug}` has {} open sessions, its cap ({flag} {cap}): end one first (POST /sessions/{{id}}/end)",
                 load.open
@@ -76,7 +77,7 @@ pub(super) fn check(
         && load.running >= cap
     {
         return Err(StoreError::Quota {
-            cap: "running_turns",
+            cap: Cap::RunningTurns,
             message: format!(
                 "app `{slug}` has {} running turns, its cap ({flag} {cap}): retry once one ends",
                 load.running
@@ -113,7 +114,7 @@ pub(super) fn check_user(
     }
     if owned.len() as u64 >= cap {
         return Err(StoreError::Quota {
-            cap: "open_sessions_per_user",
+            cap: Cap::OpenSessionsPerUser,
             message: format!(
                 "end user `{user}` has {} open sessions of this app, its cap ([end_users] max_open_sessions_per_user = {cap}): end one first (POST /sessions/{{id}}/end)",
                 owned.len()

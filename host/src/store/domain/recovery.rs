@@ -11,7 +11,8 @@ use super::closing::closing_events;
 use super::sessions::finish_turn;
 use super::{TurnOutcome, TurnReason, TurnTicket};
 
-use crate::journal::{StoredEvent, TurnErrorKind};
+use crate::journal::payloads::{MessageDelta, MessageEnd, MessageStart, Role, TurnStarted};
+use crate::journal::{EventType, StoredEvent, TurnErrorKind};
 use crate::store::StoreError;
 use crate::store::batch::{Batch, Op};
 use crate::store::error::corrupt;
@@ -135,31 +136,38 @@ fn untouched_turn_input(journal: &[StoredEvent]) -> Result<Option<Value>, StoreE
     };
     // Inputs queued meanwhile are the clients' doing, not the turn's.
     let after: Vec<&StoredEvent> = (after.iter())
-        .filter(|event| event.event_type() != "INPUT_QUEUED")
+        .filter(|event| !event.is(EventType::InputQueued))
         .collect();
-    if start.event_type() != "TURN_STARTED" || after.len() > 3 {
+    if !start.is(EventType::TurnStarted) || after.len() > 3 {
         return Ok(None);
     }
-    let parse = |event: &StoredEvent| -> Result<Value, StoreError> {
-        serde_json::from_str(&event.json).map_err(corrupt)
-    };
     let mut user_message: Option<String> = None;
     for event in after {
-        let envelope = parse(event)?;
-        let payload = &envelope["payload"];
-        let untouched = match envelope["type"].as_str() {
-            Some("MESSAGE_START") if payload["role"] == "user" => {
-                user_message = payload["message_id"].as_str().map(String::from);
+        // The user message's id, if this event is one of its three.
+        let message = match event.kind() {
+            Some(EventType::MessageStart) => (event.payload::<MessageStart>().map_err(corrupt)?)
+                .filter(|start| start.role == Role::User)
+                .map(|start| start.message_id),
+            Some(EventType::MessageDelta) => {
+                (event.payload::<MessageDelta>().map_err(corrupt)?).map(|delta| delta.message_id)
+            }
+            Some(EventType::MessageEnd) => {
+                (event.payload::<MessageEnd>().map_err(corrupt)?).map(|end| end.message_id)
+            }
+            _ => None,
+        };
+        let untouched = match (event.is(EventType::MessageStart), message) {
+            (true, Some(id)) => {
+                user_message = Some(id);
                 true
             }
-            Some("MESSAGE_DELTA" | "MESSAGE_END") => {
-                user_message.is_some() && payload["message_id"].as_str() == user_message.as_deref()
-            }
-            _ => false,
+            (false, Some(id)) => user_message.as_ref() == Some(&id),
+            (_, None) => false,
         };
         if !untouched {
             return Ok(None);
         }
     }
-    Ok(Some(parse(start)?["payload"]["input"].clone()))
+    let start = start.payload::<TurnStarted>().map_err(corrupt)?;
+    Ok(start.map(|start| start.input))
 }

@@ -21,8 +21,10 @@ use super::queue::OnBusy;
 use super::sessions::{InputOutcome, PostInput};
 use crate::store::StoreError;
 use crate::store::batch::{Batch, Op};
+use crate::store::engine::ScheduleOwner;
 use crate::store::records::{ScheduleCreator, ScheduleRecord, SessionStatus};
 use crate::store::start::TurnTicket;
+use crate::store::{Cap, Missing};
 
 /// Schedules one session may hold (docs/limits.md): each waits on the
 /// session's record until it fires or is deleted.
@@ -56,7 +58,7 @@ impl Op for CreateSchedule {
         }
         if session.record.schedules.len() >= MAX_SCHEDULES {
             return Err(StoreError::Quota {
-                cap: "schedules",
+                cap: Cap::Schedules,
                 message: format!(
                     "session {id} already has {MAX_SCHEDULES} schedules, its limit: delete one first"
                 ),
@@ -95,7 +97,7 @@ impl Op for UserCreateSchedule {
         // Only the session's owner (the API checked it; a session's owner
         // never changes, so this holds in the commit too).
         if record.end_user.as_deref() != Some(self.user.as_str()) {
-            return Err(StoreError::not_found("session", id));
+            return Err(StoreError::not_found(Missing::Session, id));
         }
         let deployment = (batch.tx.deployment(record.deployment_id)?).ok_or_else(|| {
             crate::store::error::corrupt(format!(
@@ -141,7 +143,7 @@ impl Op for DeleteSchedule {
         let session = batch.session(id)?;
         let schedules = &mut session.record.schedules;
         let Some(index) = schedules.iter().position(|s| s.id == schedule) else {
-            return Err(StoreError::not_found("schedule", schedule));
+            return Err(StoreError::not_found(Missing::Schedule, schedule));
         };
         let removed = schedules.remove(index);
         batch.touch(id);
@@ -151,7 +153,7 @@ impl Op for DeleteSchedule {
 
 /// Fires a due schedule: `due_ms` is the due time its index row names.
 pub(crate) struct FireSchedule {
-    pub session: Uuid,
+    pub owner: ScheduleOwner,
     pub schedule: Uuid,
     pub due_ms: u64,
 }
@@ -190,7 +192,11 @@ impl Op for FireSchedule {
     type Output = Fired;
 
     fn session(&self) -> Option<Uuid> {
-        Some(self.session)
+        match self.owner {
+            ScheduleOwner::Session(id) => Some(id),
+            // An app's firing locks the app's row as it reads it.
+            ScheduleOwner::App(_) => None,
+        }
     }
 
     fn tickets(fired: &Fired) -> Vec<TurnTicket> {
@@ -202,7 +208,13 @@ impl Op for FireSchedule {
     }
 
     fn apply(&mut self, batch: &mut Batch<'_>) -> Result<Fired, StoreError> {
-        let (id, schedule, due_ms) = (self.session, self.schedule, self.due_ms);
+        let (schedule, due_ms) = (self.schedule, self.due_ms);
+        let id = match self.owner {
+            ScheduleOwner::App(app) => {
+                return super::app_schedules::fire(batch, app, schedule, due_ms);
+            }
+            ScheduleOwner::Session(id) => id,
+        };
         let found = match batch.session(id) {
             Ok(session) => {
                 let ended = session.record.status == SessionStatus::Ended;
@@ -216,7 +228,8 @@ impl Op for FireSchedule {
                     ((record.input.clone(), public), ended, past_end(record))
                 })
             }
-            // No session of that id: an app's schedule, or a leftover row.
+            // The session is gone since the row was read: a leftover row,
+            // which the app's firing drops as it finds no app either.
             Err(StoreError::NotFound { .. }) => {
                 return super::app_schedules::fire(batch, id, schedule, due_ms);
             }

@@ -1,5 +1,6 @@
 //! The secret rules: put (create, or rotate keeping `created_at`) and delete.
 
+use crate::store::Missing;
 use crate::store::StoreError;
 use crate::store::batch::{Batch, Op};
 use crate::store::records::SecretRecord;
@@ -30,7 +31,7 @@ impl Op for DeleteSecret {
     fn apply(&mut self, batch: &mut Batch<'_>) -> Result<(), StoreError> {
         match batch.tx.remove_secret(&self.0)? {
             true => Ok(()),
-            false => Err(StoreError::not_found("secret", &self.0)),
+            false => Err(StoreError::not_found(Missing::Secret, &self.0)),
         }
     }
 }

@@ -15,6 +15,7 @@ use super::timers::TurnTimers;
 use super::{Decision, TurnOutcome, TurnReason, TurnTicket};
 use crate::journal::payloads::{self, Delta, EndUserInfo, Role, StartReason};
 use crate::journal::{NewEvent, TurnErrorKind};
+use crate::store::Missing;
 use crate::store::batch::{Batch, Op};
 use crate::store::engine::SessionRow;
 use crate::store::error::corrupt;
@@ -43,8 +44,8 @@ impl Op for CreateSession {
     }
 
     fn apply(&mut self, batch: &mut Batch<'_>) -> Result<Self::Output, StoreError> {
-        let app =
-            (batch.tx.app(&self.app)?).ok_or_else(|| StoreError::not_found("app", &self.app))?;
+        let app = (batch.tx.app(&self.app)?)
+            .ok_or_else(|| StoreError::not_found(Missing::App, &self.app))?;
         let deployment_id = app.current_deployment.ok_or_else(|| {
             StoreError::Conflict(format!(
                 "app `{}` has no active deployment yet: deploy it first",
@@ -60,7 +61,7 @@ impl Op for CreateSession {
             .unwrap_or_default();
         if !routes.contains(&self.route) {
             return Err(StoreError::NotFound {
-                what: "route",
+                what: Missing::Route,
                 key: self.route.clone(),
                 hint: format!(": app `{}` serves {}", app.slug, routes.join(", ")),
             });
@@ -442,7 +443,7 @@ fn may_end_user_decide(
     user: &str,
 ) -> Result<(), StoreError> {
     if session.end_user.as_deref() != Some(user) {
-        return Err(StoreError::not_found("session", session.id));
+        return Err(StoreError::not_found(Missing::Session, session.id));
     }
     let deployment = (batch.tx.deployment(session.deployment_id)?).ok_or_else(|| {
         corrupt(format!(

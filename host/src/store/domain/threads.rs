@@ -11,6 +11,7 @@ use super::queue::OnBusy;
 use super::sessions::{CreateSession, Decide, InputOutcome, PostInput};
 use super::{Decision, TurnTicket};
 use crate::journal::payloads::EndUserInfo;
+use crate::store::Missing;
 use crate::store::StoreError;
 use crate::store::batch::{Batch, Op};
 use crate::store::error::corrupt;
@@ -59,13 +60,13 @@ impl Op for OpenThread {
     }
 
     fn apply(&mut self, batch: &mut Batch<'_>) -> Result<ThreadTurn, StoreError> {
-        let app =
-            (batch.tx.app(&self.app)?).ok_or_else(|| StoreError::not_found("app", &self.app))?;
+        let app = (batch.tx.app(&self.app)?)
+            .ok_or_else(|| StoreError::not_found(Missing::App, &self.app))?;
         let user = self.end_user.as_ref().map(|user| user.id.as_str());
         let thread = thread_key(&self.thread, user);
         if let Some(id) = batch.tx.thread_session(app.id, &self.route, &thread)? {
             if batch.session(id)?.record.end_user.as_deref() != user {
-                return Err(StoreError::not_found("session", id));
+                return Err(StoreError::not_found(Missing::Session, id));
             }
             let started_seq = batch.session(id)?.next_seq;
             let mut input = PostInput {

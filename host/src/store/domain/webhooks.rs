@@ -8,6 +8,9 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::idempotency::unix_ms;
+use crate::journal::payloads;
+use crate::journal::{EventType, StoredEvent};
+use crate::store::Missing;
 use crate::store::batch::{Batch, Hook, Op};
 use crate::store::error::corrupt;
 use crate::store::records::{DeploymentRecord, DeploymentStatus, SecretRecord, SessionRecord};
@@ -90,92 +93,128 @@ fn announce(
     let Some(event) = batch.written(session, seq) else {
         return Ok(None);
     };
-    let envelope: Value = serde_json::from_str(&event.json).map_err(corrupt)?;
+    let event = event.clone();
     let record = batch.session(session)?.record.clone();
-    Ok(event_data(&envelope, &record).map(|(kind, data)| (kind, record.app_id, data)))
+    let data = event_data(&event, &record).map_err(corrupt)?;
+    Ok(data.map(|(kind, data)| (kind, record.app_id, data)))
 }
 
-/// The type and `data` of the webhook event a journal event (its
-/// client-facing envelope) of `session` makes, if it makes one.
+/// The type and `data` of the webhook event a journal event of `session`
+/// makes, if it makes one; an error when its payload does not read as its
+/// type's.
 pub(crate) fn event_data(
-    envelope: &Value,
+    event: &StoredEvent,
     session: &SessionRecord,
-) -> Option<(&'static str, Value)> {
-    let p = &envelope["payload"];
-    let str_of = |v: &Value| v.as_str().unwrap_or_default().to_string();
+) -> serde_json::Result<Option<(&'static str, Value)>> {
     let app = &session.app_slug;
-    let (kind, summary, mut data) = match envelope["type"].as_str().unwrap_or_default() {
-        "TOOL_APPROVAL_REQUIRED" => (
-            "approval.requested",
-            format!(
-                "`{app}` asks to run `{}`{}",
-                str_of(&p["name"]),
-                p["reason"]
-                    .as_str()
-                    .map(|r| format!(": {r}"))
-                    .unwrap_or_default()
-            ),
-            json!({
-                "tool_call_id": p["tool_call_id"], "tool": p["name"],
-                "arguments": p["arguments"], "reason": p["reason"],
-                "expires_at": p["expires_at"], "event_seq": envelope["seq"],
-            }),
-        ),
-        kind @ ("TOOL_APPROVAL_GRANTED" | "TOOL_APPROVAL_DENIED") => {
-            let approved = kind == "TOOL_APPROVAL_GRANTED";
-            let approver = str_of(&p["approver"]);
-            let expired = approver == TIMEOUT_APPROVER;
-            let verb = if approved { "approved" } else { "denied" };
+    let decided = |approved: bool, approver: String, name: &str| {
+        let expired = approver == TIMEOUT_APPROVER;
+        let verb = if approved { "approved" } else { "denied" };
+        if expired {
             (
-                if expired {
-                    "approval.expired"
-                } else {
-                    "approval.decided"
-                },
-                if expired {
-                    format!("the call of `{}` expired undecided", str_of(&p["name"]))
-                } else {
-                    format!("{approver} {verb} the call of `{}`", str_of(&p["name"]))
-                },
+                "approval.expired",
+                format!("the call of `{name}` expired undecided"),
+            )
+        } else {
+            (
+                "approval.decided",
+                format!("{approver} {verb} the call of `{name}`"),
+            )
+        }
+    };
+    let (kind, summary, mut data) = match event.kind() {
+        Some(EventType::ToolApprovalRequired) => {
+            let Some(p) = event.payload::<payloads::ToolApprovalRequired>()? else {
+                return Ok(None);
+            };
+            let reason = (p.reason.as_ref()).map(|r| format!(": {r}"));
+            (
+                "approval.requested",
+                format!(
+                    "`{app}` asks to run `{}`{}",
+                    p.name,
+                    reason.unwrap_or_default()
+                ),
                 json!({
-                    "tool_call_id": p["tool_call_id"], "tool": p["name"],
-                    "approved": approved, "approver": approver, "key_id": p["key_id"],
-                    // A richer decision's parts, as journaled (docs/approvals.md).
-                    "arguments": p["arguments"], "original_arguments": p["original_arguments"],
-                    "result": p["result"], "message": p["message"],
+                    "tool_call_id": p.tool_call_id, "tool": p.name,
+                    "arguments": p.arguments, "reason": p.reason,
+                    "expires_at": p.expires_at, "event_seq": event.seq,
                 }),
             )
         }
-        "TURN_ENDED" => (
-            "turn.ended",
-            format!("turn {} of `{app}` ended", p["turn"]),
-            json!({"turn": p["turn"]}),
-        ),
-        "TURN_ERROR" => (
-            "turn.failed",
-            format!(
-                "turn {} of `{app}` failed ({})",
-                p["turn"],
-                str_of(&p["kind"])
-            ),
-            json!({"turn": p["turn"], "kind": p["kind"], "message": p["message"]}),
-        ),
-        "SESSION_ENDED" => (
-            "session.ended",
-            format!("a session of `{app}` ended"),
-            json!({"reason": p["reason"]}),
-        ),
-        _ => return None,
+        Some(EventType::ToolApprovalGranted) => {
+            let Some(p) = event.payload::<payloads::ToolApprovalGranted>()? else {
+                return Ok(None);
+            };
+            let (kind, summary) = decided(true, p.approver.clone(), &p.name);
+            (
+                kind,
+                summary,
+                json!({
+                    "tool_call_id": p.tool_call_id, "tool": p.name,
+                    "approved": true, "approver": p.approver, "key_id": p.key_id,
+                    // A richer decision's parts, as journaled (docs/approvals.md).
+                    "arguments": p.arguments, "original_arguments": p.original_arguments,
+                    "result": p.result, "message": p.message,
+                }),
+            )
+        }
+        Some(EventType::ToolApprovalDenied) => {
+            let Some(p) = event.payload::<payloads::ToolApprovalDenied>()? else {
+                return Ok(None);
+            };
+            let (kind, summary) = decided(false, p.approver.clone(), &p.name);
+            (
+                kind,
+                summary,
+                json!({
+                    "tool_call_id": p.tool_call_id, "tool": p.name,
+                    "approved": false, "approver": p.approver, "key_id": p.key_id,
+                    "message": p.message,
+                }),
+            )
+        }
+        Some(EventType::TurnEnded) => {
+            let Some(p) = event.payload::<payloads::TurnEnded>()? else {
+                return Ok(None);
+            };
+            (
+                "turn.ended",
+                format!("turn {} of `{app}` ended", p.turn),
+                json!({"turn": p.turn}),
+            )
+        }
+        Some(EventType::TurnError) => {
+            let Some(p) = event.payload::<payloads::TurnError>()? else {
+                return Ok(None);
+            };
+            (
+                "turn.failed",
+                format!("turn {} of `{app}` failed ({})", p.turn, p.kind.as_str()),
+                json!({"turn": p.turn, "kind": p.kind, "message": p.message}),
+            )
+        }
+        Some(EventType::SessionEnded) => {
+            let Some(p) = event.payload::<payloads::SessionEnded>()? else {
+                return Ok(None);
+            };
+            (
+                "session.ended",
+                format!("a session of `{app}` ended"),
+                json!({"reason": p.reason}),
+            )
+        }
+        _ => return Ok(None),
     };
     if let Some(map) = data.as_object_mut() {
         map.insert("summary".into(), summary.into());
         map.insert("session_id".into(), json!(session.id));
         map.insert("app_id".into(), json!(session.app_id));
         map.insert("app".into(), json!(app));
-        map.insert("event_id".into(), envelope["id"].clone());
+        map.insert("event_id".into(), json!(event.id));
         map.retain(|_, v| !v.is_null());
     }
-    Some((kind, data))
+    Ok(Some((kind, data)))
 }
 
 /// The type and `data` of the webhook event a finished build makes.
@@ -214,7 +253,8 @@ impl Op for CreateWebhook {
     fn apply(&mut self, batch: &mut Batch<'_>) -> Result<WebhookRecord, StoreError> {
         let mut record = self.record.clone();
         if let Some(app) = &record.app {
-            let found = (batch.tx.app(app)?).ok_or_else(|| StoreError::not_found("app", app))?;
+            let found =
+                (batch.tx.app(app)?).ok_or_else(|| StoreError::not_found(Missing::App, app))?;
             record.app_id = Some(found.id);
             record.app = Some(found.slug);
         }
@@ -230,7 +270,7 @@ impl Op for DeleteWebhook {
 
     fn apply(&mut self, batch: &mut Batch<'_>) -> Result<(), StoreError> {
         if !batch.tx.remove_webhook(self.0)? {
-            return Err(StoreError::not_found("webhook", self.0));
+            return Err(StoreError::not_found(Missing::Webhook, self.0));
         }
         Ok(())
     }
@@ -248,7 +288,7 @@ impl Op for RotateWebhook {
 
     fn apply(&mut self, batch: &mut Batch<'_>) -> Result<WebhookRecord, StoreError> {
         let mut record = (batch.tx.webhook(self.id)?)
-            .ok_or_else(|| StoreError::not_found("webhook", self.id))?;
+            .ok_or_else(|| StoreError::not_found(Missing::Webhook, self.id))?;
         record.previous = Some(std::mem::replace(&mut record.secret, self.secret.clone()));
         record.previous_until_ms = Some(self.grace_until_ms);
         batch.tx.put_webhook(&record)?;
@@ -369,7 +409,7 @@ impl Op for ResendDelivery {
     fn apply(&mut self, batch: &mut Batch<'_>) -> Result<DeliveryRecord, StoreError> {
         let mut delivery = (batch.tx.delivery(self.id)?)
             .filter(|d| d.webhook_id == self.webhook)
-            .ok_or_else(|| StoreError::not_found("delivery", self.id))?;
+            .ok_or_else(|| StoreError::not_found(Missing::Delivery, self.id))?;
         if delivery.state == DeliveryState::Pending {
             return Err(StoreError::Conflict(
                 "the delivery is still pending: it will be attempted again by itself".into(),

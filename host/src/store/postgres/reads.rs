@@ -9,7 +9,8 @@ use super::{CHANNEL, PgEngine, PgWriter, pg};
 use crate::journal::{StoredEvent, decode_record};
 use crate::store::StoreError;
 use crate::store::engine::{
-    ApprovalItem, DueSchedule, Engine, FeedItem, FeedPage, SessionFilter, WriteEngine,
+    ApprovalItem, DueSchedule, Engine, FeedItem, FeedPage, ScheduleOwner, SessionFilter,
+    WriteEngine,
 };
 use crate::store::error::corrupt;
 use crate::store::records::{
@@ -256,16 +257,23 @@ impl Engine for PgEngine {
 
     fn due_schedules(&self, now_ms: u64, limit: usize) -> Result<Vec<DueSchedule>, StoreError> {
         let rows = self.rows(
-            "SELECT due_ms, session_id, schedule_id FROM schedules_due WHERE due_ms <= $1
-             ORDER BY due_ms LIMIT $2",
+            "SELECT d.due_ms, d.session_id, d.schedule_id,
+                    EXISTS (SELECT 1 FROM sessions s WHERE s.id = d.session_id)
+             FROM schedules_due d WHERE d.due_ms <= $1
+             ORDER BY d.due_ms LIMIT $2",
             &[&(now_ms.min(i64::MAX as u64) as i64), &(limit as i64)],
         )?;
         rows.iter()
             .map(|row| {
                 let due_ms: i64 = row.try_get(0).map_err(corrupt)?;
+                let owner: Uuid = row.try_get(1).map_err(corrupt)?;
+                let session: bool = row.try_get(3).map_err(corrupt)?;
                 Ok(DueSchedule {
                     due_ms: due_ms as u64,
-                    session: row.try_get(1).map_err(corrupt)?,
+                    owner: match session {
+                        true => ScheduleOwner::Session(owner),
+                        false => ScheduleOwner::App(owner),
+                    },
                     schedule: row.try_get(2).map_err(corrupt)?,
                 })
             })

@@ -7,7 +7,7 @@ use super::{RedbEngine, feed, storage, tables, webhooks};
 use crate::journal::{StoredEvent, decode_record, record_id, seq_of};
 use crate::store::StoreError;
 use crate::store::engine::{
-    ApprovalItem, DueSchedule, Engine, FeedPage, SessionFilter, WriteEngine,
+    ApprovalItem, DueSchedule, Engine, FeedPage, ScheduleOwner, SessionFilter, WriteEngine,
 };
 use crate::store::error::corrupt;
 use crate::store::records::{
@@ -222,16 +222,22 @@ impl Engine for RedbEngine {
     fn due_schedules(&self, now_ms: u64, limit: usize) -> Result<Vec<DueSchedule>, StoreError> {
         let txn = self.db.begin_read().map_err(storage)?;
         let table = txn.open_table(tables::SCHEDULES_DUE).map_err(storage)?;
+        let sessions = txn.open_table(tables::SESSIONS).map_err(storage)?;
         let mut out = Vec::new();
         for row in (table.range(..(now_ms.saturating_add(1), 0, 0))).map_err(storage)? {
             if out.len() == limit {
                 break;
             }
             let (key, _) = row.map_err(storage)?;
-            let (due_ms, session, schedule) = key.value();
+            let (due_ms, owner, schedule) = key.value();
+            let session = sessions.get(owner).map_err(storage)?.is_some();
+            let owner = Uuid::from_u128(owner);
             out.push(DueSchedule {
                 due_ms,
-                session: Uuid::from_u128(session),
+                owner: match session {
+                    true => ScheduleOwner::Session(owner),
+                    false => ScheduleOwner::App(owner),
+                },
                 schedule: Uuid::from_u128(schedule),
             });
         }

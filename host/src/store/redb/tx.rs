@@ -9,7 +9,7 @@ use redb::{ReadableTable, Table, TableDefinition, WriteTransaction};
 use uuid::Uuid;
 
 use super::{storage, tables, webhooks};
-use crate::journal::{StoredEvent, decode_record, event_id, seq_of};
+use crate::journal::{EventType, StoredEvent, decode_record, event_id, seq_of};
 use crate::store::StoreError;
 use crate::store::engine::{AppLoad, EventRow, FeedRow, SessionRow, WriteTx};
 use crate::store::error::corrupt;
@@ -205,7 +205,7 @@ impl WriteTx for RedbTx<'_> {
             let seq = k.value().1;
             let event = decode_record(seq, v.value())
                 .ok_or_else(|| corrupt(format!("event {session}/{seq} is unreadable")))?;
-            let start = event.event_type() == "TURN_STARTED";
+            let start = event.is(EventType::TurnStarted);
             out.push(event);
             if start {
                 break;

@@ -24,9 +24,7 @@
 //! `wasi:sockets` stays unavailable: this is the guest's only way out.
 //! Documented in docs/outbound.md.
 
-mod ip;
 pub(crate) mod origin;
-pub(crate) mod resolve;
 mod send;
 
 use std::collections::BTreeMap;
@@ -74,12 +72,6 @@ impl OutboundPolicy {
             .collect();
         origin::effective(&declared, &self.ceiling)
     }
-}
-
-/// Why an address is not public (loopback, private, link-local, ...), or
-/// `None`: the one address check, also the JWKS fetch's (`end_users::jwks`).
-pub(crate) fn non_public_address(addr: std::net::IpAddr) -> Option<&'static str> {
-    ip::non_public(addr)
 }
 
 /// Timeouts and bounds of one outbound request (the turn's deadline applies too).

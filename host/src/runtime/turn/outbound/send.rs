@@ -20,9 +20,10 @@ use wasmtime_wasi_http::{Error, RequestOptions, WasiBody};
 use super::origin::{Origin, Scheme};
 use super::{
     BETWEEN_BYTES_TIMEOUT, CONNECT_TIMEOUT, Ended, FIRST_BYTE_TIMEOUT, MAX_CONCURRENT_LOOKUPS,
-    MAX_IN_FLIGHT_PER_TURN, MAX_RESPONSE_BYTES, Outbound, ip,
+    MAX_IN_FLIGHT_PER_TURN, MAX_RESPONSE_BYTES, Outbound,
 };
 use crate::journal::{NewEvent, payloads};
+use crate::net::non_public_address;
 use crate::runtime::limits::OUTBOX_BYTES;
 
 /// The server's DNS lookups in progress, at most `MAX_CONCURRENT_LOOKUPS`.
@@ -253,13 +254,13 @@ impl Outbound {
         }
         let (public, refused): (Vec<SocketAddr>, Vec<SocketAddr>) = addrs
             .into_iter()
-            .partition(|a| ip::non_public(a.ip()).is_none());
+            .partition(|a| non_public_address(a.ip()).is_none());
         if public.is_empty() {
             let why = match refused.first() {
                 Some(addr) => format!(
                     "{} resolves to {} address {}; private addresses need the operator's --outbound-allow-private",
                     origin.host,
-                    ip::non_public(addr.ip()).unwrap_or("a non-public"),
+                    non_public_address(addr.ip()).unwrap_or("a non-public"),
                     addr.ip()
                 ),
                 None => format!("{} resolves to no address", origin.host),

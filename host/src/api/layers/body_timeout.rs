@@ -18,8 +18,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 
-use super::{ApiError, AppState};
-use crate::api::ErrorCode;
+use crate::api::{ApiError, AppState, ErrorCode};
 
 /// Seconds a request body may take unless the operator says otherwise.
 pub(crate) const DEFAULT_SECS: u64 = 30;

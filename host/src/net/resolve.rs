@@ -2,7 +2,7 @@
 //! a reqwest resolver that gives public addresses only, so a host name is
 //! checked when it resolves and the connection goes to the very addresses
 //! that were checked (a DNS answer cannot change in between). The address
-//! rule is the guests' (`non_public_address`).
+//! rule is the guests' too (`non_public_address`).
 
 use std::net::SocketAddr;
 

@@ -13,22 +13,13 @@ use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::{ApiError, AppState, Endpoint};
-use crate::api::ErrorCode;
+use crate::api::{ApiError, AppState, ErrorCode};
 
 /// Turns that may wait for a slot unless the operator says otherwise.
 pub(crate) const DEFAULT_MAX_QUEUED: usize = 512;
 
-/// Whether an endpoint may start a turn.
-pub(crate) fn applies(endpoint: &Endpoint) -> bool {
-    endpoint.method == "POST"
-        && (endpoint.path == "/sessions"
-            || endpoint.path == "/sessions/{id}/input"
-            || endpoint.path == "/sessions/{id}/approval"
-            || endpoint.path.starts_with("/ag-ui/"))
-}
-
-/// The middleware, after authentication and the rate limit.
+/// The middleware of the rows that start a turn with every request
+/// (`TurnStart::Always`), after authentication and the rate limit.
 pub(crate) async fn refuse(
     State(state): State<AppState>,
     request: Request,
@@ -41,7 +32,8 @@ pub(crate) async fn refuse(
 }
 
 /// The refusal of one more turn while the queue is at its bound (also
-/// for MCP's `tools/call`, whose endpoint answers other methods too).
+/// asked by the handlers of `TurnStart::PerMessage` rows: MCP's
+/// `tools/call`, whose endpoint answers other methods too).
 pub(crate) fn overloaded(state: &AppState) -> Option<Response> {
     let max = state.limits.max_queued_turns;
     let waiting = state.runtime.turns_waiting();

@@ -1,4 +1,4 @@
-//! Which resolved addresses a guest may reach: the tables below follow the
+//! Which resolved addresses the host and its guests may reach: the tables below follow the
 //! IANA IPv4 and IPv6 Special-Purpose Address Registries (entries marked
 //! not globally reachable are refused), plus multicast and the deprecated
 //! site-local and 6to4-relay ranges. An IPv6 address that embeds an IPv4

@@ -15,14 +15,13 @@ use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::{Access, ApiError, AppState};
-use crate::api::ErrorCode;
+use crate::api::{Access, ApiError, AppState, ErrorCode};
 use crate::end_users::{EndUserAuthError, EndUsers, Refusal};
 use crate::keys::{END_USER_KEY_PREFIX, Principal};
 use crate::store::now_rfc3339;
 use crate::tokens::StreamTokens;
 
-pub(super) async fn require_key(
+pub(crate) async fn require_key(
     State((state, access)): State<(AppState, Access)>,
     mut request: Request,
     next: Next,

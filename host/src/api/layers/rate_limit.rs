@@ -2,7 +2,7 @@
 //! and per host (a GCRA token bucket, `governor`). Over it a request gets
 //! 429 `rate_limited` with `Retry-After`. Opening an event stream counts as
 //! one request (its frames do not); `GET /metrics` is not limited
-//! (`applies`), so a scraper is never refused by it.
+//! (its row's `RateClass::Unlimited`), so a scraper is never refused by it.
 
 use std::num::NonZeroU32;
 use std::time::Duration;
@@ -14,8 +14,7 @@ use axum::response::{IntoResponse, Response};
 use governor::clock::Clock;
 use governor::{DefaultKeyedRateLimiter, Quota};
 
-use super::{Access, ApiError, AppState, Endpoint};
-use crate::api::ErrorCode;
+use crate::api::{ApiError, AppState, ErrorCode};
 use crate::keys::Principal;
 
 /// Requests per second per platform key unless the operator says otherwise (`--rate-limit`).
@@ -76,14 +75,6 @@ impl KeyLimiter {
             .check_key(&key.to_owned())
             .map_err(|wait| (*limit, wait.wait_time_from(limiter.clock().now())))
     }
-}
-
-/// Whether the rate limit applies to an endpoint: every authenticated one,
-/// the event streams' opens included (each open replays from the journal),
-/// but `GET /metrics` (a scraper's gaps would hide the very refusals it
-/// counts).
-pub(crate) fn applies(endpoint: &Endpoint) -> bool {
-    endpoint.access != Access::Public && endpoint.path != "/metrics"
 }
 
 /// Whose bucket ran dry, for the refusal's message.

@@ -19,8 +19,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 
-use super::{ApiError, AppState, Endpoint};
-use crate::api::ErrorCode;
+use crate::api::{ApiError, AppState, ErrorCode};
 use crate::keys::{END_USER_KEY_PREFIX, Principal};
 
 /// Streams one API key may hold open at once unless the operator says otherwise.
@@ -112,15 +111,9 @@ impl StreamSlots {
     }
 }
 
-/// Whether an endpoint answers with an event stream: the `…/events`
-/// streams, AG-UI runs and MCP (whose `tools/call` streams its turn).
-pub(crate) fn applies(endpoint: &Endpoint) -> bool {
-    endpoint.path.ends_with("/events")
-        || endpoint.path.starts_with("/ag-ui/")
-        || endpoint.path == "/mcp"
-}
-
-/// The middleware, after authentication and the rate limit.
+/// The middleware of the rows that stream (`Layers::streams`: the
+/// `…/events` streams, AG-UI runs and MCP, whose `tools/call` streams its
+/// turn), after authentication and the rate limit.
 pub(crate) async fn cap(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let Some(principal) = request.extensions().get::<Principal>() else {
         return next.run(request).await;
