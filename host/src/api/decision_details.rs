@@ -64,6 +64,7 @@ pub(super) fn details(
         arguments,
         message,
         result,
+        address_hash: None,
     })
 }
 

@@ -25,6 +25,7 @@ pub(crate) fn applies(endpoint: &Endpoint) -> bool {
         && (endpoint.path == "/sessions"
             || endpoint.path == "/sessions/{id}/input"
             || endpoint.path == "/sessions/{id}/approval"
+            || endpoint.path == "/decision-links"
             || endpoint.path.starts_with("/ag-ui/"))
 }
 

@@ -516,6 +516,7 @@ impl Op for Decide {
                 arguments: details.arguments.clone(),
                 result: details.result.clone(),
                 message: details.message.clone(),
+                address_hash: details.address_hash.clone(),
             })
         } else {
             NewEvent::of(&payloads::ToolApprovalDenied {
@@ -524,6 +525,7 @@ impl Op for Decide {
                 approver,
                 key_id,
                 message: details.message.clone(),
+                address_hash: details.address_hash.clone(),
             })
         };
         let events = [
