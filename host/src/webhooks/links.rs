@@ -31,9 +31,6 @@ pub(crate) struct Claim {
     pub expires_at: Option<String>,
 }
 
-/// How long a link decides by default (`--decision-link-ttl`).
-pub(crate) const DEFAULT_TTL: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
-
 /// The key links are signed with. v2: the claim holds the generation and
 /// the link's end, and links signed before (by v1) verify no more.
 pub(crate) fn key(master: &MasterKey) -> [u8; 32] {
