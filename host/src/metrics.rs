@@ -36,8 +36,8 @@ pub(crate) struct Metrics {
     pub ready_probes: Counter,
     /// Webhook delivery attempts, by outcome (`delivered`, `failed`, `refused`, `gone`).
     pub webhook_attempts: Family<[(&'static str, &'static str); 1], Counter>,
-    /// Webhook events not recorded for an endpoint at its pending cap.
-    pub webhook_dropped: Counter,
+    /// Webhook events not recorded for an endpoint at its pending cap, by event type.
+    pub webhook_dropped: Family<[(&'static str, &'static str); 1], Counter>,
     /// Schedules this host fired (a turn started or an input queued).
     pub schedules_fired: Counter,
     /// From a schedule's due time to the commit of its firing.
@@ -89,7 +89,7 @@ pub(crate) fn get() -> &'static Metrics {
             streams_refused: Counter::default(),
             ready_probes: Counter::default(),
             webhook_attempts: Family::default(),
-            webhook_dropped: Counter::default(),
+            webhook_dropped: Family::default(),
             schedules_fired: Counter::default(),
             schedule_lateness: Histogram::new(latency_buckets()),
             schedules_deferred: Counter::default(),
@@ -164,7 +164,7 @@ pub(crate) fn get() -> &'static Metrics {
         );
         registry.register(
             "agenthost_webhook_dropped",
-            "Webhook events not recorded for an endpoint that had too many pending deliveries",
+            "Webhook events not recorded for an endpoint that had too many pending deliveries, by event type",
             metrics.webhook_dropped.clone(),
         );
         registry.register(

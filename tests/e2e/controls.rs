@@ -54,9 +54,9 @@ async fn cancel_stops_a_long_stream_and_the_session_takes_input_again() {
     assert_eq!(rest[0]["payload"]["incomplete"], true);
     let error = &rest[1]["payload"];
     assert_eq!(error["kind"], "cancelled", "{error}");
-    assert!(
-        error["message"].as_str().unwrap().contains("(web)"),
-        "names who cancelled: {error}"
+    assert_eq!(
+        error["message"], "the turn was cancelled by the app",
+        "names who cancelled by role, not by key: {error}"
     );
     // Nothing more of that turn; a second cancel finds nothing running.
     let (status, body) = server.post(&path, json!({})).await;
@@ -236,6 +236,43 @@ async fn a_cancel_racing_the_turns_end_leaves_exactly_one_ending() {
     assert_eq!(types(&rest), ["SESSION_ENDED"], "{rest:#?}");
 }
 
+/// The review's N10: an operator's cancel of an end user's turn shows the
+/// end user "an operator", never the key's id or name; the end user's own
+/// cancel says so.
+#[tokio::test]
+async fn an_end_user_reads_an_operator_not_a_key_in_a_cancel() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    let manifest = "[app]\nslug = \"slow\"\n[agent]\nentry = \"agent.wasm\"\n[end_users]\n";
+    let component = support::guest("slow");
+    server
+        .deploy_files(&[("agent.wasm", &component)], manifest)
+        .await;
+    let (key_id, key) = server.mint_key("platform", "Ana Oncall", None).await;
+    let token = server.end_user_token("slow", "ada").await;
+    for (canceller, by) in [(&key, "an operator"), (&token, "the end user")] {
+        let body = json!({"app": "slow", "route": "/slow", "input": {"sleep_ms": 60_000}});
+        let (status, created) = server.post_as(&token, "/sessions", body).await;
+        assert_eq!(status, 201, "{created}");
+        let session = created["session_id"].as_str().unwrap().to_string();
+        let url = server.url(&format!("/sessions/{session}/events"));
+        let response = server.client.get(url).bearer_auth(&token).send().await;
+        let mut stream = support::EventStream::new(response.unwrap());
+        until(&mut stream, "MESSAGE_DELTA").await;
+        let path = format!("/sessions/{session}/cancel");
+        let (status, view) = server.post_as(canceller, &path, json!({})).await;
+        assert_eq!(status, 200, "{view}");
+        let rest = until(&mut stream, "TURN_ERROR").await;
+        let error = &rest.last().unwrap()["payload"];
+        assert_eq!(error["message"], format!("the turn was cancelled by {by}"));
+        let seen = serde_json::to_string(&rest).unwrap();
+        assert!(
+            !seen.contains(&key_id) && !seen.contains("Ana Oncall"),
+            "the end user reads the operator's key: {seen}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn end_cancels_the_running_turn_then_journals_the_reason() {
     let (_dir, server) = server_with("slow").await;
@@ -259,6 +296,10 @@ async fn end_cancels_the_running_turn_then_journals_the_reason() {
         "{rest:#?}"
     );
     assert_eq!(rest[1]["payload"]["kind"], "cancelled");
+    assert_eq!(
+        rest[1]["payload"]["message"],
+        "the turn was cancelled by an operator ending the session"
+    );
     assert_eq!(rest[2]["payload"]["reason"], "the user closed the chat");
     assert_eq!(rest[2]["payload"]["key_id"], "bootstrap", "{rest:#?}");
     let (status, _) = server

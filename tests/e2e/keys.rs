@@ -222,9 +222,11 @@ async fn failed_authentication_is_throttled_per_address() {
     assert!((1..=60).contains(&retry_after), "{retry_after}");
     let body: serde_json::Value = response.json().await.unwrap();
     assert_eq!(body["error"]["code"], "too_many_auth_failures", "{body}");
-    // The address is held off whatever it sends until its minute is over:
-    // the check comes before the key's.
+    // The address is held off until its minute is over, except with a
+    // valid API key (checked in memory before the block).
     let (status, body) = server.get_as(KEY, "/apps").await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = server.get_as("still-not-a-key", "/apps").await;
     assert_eq!(status, 429, "{body}");
     // Public endpoints are not checked.
     let (status, _) = server.get("/healthz").await;
@@ -265,6 +267,46 @@ async fn a_busy_port_fails_before_the_data_dir_is_touched() {
         left.is_empty(),
         "written before the port was checked: {left:?}"
     );
+}
+
+/// The review's N9: a client retrying with its expired (or revoked) token
+/// guesses nothing, and its address is not throttled for it; a valid
+/// end-user token and the platform key from that address still work.
+#[tokio::test]
+async fn genuine_tokens_refused_for_their_age_never_trip_the_throttle() {
+    let dir = support::data_dir();
+    let server = Server::start_with(dir.path(), &["--auth-failures-per-minute", "3"]).await;
+    let manifest = "[app]\nslug = \"shop\"\n[agent]\nentry = \"agent.wasm\"\n[end_users]\n";
+    crate::end_user_revocation::deploy_shop(&server, manifest).await;
+    let expired = (server.end_user_token_with("shop", json!({"user": "ada", "ttl_secs": 1}))).await;
+    let revoked = server.end_user_token("shop", "bob").await;
+    let (status, body) = (server.post("/apps/shop/end-users/bob/revoke", json!({}))).await;
+    assert_eq!(status, 200, "{body}");
+    tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
+    for (token, code) in [(&expired, "token_expired"), (&revoked, "token_revoked")] {
+        for _ in 0..5 {
+            let (status, body) = crate::end_user_revocation::try_create(&server, token).await;
+            assert_eq!(
+                (status, &body["error"]["code"]),
+                (401, &json!(code)),
+                "{body}"
+            );
+        }
+    }
+    let valid = server.end_user_token("shop", "cy").await;
+    let (status, body) = crate::end_user_revocation::try_create(&server, &valid).await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = server.get_as(KEY, "/apps").await;
+    assert_eq!(status, 200, "{body}");
+    // A forged token is a guess: it counts.
+    let (claims, _) = valid.rsplit_once('.').unwrap();
+    let forged = format!("{claims}.{}", "A".repeat(43));
+    for _ in 0..3 {
+        let (status, _) = crate::end_user_revocation::try_create(&server, &forged).await;
+        assert_eq!(status, 401);
+    }
+    let (status, body) = crate::end_user_revocation::try_create(&server, &forged).await;
+    assert_eq!(status, 429, "{body}");
 }
 
 #[tokio::test]

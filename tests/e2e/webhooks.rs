@@ -4,9 +4,12 @@
 //! delivered once per event; a receiver answering 500 three times gets the
 //! same `webhook-id` until it answers 200; a delivery committed before a
 //! `kill -9` delivered after the restart; a 410 disables the endpoint; a
-//! rotation's grace signs with both secrets; the pending cap; decision
+//! rotation's grace signs with both secrets; the pending cap (turn events
+//! past it never silence an approval); decision
 //! links (GET decides nothing, POST once, then 409; forged and expired
-//! links refused). Retries are fast: `--webhook-retry-base 100ms`.
+//! links refused, a rotation and the links' own lifetime end them; their
+//! security headers; the deciding address hashed into the decision).
+//! Retries are fast: `--webhook-retry-base 100ms`.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -533,7 +536,66 @@ async fn an_endpoint_at_its_pending_cap_records_no_more() {
     assert_eq!(stored.len(), 2, "{stored:#?}");
     assert!(stored.iter().all(|d| d["state"] == "pending"));
     let text = server.metrics().await;
-    assert!(text.contains("agenthost_webhook_dropped_total 2"), "{text}");
+    let dropped = r#"agenthost_webhook_dropped_total{event="deployment.succeeded"}"#;
+    assert_eq!(support::sample(&text, dropped), 2.0, "{text}");
+}
+
+/// The review's N3 with a smaller cap: an endpoint full of `turn.ended`
+/// (a receiver answering 503, so they stay pending) still records the
+/// operator's `approval.requested`, which is delivered first once the
+/// receiver answers; the turn events past the cap are counted by type.
+#[tokio::test]
+async fn turn_events_past_the_cap_never_silence_an_approval() {
+    let receiver = Receiver::start();
+    let dir = support::data_dir();
+    let flags = [FAST, &["--webhook-max-pending", "4"]].concat();
+    let server = Server::start_with(dir.path(), &flags).await;
+    deploy_ops(&server, "ops", None).await;
+    server.deploy("hello", &support::guest("hello")).await;
+    let url = format!("{}/noisy", receiver.url);
+    let events = ["turn.ended", "approval.requested"];
+    let (id, secret) = create(&server, json!({"url": url, "events": events})).await;
+    receiver.config("/noisy", &[&secret], 0, 500, 503).await;
+
+    // Ten quick turns: four fill the endpoint, six are shed.
+    for i in 0..10 {
+        server
+            .session("hello", "/chat", json!(format!("turn {i}")))
+            .await;
+    }
+    let turn_dropped = r#"agenthost_webhook_dropped_total{event="turn.ended"}"#;
+    let started = Instant::now();
+    while support::sample(&server.metrics().await, turn_dropped) < 6.0 {
+        assert!(started.elapsed() < DEADLINE, "the turns never ended");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // The approval is recorded for the full endpoint (in the event's commit).
+    let session = suspended(&server, "ops").await;
+    let stored = deliveries(&server, &id).await;
+    assert!(
+        stored
+            .iter()
+            .any(|d| d["event_type"] == "approval.requested"),
+        "the approval was dropped: {stored:#?}"
+    );
+    let text = server.metrics().await;
+    let approval_dropped = r#"agenthost_webhook_dropped_total{event="approval.requested"}"#;
+    assert_eq!(support::sample(&text, approval_dropped), 0.0, "{text}");
+    assert_eq!(support::sample(&text, turn_dropped), 6.0, "{text}");
+
+    // The receiver recovers: the approval arrives, verified.
+    receiver.config("/noisy", &[&secret], 0, 500, 200).await;
+    let log = receiver
+        .wait("/noisy", "the approval", |log| {
+            of_type(log, "approval.requested")
+                .iter()
+                .any(|d| d["answered"] == 200)
+        })
+        .await;
+    let approval = of_type(&log, "approval.requested")[0];
+    assert_eq!(approval["verified"], json!([0]));
+    assert_eq!(approval["body"]["data"]["session_id"], session);
 }
 
 #[tokio::test]
@@ -622,10 +684,22 @@ async fn decision_links_decide_once_by_post_only() {
     leaks::used("decision link", deny.split("t=").nth(1).unwrap());
     let anonymous = reqwest::Client::new();
 
+    // The links' own end (24 h by default) comes with them.
+    let log = receiver.log("/links").await;
+    let expires_at = log[0]["body"]["data"]["links"]["expires_at"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no expires_at: {log:#?}"));
+    let expires_at = humantime::parse_rfc3339(expires_at).unwrap();
+    let left = expires_at
+        .duration_since(std::time::SystemTime::now())
+        .unwrap();
+    assert!(left > Duration::from_secs(23 * 3600) && left <= Duration::from_secs(24 * 3600));
+
     // GET shows a page and decides nothing (a link preview).
     for link in [&approve, &deny] {
         let page = anonymous.get(link).send().await.unwrap();
         assert_eq!(page.status(), 200);
+        assert_link_headers(&page);
         let text = page.text().await.unwrap();
         assert!(
             text.contains("delete_record") && text.contains("<form method=\"post\""),
@@ -642,8 +716,12 @@ async fn decision_links_decide_once_by_post_only() {
     assert_eq!(status_of(&server, &session).await, "awaiting_approval");
 
     // POST decides, once; the other link and a second use are 409.
-    assert_eq!(anonymous.post(&approve).send().await.unwrap().status(), 200);
-    assert_eq!(anonymous.post(&approve).send().await.unwrap().status(), 409);
+    let decided = anonymous.post(&approve).send().await.unwrap();
+    assert_eq!(decided.status(), 200);
+    assert_link_headers(&decided);
+    let again = anonymous.post(&approve).send().await.unwrap();
+    assert_eq!(again.status(), 409);
+    assert_link_headers(&again);
     assert_eq!(anonymous.post(&deny).send().await.unwrap().status(), 409);
     assert_eq!(anonymous.get(&approve).send().await.unwrap().status(), 409);
     let events = server
@@ -656,6 +734,15 @@ async fn decision_links_decide_once_by_post_only() {
         .find(|e| e["type"] == "TOOL_APPROVAL_GRANTED")
         .unwrap();
     assert_eq!(granted["payload"]["approver"], format!("webhook:{id}"));
+    // The deciding request's address, as a keyed hash (32 hex digits).
+    let hash = granted["payload"]["address_hash"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        hash.len() == 32 && hash.chars().all(|c| c.is_ascii_hexdigit()),
+        "{granted}"
+    );
+    assert!(!granted.to_string().contains("127.0.0.1"), "{granted}");
     let log = receiver
         .wait("/links", "the decision", |log| {
             !of_type(log, "approval.decided").is_empty()
@@ -673,6 +760,123 @@ async fn decision_links_decide_once_by_post_only() {
     assert_eq!(server.delete(&format!("/webhooks/{id}")).await, 204);
     assert_eq!(anonymous.post(&approve).send().await.unwrap().status(), 404);
     assert_eq!(status_of(&server, &next).await, "awaiting_approval");
+}
+
+/// The security headers of every answer to a decision link.
+fn assert_link_headers(response: &reqwest::Response) {
+    let headers = response.headers();
+    assert_eq!(
+        headers["content-security-policy"],
+        "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'"
+    );
+    assert_eq!(headers["referrer-policy"], "no-referrer");
+    assert_eq!(headers["x-frame-options"], "DENY");
+}
+
+/// The review's N8: a rotation of the endpoint's secret revokes the links
+/// it gave (410, the call still pending); the next approval's links work.
+#[tokio::test]
+async fn a_rotation_revokes_the_decision_links_sent_before() {
+    let receiver = Receiver::start();
+    let dir = support::data_dir();
+    let server = Server::start_with(dir.path(), FAST).await;
+    deploy_ops(&server, "ops", None).await;
+    let url = format!("{}/rotated-links", receiver.url);
+    let body = json!({"url": url, "events": ["approval.requested"], "decision_links": true});
+    let (id, secret) = create(&server, body).await;
+    receiver
+        .config("/rotated-links", &[&secret], 0, 500, 200)
+        .await;
+    let session = suspended(&server, "ops").await;
+    let (approve, deny) = links(&receiver, "/rotated-links", &session).await;
+    leaks::used("decision link", approve.split("t=").nth(1).unwrap());
+    leaks::used("decision link", deny.split("t=").nth(1).unwrap());
+    let (status, rotated) = server
+        .post(
+            &format!("/webhooks/{id}/rotate"),
+            json!({"grace_secs": 3600}),
+        )
+        .await;
+    assert_eq!(status, 200, "{rotated}");
+    let second = rotated["secret"].as_str().unwrap().to_string();
+    leaks::used("webhook secret", &second);
+    let anonymous = reqwest::Client::new();
+    for link in [&approve, &deny] {
+        let page = anonymous.get(link).send().await.unwrap();
+        assert_eq!(page.status(), 410);
+        assert_link_headers(&page);
+        let refused = anonymous.post(link).send().await.unwrap();
+        assert_eq!(refused.status(), 410);
+        let body: Value = refused.json().await.unwrap();
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("rotated"),
+            "{body}"
+        );
+    }
+    assert_eq!(status_of(&server, &session).await, "awaiting_approval");
+    // The next approval's links are of the new generation.
+    receiver
+        .config("/rotated-links", &[&second], 0, 500, 200)
+        .await;
+    let (status, body) = server
+        .post(
+            &format!("/sessions/{session}/approval"),
+            json!({"approved": false, "approver": "ana"}),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    server
+        .events(&session, None)
+        .await
+        .until(&["TURN_ENDED"])
+        .await;
+    let next = suspended(&server, "ops").await;
+    let (approve, _) = links(&receiver, "/rotated-links", &next).await;
+    leaks::used("decision link", approve.split("t=").nth(1).unwrap());
+    assert_eq!(anonymous.post(&approve).send().await.unwrap().status(), 200);
+}
+
+/// The review's N8: a link decides for `--decision-link-ttl` only, even
+/// when the approval has no deadline.
+#[tokio::test]
+async fn a_decision_link_ends_with_its_own_lifetime() {
+    let receiver = Receiver::start();
+    let dir = support::data_dir();
+    let flags = [FAST, &["--decision-link-ttl", "1s"]].concat();
+    let server = Server::start_with(dir.path(), &flags).await;
+    deploy_ops(&server, "ops", None).await;
+    let url = format!("{}/short-links", receiver.url);
+    let body = json!({"url": url, "events": ["approval.requested"], "decision_links": true});
+    let (_, secret) = create(&server, body).await;
+    receiver
+        .config("/short-links", &[&secret], 0, 500, 200)
+        .await;
+    let session = suspended(&server, "ops").await;
+    let (approve, _) = links(&receiver, "/short-links", &session).await;
+    leaks::used("decision link", approve.split("t=").nth(1).unwrap());
+    let log = receiver.log("/short-links").await;
+    let expires_at = log[0]["body"]["data"]["links"]["expires_at"]
+        .as_str()
+        .unwrap();
+    let expires_at = humantime::parse_rfc3339(expires_at).unwrap();
+    if let Ok(left) = expires_at.duration_since(std::time::SystemTime::now()) {
+        tokio::time::sleep(left + Duration::from_millis(100)).await;
+    }
+    let anonymous = reqwest::Client::new();
+    let refused = anonymous.post(&approve).send().await.unwrap();
+    assert_eq!(refused.status(), 410);
+    let body: Value = refused.json().await.unwrap();
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--decision-link-ttl"),
+        "{body}"
+    );
+    assert_eq!(status_of(&server, &session).await, "awaiting_approval");
 }
 
 #[tokio::test]

@@ -18,9 +18,18 @@ use crate::store::{SessionRecord, SessionStatus};
 /// Longest `reason` of `POST /sessions/{id}/end`, in bytes.
 const MAX_REASON_BYTES: usize = 1024;
 
-/// Who stopped a turn, as its TURN_ERROR names them.
-fn canceller(principal: &Principal) -> String {
-    format!("key `{}` ({})", principal.key_id, principal.name)
+/// Who stopped a turn, as its TURN_ERROR names them: a role, never a
+/// key's id or name, since the session's end user reads that event (the
+/// key is in the log, which only the operator reads).
+pub(super) fn canceller(principal: &Principal) -> &'static str {
+    tracing::info!(key = %principal.key_id, "a running turn is stopped by this key");
+    if principal.user.is_some() {
+        "the end user"
+    } else if principal.is_platform() {
+        "an operator"
+    } else {
+        "the app"
+    }
 }
 
 /// Cancels the session's running turn and answers once its TURN_ERROR
@@ -42,7 +51,7 @@ pub(super) async fn cancel(
             ),
         ));
     }
-    let by = canceller(&principal);
+    let by = canceller(&principal).to_string();
     match state.runtime.cancel(record.id, record.turn, by).await? {
         Some(now) => Ok((StatusCode::OK, Json(SessionView::from(&now)))),
         None => Ok((StatusCode::ACCEPTED, Json(SessionView::from(&record)))),

@@ -65,6 +65,7 @@ pub(super) fn details(
         arguments,
         message,
         result,
+        address_hash: None,
     })
 }
 

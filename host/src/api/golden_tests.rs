@@ -187,6 +187,7 @@ fn samples(kind: EventType) -> Vec<NewEvent> {
                 arguments,
                 result,
                 message: message.map(String::from),
+                address_hash: None,
             })
         })
         .collect(),
@@ -199,6 +200,7 @@ fn samples(kind: EventType) -> Vec<NewEvent> {
                     approver: "ops".into(),
                     key_id: "key_0123".into(),
                     message: message.map(String::from),
+                    address_hash: None,
                 })
             })
             .collect(),
@@ -328,6 +330,7 @@ fn golden_every_webhook_body_is_pinned() {
         approver: "timeout".into(),
         key_id: "timeout".into(),
         message: None,
+        address_hash: None,
     });
     let (_, json) =
         crate::journal::encode_record(id(), 9, id(), &timeout, "2026-11-22T11:00:00.000Z");
@@ -697,6 +700,7 @@ fn webhook_record() -> crate::store::WebhookRecord {
         secret: sealed.clone(),
         previous: Some(sealed),
         previous_until_ms: Some(1_795_000_000_000),
+        link_generation: 0,
         disabled: None,
         created_at: "2026-11-22T09:00:00.000Z".into(),
         key_id: "key_0123".into(),

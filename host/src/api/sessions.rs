@@ -267,8 +267,8 @@ pub(super) async fn input(
         // Queued first; the cancelled turn's end starts it (not on a replay:
         // the first request cancelled).
         let by = format!(
-            "key `{}` ({}) interrupting it with a new input",
-            principal.key_id, principal.name
+            "{} interrupting it with a new input",
+            super::controls::canceller(&principal)
         );
         if let Err(err) = state.runtime.cancel(id, turn, by).await {
             // The input is queued: it runs once the turn ends however it does.

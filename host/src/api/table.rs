@@ -669,18 +669,22 @@ pub(super) fn table() -> Vec<Row> {
             .errors(&[404, 409, 410]),
             get(decision_links::show),
         ),
-        row(
-            "POST",
-            "/decision-links",
-            Public,
-            Doc::new(
-                "Decide the call a decision link names",
-                200,
-                Reply::Text("text/html; charset=utf-8"),
-            )
-            .query(LINK)
-            .errors(&[404, 409, 410]),
-            post(decision_links::decide),
+        layered(
+            row(
+                "POST",
+                "/decision-links",
+                Public,
+                Doc::new(
+                    "Decide the call a decision link names",
+                    200,
+                    Reply::Text("text/html; charset=utf-8"),
+                )
+                .query(LINK)
+                .errors(&[404, 409, 410]),
+                post(decision_links::decide),
+            ),
+            // A decision resumes the turn: the queue bound applies (N11).
+            |l| l.starting_turns(),
         ),
         row(
             "POST",

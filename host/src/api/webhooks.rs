@@ -101,6 +101,7 @@ pub(super) async fn create(
         secret: sealed,
         previous: None,
         previous_until_ms: None,
+        link_generation: 0,
         disabled: None,
         created_at: now_rfc3339(),
         key_id: principal.key_id.clone(),

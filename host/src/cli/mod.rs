@@ -267,6 +267,16 @@ pub struct ServeArgs {
     /// events are not recorded for it (counted in /metrics).
     #[arg(long, env = "AGENTHOST_WEBHOOK_MAX_PENDING", value_name = "N", default_value_t = crate::store::WEBHOOK_MAX_PENDING)]
     pub webhook_max_pending: u64,
+    /// How long a webhook's decision link decides after its event (e.g.
+    /// `1h`), whatever the approval's deadline; a rotation of the
+    /// endpoint's secret ends its links at once.
+    #[arg(
+        long,
+        env = "AGENTHOST_DECISION_LINK_TTL",
+        value_name = "DURATION",
+        default_value = "24h"
+    )]
+    pub decision_link_ttl: humantime::Duration,
     /// This server's address as receivers reach it (`https://agents.example.com`):
     /// where webhook decision links point. Default: the listening address.
     #[arg(long, env = "AGENTHOST_PUBLIC_URL", value_name = "URL")]
@@ -407,6 +417,7 @@ impl ServeArgs {
             allow_private: self.allow_private_webhooks,
             retry_base: self.webhook_retry_base.into(),
             public_url: self.public_url.clone(),
+            link_ttl: self.decision_link_ttl.into(),
         }
     }
 

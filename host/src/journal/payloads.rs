@@ -214,6 +214,10 @@ pub(crate) struct ToolApprovalGranted {
     /// A note from the human to the agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// Decided by a webhook's decision link: a keyed hash of the address
+    /// it was used from (docs/webhooks.md, "Decision links").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address_hash: Option<String>,
 }
 
 /// `TOOL_APPROVAL_DENIED`: the fields of `TOOL_APPROVAL_GRANTED` but the
@@ -227,6 +231,9 @@ pub(crate) struct ToolApprovalDenied {
     /// A note from the human to the agent, for example why it was denied.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// As in `TOOL_APPROVAL_GRANTED`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address_hash: Option<String>,
 }
 
 /// Why a turn failed (docs/events.md, "TURN_ERROR kinds"). Clients ignore

@@ -203,7 +203,7 @@ pub trait Engine: Send + Sync + 'static {
     /// Every webhook endpoint, oldest first.
     fn webhooks(&self) -> Result<Vec<WebhookRecord>, StoreError>;
     /// Pending deliveries due at `now_ms` whose lease (if any) expired,
-    /// soonest first, at most `limit`.
+    /// approval events (`approval.*`) first, then soonest first, at most `limit`.
     fn due_deliveries(&self, now_ms: u64, limit: usize) -> Result<Vec<DeliveryRecord>, StoreError>;
     /// An endpoint's deliveries, newest first, strictly older than `before`.
     fn deliveries(

@@ -320,6 +320,11 @@ pub struct DecisionDetails {
     /// The call's result, given by the human: the tool is not run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<Value>,
+    /// A decision link's: the keyed hash of the address it was used from
+    /// (`webhooks::links::address_hash`), journaled with the decision.
+    /// Not a human's addition: `is_empty` leaves it out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address_hash: Option<String>,
 }
 
 impl DecisionDetails {

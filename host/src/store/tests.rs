@@ -755,6 +755,7 @@ async fn an_edit_decides_only_the_call_it_was_checked_against() {
             arguments: Some(json!({"amount": 3})),
             message: None,
             result: None,
+            address_hash: None,
         },
         checked_seq,
     };

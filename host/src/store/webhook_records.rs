@@ -41,12 +41,20 @@ pub struct WebhookRecord {
     pub previous: Option<SecretRecord>,
     #[serde(default)]
     pub previous_until_ms: Option<u64>,
+    /// The generation of its decision links: a rotation bumps it, and the
+    /// links of an older one decide nothing. Absent: 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub link_generation: u64,
     /// Why the endpoint stopped receiving (a 410), if it did.
     #[serde(default)]
     pub disabled: Option<String>,
     pub created_at: String,
     /// The key that created it.
     pub key_id: String,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl WebhookRecord {

@@ -46,6 +46,7 @@ fn endpoint(events: &[&str], app: Option<&str>) -> WebhookRecord {
         },
         previous: None,
         previous_until_ms: None,
+        link_generation: 0,
         disabled: None,
         created_at: String::new(),
         key_id: "k".into(),

@@ -1,10 +1,12 @@
 //! Decision links: `approval.requested` sent to an endpoint that opted in
 //! carries two URLs (approve, deny) that decide that one call without an
 //! API key. A link is a token signed by a key derived from the master key,
-//! naming the endpoint, the session, the seq of the call's
-//! TOOL_APPROVAL_REQUIRED, the decision and the approval's deadline; it
-//! decides only while that very call is pending (after, 409), and not past
-//! the deadline.
+//! naming the endpoint and its link generation (bumped by every rotation of
+//! its secret, which kills the links it gave before), the session, the seq
+//! of the call's TOOL_APPROVAL_REQUIRED, the decision, the link's own end
+//! (`--decision-link-ttl` after the event, 24 h by default) and the
+//! approval's deadline; it decides only while that very call is pending
+//! (after, 409), and neither past its own end nor past the deadline (410).
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -21,23 +23,30 @@ pub(crate) struct Claim {
     /// The seq of the call's TOOL_APPROVAL_REQUIRED.
     pub seq: u64,
     pub approve: bool,
+    /// The endpoint's link generation when the link was made.
+    pub generation: u64,
+    /// The link's own end (Unix ms).
+    pub until_ms: u64,
     /// The approval's deadline (RFC 3339), if it has one.
     pub expires_at: Option<String>,
 }
 
-/// The key links are signed with.
+/// The key links are signed with. v2: the claim holds the generation and
+/// the link's end, and links signed before (by v1) verify no more.
 pub(crate) fn key(master: &MasterKey) -> [u8; 32] {
-    master.derive("agenthost webhook decision links v1")
+    master.derive("agenthost webhook decision links v2")
 }
 
 /// The link's token: the claim, `.`, its HMAC, both base64url.
 pub(crate) fn token(key: &[u8; 32], claim: &Claim) -> String {
     let text = format!(
-        "{}.{}.{}.{}.{}",
+        "{}.{}.{}.{}.{}.{}.{}",
         claim.webhook.simple(),
         claim.session.simple(),
         claim.seq,
         if claim.approve { "a" } else { "d" },
+        claim.generation,
+        claim.until_ms,
         claim.expires_at.as_deref().unwrap_or("")
     );
     let mac = hmac(key, text.as_bytes()).finalize().into_bytes();
@@ -55,7 +64,7 @@ pub(crate) fn verify(key: &[u8; 32], token: &str) -> Option<Claim> {
     let mac = URL_SAFE_NO_PAD.decode(mac).ok()?;
     hmac(key, &text).verify_slice(&mac).ok()?;
     let text = String::from_utf8(text).ok()?;
-    let mut parts = text.splitn(5, '.');
+    let mut parts = text.splitn(7, '.');
     let webhook = parts.next()?.parse().ok()?;
     let session = parts.next()?.parse().ok()?;
     let seq = parts.next()?.parse().ok()?;
@@ -64,14 +73,29 @@ pub(crate) fn verify(key: &[u8; 32], token: &str) -> Option<Claim> {
         "d" => false,
         _ => return None,
     };
+    let generation = parts.next()?.parse().ok()?;
+    let until_ms = parts.next()?.parse().ok()?;
     let expires_at = Some(parts.next()?.to_string()).filter(|e| !e.is_empty());
     Some(Claim {
         webhook,
         session,
         seq,
         approve,
+        generation,
+        until_ms,
         expires_at,
     })
+}
+
+/// A keyed hash of the address a link was used from, journaled with its
+/// decision (`address_hash`): the same address gives the same value on
+/// every host sharing the master key, and the address cannot be read back
+/// from the journal (the key is the server's). 32 hex digits.
+pub(crate) fn address_hash(key: &[u8; 32], address: std::net::IpAddr) -> String {
+    let mac = hmac(key, format!("decision address {address}").as_bytes())
+        .finalize()
+        .into_bytes();
+    mac[..16].iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]
@@ -86,6 +110,8 @@ mod tests {
             session: Uuid::now_v7(),
             seq: 12,
             approve: true,
+            generation: 3,
+            until_ms: 1_800_000_000_000,
             expires_at: Some("2026-11-22T11:00:00.000Z".into()),
         };
         let token = token(&key, &claim);
@@ -96,12 +122,26 @@ mod tests {
             &key,
             &Claim {
                 approve: false,
-                ..claim
+                ..claim.clone()
             },
         );
         let forged = format!(
             "{}.{}",
             deny.split_once('.').unwrap().0,
+            token.split_once('.').unwrap().1
+        );
+        assert_eq!(verify(&key, &forged), None);
+        // Nor an older generation under this one's signature.
+        let older = super::token(
+            &key,
+            &Claim {
+                generation: 2,
+                ..claim.clone()
+            },
+        );
+        let forged = format!(
+            "{}.{}",
+            older.split_once('.').unwrap().0,
             token.split_once('.').unwrap().1
         );
         assert_eq!(verify(&key, &forged), None);

@@ -28,6 +28,8 @@ pub struct WebhookOptions {
     pub retry_base: Duration,
     /// Where decision links point (`--public-url`); the listening address when unset.
     pub public_url: Option<String>,
+    /// How long a decision link decides after its event (`--decision-link-ttl`).
+    pub link_ttl: Duration,
 }
 
 /// The longest URL an endpoint may have.

@@ -1,4 +1,5 @@
-//! The sender: every tick, the due deliveries are read, claimed through
+//! The sender: every tick, and as soon as an attempt frees a slot while
+//! more are due, the due deliveries (approval events first) are read, claimed through
 //! the writer (a lease in each row: on PostgreSQL one host at a time
 //! attempts a delivery, and a host that dies leaves it to another once the
 //! lease passed), posted signed, and each attempt recorded with what comes
@@ -10,7 +11,7 @@ use std::time::{Duration, SystemTime};
 
 use rand::Rng;
 use serde_json::Value;
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, Semaphore};
 
 use super::{WebhookOptions, links, sign};
 use crate::net::PublicOnly;
@@ -71,11 +72,21 @@ pub(crate) fn start(sender: Sender) -> anyhow::Result<()> {
             tracing::warn!(error = %err, "cannot release the webhook leases of the previous run");
         }
         let slots = Arc::new(Semaphore::new(IN_FLIGHT));
+        let freed = Arc::new(Notify::new());
         loop {
-            if let Err(err) = round(&sender, &client, &slots).await {
-                tracing::warn!(error = %err, "cannot read or claim webhook deliveries");
+            match round(&sender, &client, &slots, &freed).await {
+                // Every free slot was taken and more may be due: claim again
+                // as soon as an attempt ends (or at the tick), so throughput
+                // follows the receivers, not the tick.
+                Ok(true) => {
+                    let _ = tokio::time::timeout(tick, freed.notified()).await;
+                }
+                Ok(false) => tokio::time::sleep(tick).await,
+                Err(err) => {
+                    tracing::warn!(error = %err, "cannot read or claim webhook deliveries");
+                    tokio::time::sleep(tick).await;
+                }
             }
-            tokio::time::sleep(tick).await;
         }
     });
     Ok(())
@@ -102,22 +113,25 @@ async fn release_own(sender: &Sender) -> Result<(), crate::store::StoreError> {
     Ok(())
 }
 
-/// Claims what is due (as many as there are free slots) and sends each.
+/// Claims what is due (as many as there are free slots) and sends each;
+/// whether every free slot was taken (more may be due).
 async fn round(
     sender: &Arc<Sender>,
     client: &reqwest::Client,
     slots: &Arc<Semaphore>,
-) -> Result<(), crate::store::StoreError> {
+    freed: &Arc<Notify>,
+) -> Result<bool, crate::store::StoreError> {
     let free = slots.available_permits();
     if free == 0 {
-        return Ok(());
+        return Ok(true);
     }
     let now = unix_ms(SystemTime::now());
     let due = (sender.store)
         .read(move |s| s.due_deliveries(now, free))
         .await?;
+    let full = due.len() >= free;
     if due.is_empty() {
-        return Ok(());
+        return Ok(false);
     }
     let ids = due.iter().map(|d| d.id).collect();
     let lease_until = now + LEASE.as_millis() as u64;
@@ -129,13 +143,14 @@ async fn round(
         let Ok(permit) = slots.clone().try_acquire_owned() else {
             break; // Its lease passes and it is claimed again.
         };
-        let (sender, client) = (sender.clone(), client.clone());
+        let (sender, client, freed) = (sender.clone(), client.clone(), freed.clone());
         tokio::spawn(async move {
             attempt(&sender, &client, delivery, endpoint).await;
             drop(permit);
+            freed.notify_one();
         });
     }
-    Ok(())
+    Ok(full)
 }
 
 /// One attempt, and its record.
@@ -263,12 +278,27 @@ fn body(sender: &Sender, delivery: &DeliveryRecord, endpoint: &WebhookRecord) ->
         return delivery.payload.clone();
     };
     let expires = data["expires_at"].as_str().map(str::to_string);
+    // The link's own end counts from the event, so every attempt sends the
+    // same links.
+    let ttl_ms = u64::try_from(sender.options.link_ttl.as_millis()).unwrap_or(u64::MAX);
+    let until_ms = delivery.created_at_ms.saturating_add(ttl_ms);
+    let until =
+        humantime::format_rfc3339_millis(std::time::UNIX_EPOCH + Duration::from_millis(until_ms))
+            .to_string();
+    // Whichever comes first: the link's end or the approval's deadline
+    // (RFC 3339 in one format, compared as text).
+    let links_expire = match &expires {
+        Some(deadline) if deadline.as_str() < until.as_str() => deadline.clone(),
+        _ => until,
+    };
     let link = |approve: bool| {
         let claim = links::Claim {
             webhook: endpoint.id,
             session,
             seq,
             approve,
+            generation: endpoint.link_generation,
+            until_ms,
             expires_at: expires.clone(),
         };
         format!(
@@ -277,7 +307,9 @@ fn body(sender: &Sender, delivery: &DeliveryRecord, endpoint: &WebhookRecord) ->
             links::token(&sender.links_key, &claim)
         )
     };
-    payload["data"]["links"] = serde_json::json!({"approve": link(true), "deny": link(false)});
+    payload["data"]["links"] = serde_json::json!({
+        "approve": link(true), "deny": link(false), "expires_at": links_expire,
+    });
     payload.to_string()
 }
 

@@ -27,25 +27,35 @@ pub(crate) async fn require_key(
     next: Next,
 ) -> Response {
     let peer = (request.extensions().get::<ConnectInfo<SocketAddr>>()).map(|info| info.0.ip());
+    let bearer = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(bearer_token);
+    // A valid API key is never refused by the throttle: an address over its
+    // failures still gets in with a key this host knows (a cheap in-memory
+    // check; only what would need more is refused).
+    let mut known = None;
     if let Some(wait) = peer.and_then(|ip| state.auth_throttle.blocked(ip)) {
-        return throttled(state.auth_throttle.per_minute(), wait);
+        known = bearer.and_then(|key| state.keys.verify(key));
+        if known.is_none() {
+            return throttled(state.auth_throttle.per_minute(), wait);
+        }
     }
     let failed = || {
         if let Some(ip) = peer {
             state.auth_throttle.failed(ip);
         }
     };
-    let bearer = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(bearer_token);
     // Set when an API key (not a token) names the principal.
     let mut by_key = false;
     let principal = match bearer {
         // A key minted on another host a moment ago is looked up in the
         // store before it is refused (keys::lookup).
-        Some(key) => match state.keys.verify_fresh(key, &state.store).await {
+        Some(key) => match match known {
+            Some(principal) => Some(principal),
+            None => state.keys.verify_fresh(key, &state.store).await,
+        } {
             Some(principal) => {
                 by_key = true;
                 Some(principal)
@@ -55,7 +65,7 @@ pub(crate) async fn require_key(
                 match state.end_users.authenticate(key, &state.store).await {
                     Ok(principal) => Some(principal),
                     Err(Refusal::Token(err)) => {
-                        if !matches!(err, EndUserAuthError::JwksUnavailable(_)) {
+                        if could_be_a_guess(&err) {
                             failed();
                         }
                         return end_user_refused(&err);
@@ -136,6 +146,20 @@ fn record_use(state: &AppState, principal: &Principal) {
             tracing::warn!(error = %err, "cannot record a key's last use");
         }
     });
+}
+
+/// Whether a token's refusal counts against its address: not the refusals
+/// of a genuine token (its signature held: expired, not yet valid, revoked),
+/// which a client retrying with a stale token makes without guessing
+/// anything, nor an identity provider that cannot be reached.
+fn could_be_a_guess(err: &EndUserAuthError) -> bool {
+    !matches!(
+        err,
+        EndUserAuthError::TokenExpired
+            | EndUserAuthError::TokenNotYetValid
+            | EndUserAuthError::TokenRevoked(_)
+            | EndUserAuthError::JwksUnavailable(_)
+    )
 }
 
 fn end_user_refused(err: &EndUserAuthError) -> Response {

@@ -101,6 +101,7 @@ async fn a_parked_ticket_drops_its_input_and_reads_the_exact_one_back() {
             arguments: Some(json!({"amount": 3})),
             message: None,
             result: None,
+            address_hash: None,
         },
         checked_seq: pending.map(|p| p.event_seq),
     };

@@ -517,6 +517,7 @@ impl Op for Decide {
                 arguments: details.arguments.clone(),
                 result: details.result.clone(),
                 message: details.message.clone(),
+                address_hash: details.address_hash.clone(),
             })
         } else {
             NewEvent::of(&payloads::ToolApprovalDenied {
@@ -525,6 +526,7 @@ impl Op for Decide {
                 approver,
                 key_id,
                 message: details.message.clone(),
+                address_hash: details.address_hash.clone(),
             })
         };
         let events = [

@@ -20,8 +20,22 @@ use crate::store::webhook_records::{
 use crate::store::{StoreError, now_rfc3339};
 
 /// Pending deliveries an endpoint may have by default; past it new events
-/// are not recorded for it (logged and counted).
+/// are not recorded for it (logged and counted), except approval events,
+/// which have a reserve of their own (`cap_of`).
 pub(crate) const MAX_PENDING: u64 = 1000;
+
+/// The pending count past which an event of `kind` is not recorded for an
+/// endpoint whose cap is `cap`. Every other event is shed at the cap; an
+/// approval event (`approval.*`, which an operator must hear of: its call
+/// waits for a decision) only at twice the cap, so however many turns
+/// fill an endpoint, `cap` approval events more still fit.
+pub(crate) fn cap_of(kind: &str, cap: u64) -> u64 {
+    if kind.starts_with("approval.") {
+        cap.saturating_mul(2)
+    } else {
+        cap
+    }
+}
 /// The approver of a decision made by the approval's deadline (`expiry`).
 const TIMEOUT_APPROVER: &str = "timeout";
 
@@ -52,8 +66,11 @@ pub(in crate::store) fn enqueue(batch: &mut Batch<'_>) -> Result<(), StoreError>
                 Some(n) => n,
                 None => count.insert(batch.tx.pending_deliveries(endpoint.id)?),
             };
+            let cap = cap_of(kind, cap);
             if *count >= cap {
-                crate::metrics::get().webhook_dropped.inc();
+                (crate::metrics::get().webhook_dropped)
+                    .get_or_create(&[("event", kind)])
+                    .inc();
                 tracing::warn!(webhook = %endpoint.id, event = kind, cap, "webhook endpoint has too many pending deliveries; event not recorded for it");
                 continue;
             }
@@ -156,6 +173,7 @@ pub(crate) fn event_data(
                     // A richer decision's parts, as journaled (docs/approvals.md).
                     "arguments": p.arguments, "original_arguments": p.original_arguments,
                     "result": p.result, "message": p.message,
+                    "address_hash": p.address_hash,
                 }),
             )
         }
@@ -170,7 +188,7 @@ pub(crate) fn event_data(
                 json!({
                     "tool_call_id": p.tool_call_id, "tool": p.name,
                     "approved": false, "approver": p.approver, "key_id": p.key_id,
-                    "message": p.message,
+                    "message": p.message, "address_hash": p.address_hash,
                 }),
             )
         }
@@ -291,6 +309,8 @@ impl Op for RotateWebhook {
             .ok_or_else(|| StoreError::not_found(Missing::Webhook, self.id))?;
         record.previous = Some(std::mem::replace(&mut record.secret, self.secret.clone()));
         record.previous_until_ms = Some(self.grace_until_ms);
+        // The links it gave before die with the old secret, at once.
+        record.link_generation += 1;
         batch.tx.put_webhook(&record)?;
         Ok(record)
     }
@@ -415,7 +435,10 @@ impl Op for ResendDelivery {
                 "the delivery is still pending: it will be attempted again by itself".into(),
             ));
         }
-        let cap = batch.state.quotas.webhook_pending.unwrap_or(MAX_PENDING);
+        let cap = cap_of(
+            &delivery.event_type,
+            batch.state.quotas.webhook_pending.unwrap_or(MAX_PENDING),
+        );
         if batch.tx.pending_deliveries(self.webhook)? >= cap {
             return Err(StoreError::Conflict(format!(
                 "the endpoint already has {cap} pending deliveries"

@@ -351,7 +351,7 @@ impl Engine for PgEngine {
         self.records(
             "SELECT record FROM webhooks_deliveries
              WHERE pending AND next_at_ms <= $1 AND lease_until_ms < $1
-             ORDER BY next_at_ms LIMIT $2",
+             ORDER BY (record->>'event_type') NOT LIKE 'approval.%', next_at_ms LIMIT $2",
             &[&(now_ms as i64), &(limit as i64)],
         )
     }

@@ -49,7 +49,8 @@ pub(super) fn due(
             out.push(record);
         }
     }
-    out.sort_by_key(|d| d.next_at_ms);
+    // Approval events first (an operator waits for them), then the oldest.
+    out.sort_by_key(|d| (!d.event_type.starts_with("approval."), d.next_at_ms));
     out.truncate(limit);
     Ok(out)
 }
