@@ -164,6 +164,9 @@ pub struct ToolApprovalRequired {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[non_exhaustive]
 pub struct ToolApprovalGranted {
+    /// Decided by a webhook's decision link: a keyed hash of the address it was used from (docs/webhooks.md, "Decision links").
+    #[serde(default)]
+    pub address_hash: Option<String>,
     /// Who decided: the request's `approver`, else the deciding key's name.
     pub approver: String,
     /// The arguments the human approved the call with, instead of the agent's: the tool runs with these. Absent when not edited.
@@ -190,6 +193,9 @@ pub struct ToolApprovalGranted {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[non_exhaustive]
 pub struct ToolApprovalDenied {
+    /// As in `TOOL_APPROVAL_GRANTED`.
+    #[serde(default)]
+    pub address_hash: Option<String>,
     /// The `approver` field.
     pub approver: String,
     /// The `key_id` field.

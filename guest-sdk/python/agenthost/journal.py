@@ -119,6 +119,8 @@ class ToolApprovalRequired(TypedDict):
 class ToolApprovalGranted(TypedDict):
     """`TOOL_APPROVAL_GRANTED`."""
 
+    address_hash: NotRequired[Optional[str]]
+    """Decided by a webhook's decision link: a keyed hash of the address it was used from (docs/webhooks.md, "Decision links")."""
     approver: str
     """Who decided: the request's `approver`, else the deciding key's name."""
     arguments: NotRequired[Any]
@@ -138,6 +140,8 @@ class ToolApprovalGranted(TypedDict):
 class ToolApprovalDenied(TypedDict):
     """`TOOL_APPROVAL_DENIED`: the fields of `TOOL_APPROVAL_GRANTED` but the edits (`arguments`, `original_arguments`, `result`)."""
 
+    address_hash: NotRequired[Optional[str]]
+    """As in `TOOL_APPROVAL_GRANTED`."""
     approver: str
     key_id: str
     message: NotRequired[Optional[str]]

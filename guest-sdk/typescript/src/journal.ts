@@ -122,6 +122,8 @@ export interface ToolApprovalRequired {
 
 /** `TOOL_APPROVAL_GRANTED`. */
 export interface ToolApprovalGranted {
+  /** Decided by a webhook's decision link: a keyed hash of the address it was used from (docs/webhooks.md, "Decision links"). */
+  address_hash?: string | null;
   /** Who decided: the request's `approver`, else the deciding key's name. */
   approver: string;
   /** The arguments the human approved the call with, instead of the agent's: the tool runs with these. Absent when not edited. */
@@ -140,6 +142,8 @@ export interface ToolApprovalGranted {
 
 /** `TOOL_APPROVAL_DENIED`: the fields of `TOOL_APPROVAL_GRANTED` but the edits (`arguments`, `original_arguments`, `result`). */
 export interface ToolApprovalDenied {
+  /** As in `TOOL_APPROVAL_GRANTED`. */
+  address_hash?: string | null;
   approver: string;
   key_id: string;
   /** A note from the human to the agent, for example why it was denied. */
