@@ -133,6 +133,7 @@ async fn start(args: &ServeArgs, bootstrap_key: Option<String>) -> anyhow::Resul
             max_concurrent: args.max_concurrent_turns,
             approval_timeout: args.approval_timeout.map(Into::into),
             max_journal_bytes: args.max_journal_bytes(),
+            min_timer_delay: args.min_timer_delay.into(),
         },
         outbound: args.outbound_policy()?,
         store: args.store_engine()?,

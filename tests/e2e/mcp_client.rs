@@ -7,7 +7,11 @@
 //! through their model loop; the `mcp-direct` fixture calls them without a
 //! model, for the outbound policy's refusals. Gated calls approved and
 //! denied (once), the bearer secret sent but never journaled, a hanging
-//! server timed out with an error the model sees.
+//! server timed out with an error the model sees; every tool gated unless
+//! the manifest trusts the server's annotations or lists it `ungated` (a
+//! destructive tool the server calls read-only waits for a decision); a
+//! server that cannot list its tools fails the call at once; a credential
+//! in the URL's path (`{secret:NAME}`) never journaled.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -131,7 +135,8 @@ async fn setup(replies: Vec<Reply>, mcp_extra: &str) -> Setup {
          [outbound]\nallow = [\"{}\", \"{}\"]\n{}",
         fake.origin(),
         mcp.origin(),
-        mcp.section(mcp_extra)
+        // These tests call read-only tools ungated: the server is trusted.
+        mcp.section(&format!("trust_annotations = true\n{mcp_extra}"))
     );
     let component = support::guest("assistant");
     server
@@ -370,16 +375,33 @@ async fn a_hanging_mcp_server_ends_the_call_not_the_turn() {
     );
 }
 
-/// `mcp-direct` deployed with `[mcp.tools]` on a server started with `flags`.
+/// `mcp-direct` deployed with `[mcp.tools]` (`approval = "none"`) on a
+/// server started with `flags`.
 async fn direct(flags: &[&str], mcp: &McpServer, token: &str) -> (tempfile::TempDir, Server) {
+    direct_with(flags, mcp, token, &mcp.section("approval = \"none\"\n")).await
+}
+
+/// `mcp-direct` deployed with the MCP `section` on a server started with `flags`.
+async fn direct_with(
+    flags: &[&str],
+    mcp: &McpServer,
+    token: &str,
+    section: &str,
+) -> (tempfile::TempDir, Server) {
     let dir = support::data_dir();
     let server = Server::start_with(dir.path(), flags).await;
     let (status, body) = server.put_secret("MCP_TOKEN", token).await;
     assert_eq!(status, 201, "{body}");
+    deploy_direct(&server, mcp, section).await;
+    (dir, server)
+}
+
+/// Deploys `mcp-direct` as app `direct` (a new version if it exists) with
+/// the MCP `section`.
+async fn deploy_direct(server: &Server, mcp: &McpServer, section: &str) {
     let manifest = format!(
-        "[app]\nslug = \"direct\"\n[agent]\nentry = \"agent.wasm\"\n[outbound]\nallow = [\"{}\"]\n{}",
+        "[app]\nslug = \"direct\"\n[agent]\nentry = \"agent.wasm\"\n[outbound]\nallow = [\"{}\"]\n{section}",
         mcp.origin(),
-        mcp.section("approval = \"none\"\n")
     );
     let component = support::guest("mcp-direct");
     let (status, row) = server
@@ -387,7 +409,6 @@ async fn direct(flags: &[&str], mcp: &McpServer, token: &str) -> (tempfile::Temp
         .await;
     assert_eq!(status, 202, "{row}");
     assert_eq!(server.wait_built(&row).await["status"], "active");
-    (dir, server)
 }
 
 /// Runs one `/call` of `tool`; returns the turn's events.
@@ -471,7 +492,9 @@ async fn mcp_calls_obey_the_outbound_policy_and_the_bearer_check() {
     let events = (server.events(&session, None).await).until(TERMINAL).await;
     assert_eq!(
         said(&events),
-        ["tools=tools__weather,tools__delete_file,tools__whoami,tools__hang,tools__big"]
+        [
+            "tools=tools__weather,tools__delete_file,tools__whoami,tools__hang,tools__big,tools__wipe_database"
+        ]
     );
     let session = server.session("direct", "/env", json!(null)).await;
     let events = (server.events(&session, None).await).until(TERMINAL).await;
@@ -517,7 +540,7 @@ async fn an_sdk_agent_calls_mcp_tools(language: &str, slug: &str, component: &[u
          [outbound]\nallow = [\"{}\", \"{}\"]\n{}",
         fake.origin(),
         mcp.origin(),
-        mcp.section("")
+        mcp.section("trust_annotations = true\n")
     );
     let manifest = crate::support::agents::manifest(slug, language, &extra);
     crate::support::agents::deploy(&server, component, &manifest).await;
@@ -578,7 +601,7 @@ async fn a_typescript_agent_calls_mcp_tools_through_its_model_loop() {
 async fn what_an_mcp_server_sends_is_bounded() {
     let mcp = McpServer::start_with(TOKEN, &["--many"]);
     let (_dir, server) = direct(&["--outbound-allow-private"], &mcp, TOKEN).await;
-    // 205 tools listed: the host keeps 128.
+    // 206 tools listed: the host keeps 128.
     let session = server.session("direct", "/list", json!(null)).await;
     let events = (server.events(&session, None).await).until(TERMINAL).await;
     let said = said(&events);
@@ -651,4 +674,135 @@ async fn a_cancel_ends_a_turn_waiting_on_an_mcp_server() {
         "ok",
         "{events:?}"
     );
+}
+
+/// Runs `/list`; returns what the agent said.
+async fn listed(server: &Server) -> Vec<String> {
+    let session = server.session("direct", "/list", json!(null)).await;
+    let events = (server.events(&session, None).await).until(TERMINAL).await;
+    said(&events)
+}
+
+#[tokio::test]
+async fn a_destructive_tool_the_server_calls_read_only_waits_for_a_decision() {
+    let mcp = McpServer::start(TOKEN, false);
+    let flags = ["--outbound-allow-private"];
+    // `approval` left out: every tool gated, whatever the server annotates.
+    let (_dir, server) = direct_with(&flags, &mcp, TOKEN, &mcp.section("")).await;
+    assert_eq!(
+        listed(&server).await,
+        [
+            "tools=tools__weather!,tools__delete_file!,tools__whoami!,tools__hang!,tools__big!,tools__wipe_database!"
+        ]
+    );
+    let events = call_with(&server, "tools__wipe_database", json!({"confirm": "yes"})).await;
+    let required = events.last().unwrap();
+    assert_eq!(required["type"], "TOOL_APPROVAL_REQUIRED", "{events:?}");
+    assert_eq!(required["payload"]["name"], "tools__wipe_database");
+    assert_eq!(required["payload"]["gated_by"], json!(["manifest"]));
+    assert!(mcp.calls().is_empty(), "{:?}", mcp.calls());
+
+    // Trusting the annotations is the manifest's choice.
+    deploy_direct(&server, &mcp, &mcp.section("trust_annotations = true\n")).await;
+    assert_eq!(
+        listed(&server).await,
+        [
+            "tools=tools__weather,tools__delete_file!,tools__whoami,tools__hang,tools__big,tools__wipe_database"
+        ]
+    );
+    // So is naming the tools that run ungated (the others stay gated).
+    deploy_direct(&server, &mcp, &mcp.section("ungated = [\"weather\"]\n")).await;
+    assert_eq!(
+        listed(&server).await,
+        [
+            "tools=tools__weather,tools__delete_file!,tools__whoami!,tools__hang!,tools__big!,tools__wipe_database!"
+        ]
+    );
+    let events = call(&server, "tools__weather").await;
+    assert_eq!(events.last().unwrap()["type"], "TURN_ENDED", "{events:?}");
+    assert_eq!(payload_of(&events, "TOOL_RESULT")["status"], "ok");
+    assert_eq!(mcp.calls(), ["weather"]);
+}
+
+#[tokio::test]
+async fn a_server_that_cannot_list_its_tools_fails_the_call_at_once() {
+    let mcp = McpServer::start(TOKEN, false);
+    let flags = ["--outbound-allow-private"];
+    // The wrong bearer: the server answers 401 to everything, its list too.
+    let (_dir, server) = direct_with(&flags, &mcp, "not-the-token", &mcp.section("")).await;
+    let events = call(&server, "tools__weather").await;
+    assert_eq!(events.last().unwrap()["type"], "TURN_ENDED", "{events:?}");
+    assert!(
+        of_type(&events, "TOOL_APPROVAL_REQUIRED").is_empty(),
+        "no human is asked about a call that cannot run: {:?}",
+        types(&events)
+    );
+    let result = payload_of(&events, "TOOL_RESULT");
+    assert_eq!(result["status"], "error", "{result}");
+    let why = result["output"].as_str().unwrap();
+    assert!(why.contains("could not list its tools"), "{why}");
+    assert!(why.contains("HTTP 401"), "{why}");
+    // The agent (its model) saw the error.
+    assert!(
+        said(&events)[0].contains("could not list its tools"),
+        "{events:?}"
+    );
+    // A tool the manifest names as gated still waits for a decision.
+    deploy_direct(&server, &mcp, &mcp.section("approval = [\"weather\"]\n")).await;
+    let events = call(&server, "tools__weather").await;
+    let required = events.last().unwrap();
+    assert_eq!(required["type"], "TOOL_APPROVAL_REQUIRED", "{events:?}");
+    assert!(mcp.calls().is_empty());
+}
+
+#[tokio::test]
+async fn a_credential_in_the_url_path_comes_from_a_secret_and_is_never_journaled() {
+    const PATH_KEY: &str = "zap-SECRET-in-path-9f8e7d";
+    let mcp = McpServer::start_with(TOKEN, &["--path-secret", PATH_KEY]);
+    let section = format!(
+        "[mcp.tools]\nurl = \"{}/s/{{secret:MCP_PATH_KEY}}/mcp\"\nbearer_secret = \"MCP_TOKEN\"\napproval = \"none\"\n",
+        mcp.origin()
+    );
+    let dir = support::data_dir();
+    let server = Server::start_with(dir.path(), &["--outbound-allow-private"]).await;
+    for (name, value) in [("MCP_TOKEN", TOKEN), ("MCP_PATH_KEY", PATH_KEY)] {
+        let (status, body) = server.put_secret(name, value).await;
+        assert_eq!(status, 201, "{body}");
+    }
+    deploy_direct(&server, &mcp, &section).await;
+    let input = json!({"tool": "tools__weather", "arguments": {"city": "Oslo"}});
+    let session = server.session("direct", "/call", input).await;
+    let events = (server.events(&session, None).await).until(TERMINAL).await;
+    assert_eq!(events.last().unwrap()["type"], "TURN_ENDED", "{events:?}");
+    // The server answers only under the secret path: `ok` means it was used.
+    assert_eq!(
+        payload_of(&events, "TOOL_RESULT")["status"],
+        "ok",
+        "{events:?}"
+    );
+    assert_eq!(mcp.calls(), ["weather"]);
+    let requests = of_type(&events, "HTTP_REQUEST");
+    assert!(requests.len() >= 3, "{:?}", types(&events));
+    for request in requests {
+        assert_eq!(
+            request["payload"]["path"], "/s/[REDACTED:MCP_PATH_KEY]/mcp",
+            "{request}"
+        );
+    }
+    let journal = serde_json::to_string(&events).unwrap();
+    assert!(!journal.contains(PATH_KEY), "{journal}");
+    let stored = support::stored_bytes(dir.path());
+    assert!(
+        !stored
+            .windows(PATH_KEY.len())
+            .any(|w| w == PATH_KEY.as_bytes())
+    );
+    // A secret over plain http to an origin other than loopback is refused.
+    let manifest = "[app]\nslug = \"clear\"\n[agent]\nentry = \"agent.wasm\"\n[outbound]\nallow = [\"http://mcp.example.com\"]\n[mcp.x]\nurl = \"http://mcp.example.com/s/{secret:MCP_PATH_KEY}/mcp\"\n";
+    let (status, body) = server
+        .upload(bundle(&[("agent.wasm", b"")]), manifest)
+        .await;
+    assert_eq!(status, 422, "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("in clear over http://"), "{message}");
 }

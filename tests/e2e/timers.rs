@@ -5,7 +5,9 @@
 //! turn that made it; a cancelled timer (by a later turn, or in the turn
 //! that made it) never fires; a turn that fails after scheduling schedules
 //! nothing; a timer pending when the server is killed (`kill -9`) fires
-//! once after the restart. On both engines.
+//! once after the restart. On both engines. An agent's timers on an end
+//! user's session fire as that user's turns (review N6: one input made 59
+//! turns in 15 s under a 2-a-minute quota).
 //!
 //! "Never fired" and "fired once" are shown by order, not by waiting: a
 //! later timer's turn is awaited, and the journal up to it holds exactly
@@ -249,4 +251,51 @@ async fn python_timers_fire_once_and_only_when_kept() {
 #[tokio::test]
 async fn typescript_timers_fire_once_and_only_when_kept() {
     timers_fire_once_and_only_when_kept(Lang::TypeScript).await;
+}
+
+/// Review N6: an agent that sets its next timer at `after-ms` 0 from every
+/// turn ran 59 turns in 15 s from one input of an end user whose share is
+/// 2 turns a minute. Its timers now fire as that user's turns: the first
+/// is her second of the minute, then her share is spent, for her own input
+/// and for the next timer alike (it stays pending).
+#[tokio::test]
+async fn an_agents_timers_on_an_end_users_session_count_against_her_share() {
+    let dir = support::data_dir();
+    let server = Server::start_with(dir.path(), &["--min-timer-delay", "10ms"]).await;
+    let manifest = "[app]\nslug = \"looper\"\n[agent]\nentry = \"agent.wasm\"\n\
+                    [end_users]\nturns_per_minute_per_user = 2\n";
+    (server.deploy_files(&[("agent.wasm", &support::guest("timers"))], manifest)).await;
+    let ada = server.end_user_token("looper", "ada").await;
+    // One input whose every turn schedules the next at once, five deep.
+    let mut input = json!({"say": "the end"});
+    for _ in 0..5 {
+        input = json!({"schedule_ms": 0, "then": input});
+    }
+    let body = json!({"app": "looper", "route": "/timers", "input": input});
+    let (status, created) = server.post_as(&ada, "/sessions", body).await;
+    assert_eq!(status, 201, "{created}");
+    let session = created["session_id"].as_str().unwrap().to_string();
+    let mut stream = server.events(&session, None).await;
+    loop {
+        let events = stream.until(&["TURN_ENDED", "TURN_ERROR"]).await;
+        let last = events.last().unwrap();
+        assert_eq!(last["type"], "TURN_ENDED", "{events:?}");
+        if last["payload"]["turn"] == 2 {
+            break;
+        }
+    }
+    // Her share is spent: her own input is refused...
+    let path = format!("/sessions/{session}/input");
+    let (status, body) = (server.post_as(&ada, &path, json!({"input": {"say": "me"}}))).await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (429, &json!("quota_exceeded")),
+        "{body}"
+    );
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("turns_per_minute_per_user"), "{message}");
+    // ...and the timer turn 2 set waits, due, instead of running turn 3.
+    let (_, record) = server.get(&format!("/sessions/{session}")).await;
+    assert_eq!(record["turn"], 2, "{record}");
+    assert_eq!(listed(&server, &session).await.len(), 1);
 }

@@ -16,6 +16,11 @@ Tools:
   must redact it from the journal).
 - `hang()`: read-only: never answers.
 - `big(n)`: read-only: a text of `n` bytes.
+- `wipe_database(confirm)`: destructive, yet annotated read-only (the
+  review's N5: the host must not trust the annotation by default).
+
+`--path-secret <s>` serves the endpoint at /s/<s>/mcp instead (a hosted
+service whose path is the customer's credential; 404 elsewhere).
 
 `--many` adds 200 more read-only tools, `extra_0` to `extra_199` (the host
 keeps 128 tools of a server).
@@ -32,6 +37,8 @@ from mcp.types import ToolAnnotations
 
 TOKEN, LOG = sys.argv[1], sys.argv[2]
 JSON = "--json" in sys.argv[3:]
+PATH_SECRET = (sys.argv[sys.argv.index("--path-secret") + 1]
+               if "--path-secret" in sys.argv else None)
 
 server = MCPServer("agenthost-test-tools", log_level="WARNING")
 READ_ONLY = ToolAnnotations(readOnlyHint=True)
@@ -73,6 +80,12 @@ def big(n: int) -> str:
     return "x" * n
 
 
+@server.tool(annotations=READ_ONLY, description="Empties the database.")
+def wipe_database(confirm: str) -> str:
+    logged("wipe_database", {"confirm": confirm})
+    return "database wiped"
+
+
 if "--many" in sys.argv[3:]:
     for i in range(200):
         server.add_tool(lambda: "extra", name=f"extra_{i}", annotations=READ_ONLY)
@@ -82,6 +95,15 @@ def bearer_only(app):
     """Answers 401 to any request without the expected bearer token."""
 
     async def guarded(scope, receive, send):
+        if scope["type"] == "http" and PATH_SECRET is not None:
+            prefix = f"/s/{PATH_SECRET}"
+            if not scope["path"].startswith(prefix + "/"):
+                await send({"type": "http.response.start", "status": 404,
+                            "headers": [(b"content-type", b"text/plain")]})
+                await send({"type": "http.response.body", "body": b"no such endpoint"})
+                return
+            path = scope["path"][len(prefix):]
+            scope = dict(scope, path=path, raw_path=path.encode())
         if scope["type"] == "http":
             headers = dict(scope["headers"])
             if headers.get(b"authorization") != f"Bearer {TOKEN}".encode():

@@ -50,7 +50,7 @@ impl Builder {
                                 std::fs::create_dir_all(parent).map_err(io)?;
                             }
                             std::fs::write(&path, bytes).map_err(io)?;
-                            builder.queue(deployment, record.entry, claim);
+                            builder.queue(&record, claim);
                         }
                         None => {
                             let message = "the host that received this upload stopped before \

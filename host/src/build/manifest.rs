@@ -379,6 +379,16 @@ impl Manifest {
         }
         crate::runtime::mcp::settings::check(&manifest.mcp, &manifest.outbound.allow)
             .map_err(ManifestError::Invalid)?;
+        // An own tool wearing an MCP server's prefix would be taken for its tool.
+        for tool in manifest.tools.keys() {
+            if let Some(server) =
+                (manifest.mcp.keys()).find(|s| tool.starts_with(&format!("{s}__")))
+            {
+                return Err(ManifestError::Invalid(format!(
+                    "`[tools.{tool}]` starts with `{server}__`, the prefix of the MCP server `[mcp.{server}]`'s tools: rename the tool or the server"
+                )));
+            }
+        }
         let limits = &manifest.limits;
         let set = [
             (limits.wall_clock_secs, &WALL_CLOCK_SECS),

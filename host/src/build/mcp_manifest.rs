@@ -5,7 +5,7 @@ mod tests {
     use super::super::manifest::Manifest;
     use crate::runtime::mcp::settings::*;
 
-    const BASE: &str = "[app]\nslug = \"a\"\n[agent]\nentry = \"a.wasm\"\n[outbound]\nallow = [\"https://mcp.example.com\"]\n";
+    const BASE: &str = "[app]\nslug = \"a\"\n[agent]\nentry = \"a.wasm\"\n[outbound]\nallow = [\"https://mcp.example.com\", \"http://plain.example.com\", \"http://127.0.0.1:9\", \"http://localhost:9\"]\n";
 
     #[test]
     fn reads_a_server_and_its_approval_rules() {
@@ -17,13 +17,87 @@ mod tests {
         assert_eq!(docs.timeout_secs(), 5);
         let secrets: Vec<_> = docs.secret_names().collect();
         assert_eq!(secrets, ["DOCS_TOKEN", "DOCS_KEY"]);
-        assert!(docs.approval.gates("write", true));
-        assert!(!docs.approval.gates("read", false));
-        assert!(!m.mcp["ro"].approval.gates("write", false));
-        let default = &m.mcp["def"].approval;
-        assert_eq!(*default, Approval::NotReadOnly);
-        assert!(default.gates("write", false) && !default.gates("read", true));
+        assert!(docs.gates("write", true) && docs.names_gated("write"));
+        assert!(!docs.gates("read", false) && !docs.names_gated("read"));
+        assert!(!m.mcp["ro"].gates("write", false));
+        // Left out: every tool gated, whatever the server annotates.
+        let default = &m.mcp["def"];
+        assert_eq!(default.approval, Approval::Default);
+        assert!(default.gates("write", false) && default.gates("read", true));
+        assert!(!default.names_gated("write"));
         assert_eq!(m.mcp["def"].timeout_secs(), MCP_TIMEOUT_SECS);
+    }
+
+    #[test]
+    fn annotations_count_only_when_trusted_and_ungated_tools_are_listed() {
+        let m = Manifest::parse(&format!(
+            "{BASE}[mcp.t]\nurl = \"https://mcp.example.com/t\"\ntrust_annotations = true\n[mcp.u]\nurl = \"https://mcp.example.com/u\"\nungated = [\"search\"]\n"
+        ))
+        .unwrap();
+        let trusted = &m.mcp["t"];
+        assert!(!trusted.gates("read", true) && trusted.gates("write", false));
+        let listed = &m.mcp["u"];
+        assert!(!listed.gates("search", false));
+        assert!(listed.gates("read", true), "an annotation is not trusted");
+        assert!(listed.gates("wipe", false), "a tool not listed is gated");
+    }
+
+    #[test]
+    fn a_url_may_take_a_path_secret_and_secrets_need_https_or_loopback() {
+        let m = Manifest::parse(&format!(
+            "{BASE}[mcp.z]\nurl = \"https://mcp.example.com/s/{{secret:ZAP_KEY}}/mcp\"\nbearer_secret = \"T\"\n[mcp.local]\nurl = \"http://127.0.0.1:9/s/{{secret:LOCAL_KEY}}/mcp\"\n[mcp.named]\nurl = \"http://localhost:9/mcp\"\nbearer_secret = \"T\"\n[mcp.open]\nurl = \"http://plain.example.com/mcp\"\n"
+        ))
+        .unwrap();
+        let names: Vec<_> = m.mcp["z"].secret_names().collect();
+        assert_eq!(names, ["T", "ZAP_KEY"]);
+        assert_eq!(
+            url_parts(&m.mcp["z"].url),
+            [
+                UrlPart::Text("https://mcp.example.com/s/"),
+                UrlPart::Secret("ZAP_KEY"),
+                UrlPart::Text("/mcp")
+            ]
+        );
+        assert!(fits_a_url("zap-SECRET_9.x~") && !fits_a_url("a/b") && !fits_a_url("abc"));
+        for (bad, needle) in [
+            (
+                "[mcp.x]\nurl = \"http://plain.example.com/m\"\nbearer_secret = \"T\"\n",
+                "in clear over http://",
+            ),
+            (
+                "[mcp.x]\nurl = \"http://plain.example.com/m\"\nheaders = { \"X-Key\" = { secret = \"K\" } }\n",
+                "in clear over http://",
+            ),
+            (
+                "[mcp.x]\nurl = \"http://plain.example.com/s/{secret:K}/m\"\n",
+                "in clear over http://",
+            ),
+            (
+                "[mcp.x]\nurl = \"https://{secret:K}.mcp.example.com/m\"\n",
+                "in the path only",
+            ),
+            (
+                "[mcp.x]\nurl = \"https://mcp.example.com/s/{secret:1K}/m\"\n",
+                "secret name",
+            ),
+            (
+                "[mcp.x]\nurl = \"https://mcp.example.com/m\"\napproval = \"all\"\nungated = [\"a\"]\n",
+                "use one way",
+            ),
+            (
+                "[mcp.x]\nurl = \"https://mcp.example.com/m\"\napproval = [\"a\"]\ntrust_annotations = true\n",
+                "use one way",
+            ),
+            (
+                "[mcp.x]\nurl = \"https://mcp.example.com/m\"\n[tools.x__wipe]\nneeds_approval = true\n",
+                "prefix of the MCP server",
+            ),
+        ] {
+            let err = Manifest::parse(&format!("{BASE}{bad}"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(needle), "{bad:?} gave {err}");
+        }
     }
 
     #[test]
@@ -87,5 +161,28 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("more than 8"), "{err}");
+    }
+
+    #[test]
+    fn an_own_tool_may_not_wear_a_servers_prefix() {
+        use crate::store::{AgentDescription, ToolInfo};
+        let tool = |name: &str| ToolInfo {
+            name: name.into(),
+            description: String::new(),
+            parameters: serde_json::json!({"type": "object"}),
+            needs_approval: false,
+        };
+        let description = AgentDescription {
+            routes: vec!["/chat".into()],
+            tools: vec![tool("lookup"), tool("docs__search")],
+        };
+        let servers = ["docs".to_string()];
+        let err = super::super::own_tools_apart(&description, &servers).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("`docs__search` starts with `docs__`"),
+            "{err}"
+        );
+        assert!(super::super::own_tools_apart(&description, &["doc".into()]).is_ok());
     }
 }

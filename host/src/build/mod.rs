@@ -40,12 +40,17 @@ pub(crate) enum BuildError {
     Io(String),
     #[error("the build failed on an internal error of the host (logged); deploy again")]
     Panicked,
+    #[error("{0}")]
+    Tools(String),
 }
 
 /// A queued build.
 struct Job {
     deployment: Uuid,
     entry: String,
+    /// The manifest's `[mcp.<name>]` servers: no own tool of the agent may
+    /// wear one's `<server>__` prefix.
+    mcp_servers: Vec<String>,
     /// This host's claim on the build (shared store only), released when
     /// the job is done.
     _claim: Option<Box<dyn Send>>,
@@ -125,18 +130,20 @@ impl Builder {
         } else {
             None
         };
-        self.queue(record.id, record.entry.clone(), claim);
+        self.queue(record, claim);
         Ok(())
     }
 
-    fn queue(&self, deployment: Uuid, entry: String, claim: Option<Box<dyn Send>>) {
+    fn queue(&self, record: &DeploymentRecord, claim: Option<Box<dyn Send>>) {
+        let servers = crate::runtime::mcp::settings::read(&record.manifest);
         let job = Job {
-            deployment,
-            entry,
+            deployment: record.id,
+            entry: record.entry.clone(),
+            mcp_servers: servers.into_keys().collect(),
             _claim: claim,
         };
         if self.tx.send(job).is_err() {
-            tracing::error!(%deployment, "the builder thread has stopped");
+            tracing::error!(deployment = %record.id, "the builder thread has stopped");
         }
     }
 
@@ -150,7 +157,7 @@ impl Builder {
         for record in self.store.read(|s| s.building_deployments()).await? {
             if self.bundle_path(record.id).exists() {
                 tracing::info!(deployment = %record.id, "restarting an interrupted build");
-                self.queue(record.id, record.entry.clone(), None);
+                self.queue(&record, None);
             } else {
                 let message =
                     "the server stopped before this build started; deploy again".to_string();
@@ -225,6 +232,23 @@ fn run_job(runtime: &Runtime, store: &Db, writer: &WriterHandle, data_dir: &Path
     }
 }
 
+/// Refuses an agent whose own tool wears a declared MCP server's
+/// `<server>__` prefix: its calls would be taken for that server's.
+pub(super) fn own_tools_apart(
+    description: &crate::store::AgentDescription,
+    servers: &[String],
+) -> Result<(), BuildError> {
+    for tool in &description.tools {
+        if let Some(server) = (servers.iter()).find(|s| tool.name.starts_with(&format!("{s}__"))) {
+            return Err(BuildError::Tools(format!(
+                "the agent's own tool `{}` starts with `{server}__`, the prefix of the MCP server `[mcp.{server}]`'s tools: rename the tool or the server",
+                tool.name
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn build(
     runtime: &Runtime,
     data_dir: &Path,
@@ -248,6 +272,7 @@ fn build(
             std::fs::read(&entry).map_err(|e| BuildError::Io(format!("read the entry: {e}")))?;
         let dir = deployment_dir(data_dir, job.deployment);
         let prepared = runtime.prepare(&job.entry, &bytes, &dir)?;
+        own_tools_apart(&prepared.description, &job.mcp_servers)?;
         runtime
             .share_component(job.deployment, &bytes)
             .map_err(crate::runtime::PrepareError::from)?;

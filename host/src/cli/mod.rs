@@ -120,6 +120,16 @@ pub struct ServeArgs {
     /// no `limits.approval_timeout_secs`. Off by default: approvals wait.
     #[arg(long, env = "AGENTHOST_APPROVAL_TIMEOUT", value_name = "DURATION")]
     pub approval_timeout: Option<humantime::Duration>,
+    /// The soonest an agent's timer (`schedule`) may be due after the turn
+    /// that set it (e.g. `1s`, `500ms`): a sooner `after-ms` or `at` is due
+    /// then. Keeps an agent from running turns back to back on its own.
+    #[arg(
+        long,
+        default_value = "1s",
+        env = "AGENTHOST_MIN_TIMER_DELAY",
+        value_name = "DURATION"
+    )]
+    pub min_timer_delay: humantime::Duration,
     /// Where durable state lives: `redb` (the default: one file in the data
     /// dir) or `postgres://USER@HOST:PORT/DB`, which many hosts can share
     /// (docs/scale-out.md). With PostgreSQL the data dir holds only this

@@ -37,6 +37,8 @@ pub(crate) struct TurnLimits {
     pub journal_room: u64,
     /// That cap, for the message; `None`: no cap.
     pub journal_cap: Option<u64>,
+    /// The soonest a timer the agent sets may be due (`--min-timer-delay`).
+    pub min_timer_delay: Duration,
 }
 
 /// A limit the manifest may set: its default and the server's maximum.
@@ -122,6 +124,7 @@ impl TurnLimits {
                 .map(|secs| Duration::from_secs(secs.min(APPROVAL_TIMEOUT_MAX_SECS))),
             journal_room: u64::MAX,
             journal_cap: None,
+            min_timer_delay: crate::runtime::DEFAULT_MIN_TIMER_DELAY,
         }
     }
 

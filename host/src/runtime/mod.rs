@@ -71,7 +71,13 @@ pub struct TurnSettings {
     pub approval_timeout: Option<Duration>,
     /// Bytes of one session's journal (`--max-session-journal-mb`); `None`: no cap.
     pub max_journal_bytes: Option<u64>,
+    /// The soonest an agent's timer may be due after it is set
+    /// (`--min-timer-delay`): a sooner one is due then.
+    pub min_timer_delay: Duration,
 }
+
+/// `--min-timer-delay` by default.
+pub(crate) const DEFAULT_MIN_TIMER_DELAY: Duration = Duration::from_secs(1);
 
 impl Default for TurnSettings {
     fn default() -> Self {
@@ -79,6 +85,7 @@ impl Default for TurnSettings {
             max_concurrent: DEFAULT_MAX_CONCURRENT_TURNS,
             approval_timeout: None,
             max_journal_bytes: None,
+            min_timer_delay: DEFAULT_MIN_TIMER_DELAY,
         }
     }
 }
@@ -124,6 +131,7 @@ impl Runtime {
             outbound,
             approval_timeout: turns.approval_timeout,
             max_journal_bytes: turns.max_journal_bytes,
+            min_timer_delay: turns.min_timer_delay,
         };
         let turns = Turns::new(
             compile.clone(),

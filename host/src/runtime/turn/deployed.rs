@@ -43,6 +43,8 @@ pub(crate) struct Operator {
     pub approval_timeout: Option<Duration>,
     /// The cap on a session's journal (`TurnLimits::in_journal`).
     pub max_journal_bytes: Option<u64>,
+    /// `TurnLimits::min_timer_delay`.
+    pub min_timer_delay: Duration,
 }
 
 /// The deployments loaded on this host, under the operator's settings.
@@ -78,6 +80,7 @@ impl Deployments {
         let secrets = DeclaredSecrets::configure(&record);
         let mut limits = TurnLimits::from_record(&record.limits);
         limits.approval_timeout = limits.approval_timeout.or(operator.approval_timeout);
+        limits.min_timer_delay = operator.min_timer_delay;
         let outbound = Access::configure(&operator.outbound, &record.outbound);
         let mcp = McpServers::configure(&record.manifest);
         let compiled = compile

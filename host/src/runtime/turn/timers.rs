@@ -32,6 +32,8 @@ impl TurnCtx {
     ) -> Result<String, HostError> {
         self.open()?;
         let now = unix_ms(SystemTime::now());
+        // Never sooner than the operator's minimum (`--min-timer-delay`).
+        let soonest = now.saturating_add(self.limits.min_timer_delay.as_millis() as u64);
         let due_ms = match (after_ms, at) {
             (Some(after), None) => now.saturating_add(after),
             (None, Some(at)) => match chrono::DateTime::parse_from_rfc3339(&at) {
@@ -50,6 +52,7 @@ impl TurnCtx {
             let message = "schedule: the due time is after the year 9999".to_string();
             return Err(self.fail(TurnErrorKind::InvalidOrder, message));
         }
+        let due_ms = due_ms.max(soonest);
         // The input is kept on the session's record, where PostgreSQL cannot hold a NUL.
         if crate::util::json_has_nul(&input) {
             let message = "schedule: the input holds a NUL character (U+0000)".to_string();

@@ -218,14 +218,23 @@ impl Op for FireSchedule {
         let found = match batch.session(id) {
             Ok(session) => {
                 let ended = session.record.status == SessionStatus::Ended;
+                let owner = session.record.end_user.clone();
                 let record = (session.record.schedules.iter())
                     .find(|s| s.id == schedule && s.due_ms == due_ms);
                 // Past its `end_at` (a cron schedule late after downtime): dropped.
                 let past_end = |r: &ScheduleRecord| r.end_ms.is_some_and(|end| due_ms > end);
                 record.map(|record| {
-                    // An end user's is theirs: public, as their input is.
-                    let public = record.created_by == Some(ScheduleCreator::EndUser);
-                    ((record.input.clone(), public), ended, past_end(record))
+                    // An end user's is theirs: public, as their input is; so
+                    // is the agent's timer on their session (counted below).
+                    let agents = record.created_by == Some(ScheduleCreator::Agent);
+                    let counted = owner.clone().filter(|_| agents);
+                    let public =
+                        record.created_by == Some(ScheduleCreator::EndUser) || counted.is_some();
+                    (
+                        (record.input.clone(), public, counted),
+                        ended,
+                        past_end(record),
+                    )
                 })
             }
             // The session is gone since the row was read: a leftover row,
@@ -242,7 +251,7 @@ impl Op for FireSchedule {
             }
             other => other,
         };
-        let (input, public): (Value, bool) = match found {
+        let (input, public, counted): (Value, bool, Option<String>) = match found {
             Some((input, false, false)) => input,
             Some((_, _, _)) | None => {
                 // Only the index row is left of it (or, on an ended session,
@@ -266,7 +275,24 @@ impl Op for FireSchedule {
             // as their input would; it stays due while they refuse it.
             public,
         };
-        let outcome = start.apply(batch)?;
+        let outcome = match counted {
+            // An agent's timer on an end user's session is one of their
+            // turns (`turns_per_minute_per_user`): past their share it stays
+            // due (`Throttled`), as a cap keeps it.
+            Some(user) => {
+                let record = &batch.session(id)?.record;
+                let (app, deployment_id) = (record.app_id, record.deployment_id);
+                let deployment = (batch.tx.deployment(deployment_id)?).ok_or_else(|| {
+                    crate::store::error::corrupt(format!(
+                        "deployment {deployment_id} of session {id} is missing"
+                    ))
+                })?;
+                super::end_users::counted(batch, app, &user, &deployment, |batch| {
+                    start.apply(batch)
+                })?
+            }
+            None => start.apply(batch)?,
+        };
         let session = batch.session(id)?;
         let schedules = &mut session.record.schedules;
         let Some(index) = schedules.iter().position(|s| s.id == schedule) else {

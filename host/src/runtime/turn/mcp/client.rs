@@ -47,6 +47,8 @@ pub(super) enum McpError {
 /// One server as a turn calls it.
 pub(super) struct Client<'a> {
     pub server: &'a McpServer,
+    /// The server's URL for this turn (its `{secret:NAME}` placeholders filled).
+    pub url: &'a str,
     pub headers: &'a [(String, std::sync::Arc<str>)],
     pub requests: &'a HostRequests,
 }
@@ -136,8 +138,7 @@ impl Client<'_> {
         if id > 0 {
             message["id"] = json!(id);
         }
-        let url = &self.server.settings.url;
-        let uri: http::Uri = url.parse().map_err(|_| {
+        let uri: http::Uri = self.url.parse().map_err(|_| {
             McpError::Config(format!(
                 "MCP server `{}` has no valid url",
                 self.server.name

@@ -1,8 +1,10 @@
 //! What a turn's MCP state does for the `mcp-tools` and `mcp-call`
 //! imports and the gating of MCP calls in `tool-calls` (`turn/mcp_calls.rs`,
 //! the imports themselves): it lists each server's tools at most once,
-//! gates a call by its server's `approval` rule (a tool it cannot list is
-//! gated), and sends an allowed call. A server that fails, hangs or is
+//! gates a call by its server's `approval` rule, and sends an allowed call.
+//! A call of a tool the server could not list (or does not list) fails at
+//! once, ungated, unless the manifest's `approval` list names it: no human
+//! is asked about a call that cannot run. A server that fails, hangs or is
 //! refused is an `error` result the model sees; the turn goes on.
 
 use std::collections::HashSet;
@@ -11,7 +13,6 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::client::{Client, McpError};
-use super::settings::Approval;
 use super::{
     MAX_MCP_DESCRIPTION, MAX_MCP_LIST_PAGES, MAX_MCP_SCHEMA_BYTES, MAX_MCP_TOOLS, McpTool, McpTurn,
 };
@@ -51,8 +52,11 @@ impl McpTurn {
     }
 
     /// The names among `calls` that are MCP tools whose calls are gated.
-    /// A tool that cannot be listed, or that its server does not list, is
-    /// gated: the host never runs an MCP call it could not judge.
+    /// A tool the manifest's `approval` list names is gated whatever its
+    /// server answers; any other is judged by the server's list (its
+    /// annotations count only with `trust_annotations`), and one that
+    /// cannot be listed, or that its server does not list, is not gated:
+    /// its call fails at once with an error the model sees (`send`).
     pub(in crate::runtime::turn) async fn gated(
         &mut self,
         calls: &[ToolCall],
@@ -63,20 +67,40 @@ impl McpTurn {
             let Some((index, tool)) = self.split(&call.name) else {
                 continue;
             };
-            let approval = &self.terms.servers[index].settings.approval;
-            let is_gated = if *approval == Approval::NotReadOnly {
-                // Only this rule needs the tool's annotations: its list.
+            let is_gated = if self.terms.servers[index].settings.names_gated(tool) {
+                true
+            } else {
                 let listed = self.list(index, via).await.ok();
                 let tool = listed.and_then(|tools| tools.iter().find(|t| t.exposed == call.name));
-                tool.is_none_or(|t| t.gated)
-            } else {
-                approval.gates(tool, false)
+                tool.is_some_and(|t| t.gated)
             };
             if is_gated {
                 gated.insert(call.name.clone());
             }
         }
         gated
+    }
+
+    /// Why a call of `exposed` on server `index` fails without being sent:
+    /// this turn could not list the server's tools, or they do not hold it
+    /// (and the manifest does not name it as gated). A turn that has not
+    /// listed them (a resumed one) sends the call.
+    fn unsendable(&self, index: usize, tool: &str, exposed: &str) -> Option<String> {
+        let server = &self.terms.servers[index];
+        if server.settings.names_gated(tool) {
+            return None;
+        }
+        match &self.tools[index] {
+            Some(Err(err)) => Some(format!(
+                "MCP server `{}` could not list its tools, so the call was not sent: {err}",
+                server.name
+            )),
+            Some(Ok(tools)) if !tools.iter().any(|t| t.exposed == exposed) => Some(format!(
+                "MCP server `{}` offers no tool `{tool}`: the call was not sent",
+                server.name
+            )),
+            _ => None,
+        }
     }
 
     /// The name of the MCP server a tool name belongs to, if it is one.
@@ -106,13 +130,14 @@ impl McpTurn {
     async fn list_now(&mut self, index: usize, via: &Via<'_>) -> Result<Vec<McpTool>, McpError> {
         let requests = via.outbound.host_requests();
         let server = &self.terms.servers[index];
-        let headers = match &self.terms.headers[index] {
-            Ok(headers) => headers,
+        let resolved = match &self.terms.headers[index] {
+            Ok(resolved) => resolved,
             Err(why) => return Err(McpError::Config(why.clone())),
         };
         let client = Client {
             server,
-            headers,
+            url: &resolved.url,
+            headers: &resolved.headers,
             requests: &requests,
         };
         let session = &mut self.sessions[index];
@@ -159,7 +184,7 @@ impl McpTurn {
                     exposed,
                     description,
                     input_schema: schema,
-                    gated: server.settings.approval.gates(name, read_only),
+                    gated: server.settings.gates(name, read_only),
                 });
             }
             cursor = (result.get("nextCursor").and_then(Value::as_str)).map(str::to_string);
@@ -179,14 +204,20 @@ impl McpTurn {
         arguments: Value,
         via: &Via<'_>,
     ) -> (ToolStatus, Value) {
-        let requests = via.outbound.host_requests();
         let server = &self.terms.servers[index];
+        let exposed = format!("{}__{tool}", server.name);
+        if let Some(why) = self.unsendable(index, tool, &exposed) {
+            tracing::info!(session = %via.session, server = %server.name, tool = %tool, "an MCP call not sent: its server's tools could not be listed or do not hold it");
+            return (ToolStatus::Error, Value::String(why));
+        }
+        let requests = via.outbound.host_requests();
         let result = match &self.terms.headers[index] {
             Err(why) => Err(McpError::Config(why.clone())),
-            Ok(headers) => {
+            Ok(resolved) => {
                 let client = Client {
                     server,
-                    headers,
+                    url: &resolved.url,
+                    headers: &resolved.headers,
                     requests: &requests,
                 };
                 let params = json!({"name": tool, "arguments": arguments});

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::secrets::Vault;
-use settings::{HeaderValue, McpServerSettings};
+use settings::{HeaderValue, McpServerSettings, UrlPart};
 
 /// Most tools kept from one server (the rest are left out, with a warning).
 pub(crate) const MAX_MCP_TOOLS: usize = 128;
@@ -71,8 +71,14 @@ impl McpServers {
     }
 }
 
-/// A server's request headers for one turn, or why it cannot be called.
-type Headers = Result<Vec<(String, Arc<str>)>, String>;
+/// A server's URL and request headers for one turn, its secrets in place.
+struct Resolved {
+    url: String,
+    headers: Vec<(String, Arc<str>)>,
+}
+
+/// A server's resolved URL and headers, or why it cannot be called.
+type Headers = Result<Resolved, String>;
 
 /// What a turn's MCP calls run under: the servers and their credentials.
 #[derive(Default)]
@@ -110,7 +116,24 @@ impl McpTerms {
                     };
                     out.push((header.clone(), value));
                 }
-                Ok(out)
+                let mut url = String::new();
+                for part in settings::url_parts(&server.settings.url) {
+                    match part {
+                        UrlPart::Text(text) => url.push_str(text),
+                        UrlPart::Secret(name) => {
+                            let value = get(name)?;
+                            if !settings::fits_a_url(&value) {
+                                return Err(format!(
+                                    "MCP server `{}`: the value of secret `{name}` cannot stand in its url (at least {} characters, only letters, digits, -, ., _ and ~)",
+                                    server.name,
+                                    crate::redact::MIN_REDACTED
+                                ));
+                            }
+                            url.push_str(&value);
+                        }
+                    }
+                }
+                Ok(Resolved { url, headers: out })
             })();
             headers.push(resolved);
         }
