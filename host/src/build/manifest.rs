@@ -41,6 +41,9 @@ pub(crate) struct Manifest {
     /// MCP servers the host calls for the agent (docs/mcp.md).
     #[serde(default)]
     pub mcp: BTreeMap<String, crate::runtime::mcp::settings::McpServerSettings>,
+    /// Models the host calls for the agent (docs/llm.md).
+    #[serde(default)]
+    pub llm: BTreeMap<String, crate::runtime::llm::settings::LlmSettings>,
 }
 
 /// Longest `[routes."<route>"] description`, in characters.
@@ -378,6 +381,8 @@ impl Manifest {
             settings.check(route)?;
         }
         crate::runtime::mcp::settings::check(&manifest.mcp, &manifest.outbound.allow)
+            .map_err(ManifestError::Invalid)?;
+        crate::runtime::llm::settings::check(&manifest.llm, &manifest.outbound.allow)
             .map_err(ManifestError::Invalid)?;
         let limits = &manifest.limits;
         let set = [

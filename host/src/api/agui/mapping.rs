@@ -236,7 +236,9 @@ impl Mapper {
             | EventType::HttpResponse
             | EventType::InputQueued
             | EventType::TurnScheduled
-            | EventType::TurnScheduleCancelled => {
+            | EventType::TurnScheduleCancelled
+            | EventType::LlmCall
+            | EventType::LlmResult => {
                 let value: Value = payload(e)?;
                 vec![AgUiEvent::Custom(Custom {
                     name: format!("agenthost.{}", e.kind.as_str()),

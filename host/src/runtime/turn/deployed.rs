@@ -15,6 +15,7 @@ use uuid::Uuid;
 use super::ctx::{TurnCtx, TurnStates};
 use super::gate::Failure;
 use super::gates::Gates;
+use super::llm::LlmModels;
 use super::mcp::McpServers;
 use super::outbound::{Access, OutboundPolicy};
 use super::secrets::{self, DeclaredSecrets, Secrets};
@@ -33,6 +34,7 @@ pub(super) struct Deployed {
     pub limits: TurnLimits,
     pub outbound: Access,
     pub mcp: McpServers,
+    pub llm: LlmModels,
 }
 
 /// The operator's settings that a deployment's or a turn's states are made
@@ -80,6 +82,7 @@ impl Deployments {
         limits.approval_timeout = limits.approval_timeout.or(operator.approval_timeout);
         let outbound = Access::configure(&operator.outbound, &record.outbound);
         let mcp = McpServers::configure(&record.manifest);
+        let llm = LlmModels::configure(&record.manifest);
         let compiled = compile
             .load(record, self.forget_when_whole(deployment))
             .await?;
@@ -90,6 +93,7 @@ impl Deployments {
             limits,
             outbound,
             mcp,
+            llm,
         });
         (self.lock()).keep(deployment, deployed.clone(), compiled.links_libraries);
         Ok(deployed)
@@ -119,7 +123,9 @@ impl Deployed {
         operator: &Operator,
     ) -> (TurnStates, Result<Secrets, Failure>) {
         let values = self.secrets.prepare(vault);
-        let (mcp, mcp_secrets) = self.mcp.prepare(vault);
+        let (mcp, mut mcp_secrets) = self.mcp.prepare(vault);
+        let (llm, llm_keys) = self.llm.prepare(vault);
+        mcp_secrets.extend(llm_keys);
         let states = TurnStates {
             gates: self.gates.clone(),
             limits: (self.limits.clone())
@@ -127,6 +133,7 @@ impl Deployed {
             redactor: secrets::redactor(&values, mcp_secrets),
             outbound: self.outbound.clone(),
             mcp,
+            llm,
         };
         (states, values)
     }
