@@ -41,6 +41,9 @@ impl Host for InstanceData {
     }
 }
 
+/// A completion request's messages, tools and parameters, parsed.
+type Asked = (Vec<Value>, Vec<Value>, Map<String, Value>);
+
 /// How a streamed answer ended short.
 enum Short {
     /// The provider failed; `token` says whether a token was taken already.
@@ -123,10 +126,7 @@ impl TurnCtx {
     }
 
     /// The guest's messages, tools and parameters, checked.
-    fn llm_request(
-        &mut self,
-        request: &CompletionRequest,
-    ) -> Result<(Vec<Value>, Vec<Value>, Map<String, Value>), LlmError> {
+    fn llm_request(&mut self, request: &CompletionRequest) -> Result<Asked, LlmError> {
         let max = self.limits.max_payload_bytes.max(1 << 20);
         let parse = |what: &str, text: &str| -> Result<Value, LlmError> {
             if text.len() > max {
