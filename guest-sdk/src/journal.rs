@@ -42,6 +42,10 @@ pub const INPUT_QUEUED: &str = "INPUT_QUEUED";
 pub const TURN_SCHEDULED: &str = "TURN_SCHEDULED";
 /// The event type of [`TurnScheduleCancelled`].
 pub const TURN_SCHEDULE_CANCELLED: &str = "TURN_SCHEDULE_CANCELLED";
+/// The event type of [`LlmCall`].
+pub const LLM_CALL: &str = "LLM_CALL";
+/// The event type of [`LlmResult`].
+pub const LLM_RESULT: &str = "LLM_RESULT";
 
 /// `SESSION_CREATED`: always seq 0.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -322,4 +326,39 @@ pub struct TurnScheduled {
 pub struct TurnScheduleCancelled {
     /// The `schedule_id` field.
     pub schedule_id: String,
+}
+
+/// `LLM_CALL`: the host is about to send a completion request to a declared model (`[llm.<alias>]`, docs/llm.md); committed before the request leaves. Each request is its own LLM_CALL (a fallback's too), followed by its LLM_RESULT.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[non_exhaustive]
+pub struct LlmCall {
+    /// The alias whose endpoint is called.
+    pub alias: String,
+    /// `llm_<turn>_<n>`.
+    pub call_id: String,
+    /// The `model` field.
+    pub model: String,
+    /// `openai` or `anthropic`.
+    pub provider: String,
+}
+
+/// `LLM_RESULT`: how the request of an LLM_CALL ended. What the model said is in the MESSAGE_* events it streamed into and the TOOL_CALLs the agent handed over.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[non_exhaustive]
+pub struct LlmResult {
+    /// The `call_id` field.
+    pub call_id: String,
+    /// In the unit of the alias's `price`, when it declares one.
+    #[serde(default)]
+    pub cost: Option<f64>,
+    /// Why the request failed (a status, a connection error, a cut stream).
+    #[serde(default)]
+    pub error: Option<String>,
+    /// `stop`, `length`, `tool_calls`, `content_filter`, or `error`.
+    pub finish_reason: String,
+    /// The alias that answered; absent when the request failed.
+    #[serde(default)]
+    pub served_by: Option<String>,
+    /// The `usage` field.
+    pub usage: Value,
 }

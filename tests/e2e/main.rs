@@ -43,6 +43,7 @@ mod invocation_caps;
 mod journal_cap;
 mod keys;
 mod limits;
+mod llm;
 mod logs;
 mod mcp_client;
 mod mcp_server;

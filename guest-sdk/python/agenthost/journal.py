@@ -28,6 +28,8 @@ HTTP_RESPONSE = "HTTP_RESPONSE"
 INPUT_QUEUED = "INPUT_QUEUED"
 TURN_SCHEDULED = "TURN_SCHEDULED"
 TURN_SCHEDULE_CANCELLED = "TURN_SCHEDULE_CANCELLED"
+LLM_CALL = "LLM_CALL"
+LLM_RESULT = "LLM_RESULT"
 
 
 class SessionCreated(TypedDict):
@@ -240,3 +242,30 @@ class TurnScheduleCancelled(TypedDict):
     """`TURN_SCHEDULE_CANCELLED`: the agent cancelled a schedule of its session made before this turn (`cancel-schedule`); journaled in the turn's final commit, like TURN_SCHEDULED."""
 
     schedule_id: str
+
+
+class LlmCall(TypedDict):
+    """`LLM_CALL`: the host is about to send a completion request to a declared model (`[llm.<alias>]`, docs/llm.md); committed before the request leaves. Each request is its own LLM_CALL (a fallback's too), followed by its LLM_RESULT."""
+
+    alias: str
+    """The alias whose endpoint is called."""
+    call_id: str
+    """`llm_<turn>_<n>`."""
+    model: str
+    provider: str
+    """`openai` or `anthropic`."""
+
+
+class LlmResult(TypedDict):
+    """`LLM_RESULT`: how the request of an LLM_CALL ended. What the model said is in the MESSAGE_* events it streamed into and the TOOL_CALLs the agent handed over."""
+
+    call_id: str
+    cost: NotRequired[Optional[float]]
+    """In the unit of the alias's `price`, when it declares one."""
+    error: NotRequired[Optional[str]]
+    """Why the request failed (a status, a connection error, a cut stream)."""
+    finish_reason: str
+    """`stop`, `length`, `tool_calls`, `content_filter`, or `error`."""
+    served_by: NotRequired[Optional[str]]
+    """The alias that answered; absent when the request failed."""
+    usage: Any

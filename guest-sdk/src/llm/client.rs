@@ -33,6 +33,15 @@ pub(crate) fn request_body(
         "stream": true,
         "stream_options": {"include_usage": true},
     });
+    let offered = offered_tools(tools, mcp);
+    if !offered.is_empty() {
+        body["tools"] = Value::Array(offered);
+    }
+    body
+}
+
+/// The agent's tools and the MCP servers' as OpenAI function tools.
+pub(crate) fn offered_tools(tools: &[Tool], mcp: &[crate::mcp::McpTool]) -> Vec<Value> {
     let function = |name: &str, description: &str, parameters: &Value| {
         json!({
             "type": "function",
@@ -45,11 +54,7 @@ pub(crate) fn request_body(
     };
     let own = (tools.iter()).map(|t| function(&t.name, &t.description, &t.parameters));
     let mcp = (mcp.iter()).map(|t| function(&t.name, &t.description, &t.parameters));
-    let offered: Vec<Value> = own.chain(mcp).collect();
-    if !offered.is_empty() {
-        body["tools"] = Value::Array(offered);
-    }
-    body
+    own.chain(mcp).collect()
 }
 
 /// Calls the model with `body`, handing each piece of text to `on_text` as

@@ -77,6 +77,9 @@ pub enum LlmError {
     MalformedStream(String),
     /// The model stopped without a usable answer (`length`, `content_filter`).
     Stopped(FinishReason),
+    /// A declared model (`[llm.<alias>]`) failed: every alias tried failed
+    /// before its first token, or one failed after it (the host's words).
+    Declared(String),
     /// The model still asked for tools after this many rounds (the
     /// [`ChatLoop`](super::ChatLoop)'s `max_rounds`).
     TooManyRounds(u32),
@@ -119,6 +122,7 @@ impl fmt::Display for LlmError {
                 "the model stopped without an answer (finish_reason `{}`)",
                 other.as_str()
             ),
+            LlmError::Declared(m) => write!(f, "the declared model failed: {m}"),
             LlmError::TooManyRounds(max) => write!(
                 f,
                 "the model did not give a final answer within {max} rounds of tool calls \

@@ -23,7 +23,15 @@
 //! agenthost_sdk::export_agent!(Assistant);
 //! ```
 //!
-//! The model is configured from the environment ([`ModelConfig::from_env`]):
+//! The model is one the manifest declares, when it declares any
+//! (`[llm.<alias>]`, docs/llm.md): the host holds its key, sends the
+//! request, streams the text straight into the turn's message, journals
+//! `LLM_CALL` / `LLM_RESULT` and fails over to the alias's `fallbacks`.
+//! The loop uses the alias set with [`ChatLoop::alias`], else `main` if
+//! declared, else the first declared ([`declared_models`]).
+//!
+//! Otherwise the model is called over the agent's own outbound HTTP and
+//! configured from the environment ([`ModelConfig::from_env`]):
 //! declare `OPENAI_BASE_URL`, `OPENAI_API_KEY` and `OPENAI_MODEL` in the
 //! manifest's `[agent] secrets`, and put the API's origin in its
 //! `[outbound] allow`.
@@ -38,6 +46,7 @@
 mod client;
 mod config;
 mod conversation;
+mod declared;
 mod error;
 mod stream;
 
@@ -49,6 +58,7 @@ use crate::tools::ToolCall;
 use crate::turn::Turn;
 
 pub use config::{DEFAULT_BASE_URL, ModelConfig};
+pub use declared::declared_models;
 pub use error::{FinishReason, LlmError};
 
 use stream::ModelCall;
@@ -85,6 +95,15 @@ pub struct ChatLoop {
     system_prompt: String,
     max_rounds: u32,
     config: Option<ModelConfig>,
+    alias: Option<String>,
+}
+
+/// Where a run's model calls go.
+enum Route {
+    /// A declared model, through the host.
+    Declared(String),
+    /// The agent's own outbound HTTP.
+    Outbound(ModelConfig),
 }
 
 impl ChatLoop {
@@ -94,6 +113,7 @@ impl ChatLoop {
             system_prompt: system_prompt.into(),
             max_rounds: DEFAULT_MAX_ROUNDS,
             config: None,
+            alias: None,
         }
     }
 
@@ -111,12 +131,28 @@ impl ChatLoop {
         self
     }
 
+    /// Calls the declared model `alias` (`[llm.<alias>]` of the manifest)
+    /// through the host, instead of the default one.
+    pub fn alias(mut self, alias: impl Into<String>) -> Self {
+        self.alias = Some(alias.into());
+        self
+    }
+
+    /// Where this run's model calls go: an explicit config, else the set
+    /// alias, else a declared model, else the environment's config.
+    fn route(&self) -> Result<Route, Error> {
+        if let Some(config) = &self.config {
+            return Ok(Route::Outbound(config.clone()));
+        }
+        if let Some(alias) = self.alias.clone().or_else(declared::default_alias) {
+            return Ok(Route::Declared(alias));
+        }
+        Ok(Route::Outbound(ModelConfig::from_env()?))
+    }
+
     /// Runs the loop for this turn (see [`ChatLoop`]).
     pub fn run(&self, turn: &mut Turn) -> Result<(), Error> {
-        let config = match &self.config {
-            Some(config) => config.clone(),
-            None => ModelConfig::from_env()?,
-        };
+        let route = self.route()?;
         let tools = turn.tools.clone();
         // The MCP servers' tools, offered beside the agent's own.
         let mcp = turn.mcp_tools()?;
@@ -128,14 +164,23 @@ impl ChatLoop {
         };
         for _ in 0..self.max_rounds {
             let messages = conversation::rebuild(&self.system_prompt, turn.history())?;
-            let body = client::request_body(&config, &messages, &tools, &mcp);
-            let completion = stream_reply(turn, &config, &body)?;
-            if let Some(usage) = completion.usage {
-                eprintln!(
-                    "agenthost-sdk: model {} used {} prompt and {} completion tokens",
-                    config.model, usage.prompt_tokens, usage.completion_tokens
-                );
-            }
+            let completion = match &route {
+                Route::Declared(alias) => {
+                    let messages: Vec<Value> = messages.iter().map(|m| m.to_json()).collect();
+                    declared::complete(alias, &messages, &client::offered_tools(&tools, &mcp))?
+                }
+                Route::Outbound(config) => {
+                    let body = client::request_body(config, &messages, &tools, &mcp);
+                    let completion = stream_reply(turn, config, &body)?;
+                    if let Some(usage) = completion.usage {
+                        eprintln!(
+                            "agenthost-sdk: model {} used {} prompt and {} completion tokens",
+                            config.model, usage.prompt_tokens, usage.completion_tokens
+                        );
+                    }
+                    completion
+                }
+            };
             match completion.finish_reason {
                 FinishReason::Length | FinishReason::ContentFilter => {
                     return Err(LlmError::Stopped(completion.finish_reason).into());

@@ -41,6 +41,10 @@ export const INPUT_QUEUED = 'INPUT_QUEUED';
 export const TURN_SCHEDULED = 'TURN_SCHEDULED';
 /** The event type of {@link TurnScheduleCancelled}. */
 export const TURN_SCHEDULE_CANCELLED = 'TURN_SCHEDULE_CANCELLED';
+/** The event type of {@link LlmCall}. */
+export const LLM_CALL = 'LLM_CALL';
+/** The event type of {@link LlmResult}. */
+export const LLM_RESULT = 'LLM_RESULT';
 
 /** `SESSION_CREATED`: always seq 0. */
 export interface SessionCreated {
@@ -233,4 +237,29 @@ export interface TurnScheduled {
 /** `TURN_SCHEDULE_CANCELLED`: the agent cancelled a schedule of its session made before this turn (`cancel-schedule`); journaled in the turn's final commit, like TURN_SCHEDULED. */
 export interface TurnScheduleCancelled {
   schedule_id: string;
+}
+
+/** `LLM_CALL`: the host is about to send a completion request to a declared model (`[llm.<alias>]`, docs/llm.md); committed before the request leaves. Each request is its own LLM_CALL (a fallback's too), followed by its LLM_RESULT. */
+export interface LlmCall {
+  /** The alias whose endpoint is called. */
+  alias: string;
+  /** `llm_<turn>_<n>`. */
+  call_id: string;
+  model: string;
+  /** `openai` or `anthropic`. */
+  provider: string;
+}
+
+/** `LLM_RESULT`: how the request of an LLM_CALL ended. What the model said is in the MESSAGE_* events it streamed into and the TOOL_CALLs the agent handed over. */
+export interface LlmResult {
+  call_id: string;
+  /** In the unit of the alias's `price`, when it declares one. */
+  cost?: number | null;
+  /** Why the request failed (a status, a connection error, a cut stream). */
+  error?: string | null;
+  /** `stop`, `length`, `tool_calls`, `content_filter`, or `error`. */
+  finish_reason: string;
+  /** The alias that answered; absent when the request failed. */
+  served_by?: string | null;
+  usage: unknown;
 }

@@ -273,6 +273,33 @@ fn samples(kind: EventType) -> Vec<NewEvent> {
         EventType::TurnScheduleCancelled => {
             vec![NewEvent::of(&TurnScheduleCancelled { schedule_id: id() })]
         }
+        EventType::LlmCall => vec![NewEvent::of(&LlmCall {
+            call_id: "llm_1_1".into(),
+            alias: "main".into(),
+            provider: "openai".into(),
+            model: "gpt-4.1-mini".into(),
+        })],
+        EventType::LlmResult => vec![
+            NewEvent::of(&LlmResult {
+                call_id: "llm_1_1".into(),
+                usage: LlmUsage {
+                    input_tokens: 20,
+                    output_tokens: 7,
+                },
+                finish_reason: "stop".into(),
+                cost: Some(0.0000192),
+                served_by: Some("main".into()),
+                error: None,
+            }),
+            NewEvent::of(&LlmResult {
+                call_id: "llm_1_2".into(),
+                usage: LlmUsage::default(),
+                finish_reason: "error".into(),
+                cost: None,
+                served_by: None,
+                error: Some("HTTP 503".into()),
+            }),
+        ],
     }
 }
 

@@ -612,6 +612,8 @@ fn payload_schema(kind: EventType, schemas: &mut Schemas) -> RefOr<Schema> {
         EventType::InputQueued => schema::<InputQueued>(schemas),
         EventType::TurnScheduled => schema::<TurnScheduled>(schemas),
         EventType::TurnScheduleCancelled => schema::<TurnScheduleCancelled>(schemas),
+        EventType::LlmCall => schema::<LlmCall>(schemas),
+        EventType::LlmResult => schema::<LlmResult>(schemas),
     }
 }
 

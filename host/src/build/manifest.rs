@@ -41,6 +41,9 @@ pub(crate) struct Manifest {
     /// MCP servers the host calls for the agent (docs/mcp.md).
     #[serde(default)]
     pub mcp: BTreeMap<String, crate::runtime::mcp::settings::McpServerSettings>,
+    /// Models the host calls for the agent (docs/llm.md).
+    #[serde(default)]
+    pub llm: BTreeMap<String, crate::runtime::llm::settings::LlmSettings>,
 }
 
 /// Longest `[routes."<route>"] description`, in characters.
@@ -389,6 +392,8 @@ impl Manifest {
                 )));
             }
         }
+        crate::runtime::llm::settings::check(&manifest.llm, &manifest.outbound.allow)
+            .map_err(ManifestError::Invalid)?;
         let limits = &manifest.limits;
         let set = [
             (limits.wall_clock_secs, &WALL_CLOCK_SECS),

@@ -9,8 +9,9 @@
 //! panics ends `failed` and the thread goes on with the next one.
 
 mod adopt;
-pub(crate) mod manifest;
 #[cfg(test)]
+mod llm_manifest;
+pub(crate) mod manifest;
 mod mcp_manifest;
 pub(crate) mod unpack;
 

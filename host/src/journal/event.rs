@@ -33,11 +33,13 @@ pub enum EventType {
     InputQueued,
     TurnScheduled,
     TurnScheduleCancelled,
+    LlmCall,
+    LlmResult,
 }
 
 impl EventType {
     /// Every event type.
-    pub const ALL: [EventType; 19] = [
+    pub const ALL: [EventType; 21] = [
         EventType::SessionCreated,
         EventType::TurnStarted,
         EventType::MessageStart,
@@ -57,6 +59,8 @@ impl EventType {
         EventType::InputQueued,
         EventType::TurnScheduled,
         EventType::TurnScheduleCancelled,
+        EventType::LlmCall,
+        EventType::LlmResult,
     ];
 
     /// The wire name, e.g. `MESSAGE_DELTA`.
@@ -81,6 +85,8 @@ impl EventType {
             EventType::InputQueued => "INPUT_QUEUED",
             EventType::TurnScheduled => "TURN_SCHEDULED",
             EventType::TurnScheduleCancelled => "TURN_SCHEDULE_CANCELLED",
+            EventType::LlmCall => "LLM_CALL",
+            EventType::LlmResult => "LLM_RESULT",
         }
     }
 

@@ -44,6 +44,8 @@ bind! {
     InputQueued => InputQueued,
     TurnScheduled => TurnScheduled,
     TurnScheduleCancelled => TurnScheduleCancelled,
+    LlmCall => LlmCall,
+    LlmResult => LlmResult,
 }
 
 /// `SESSION_CREATED`: always seq 0.
@@ -410,4 +412,47 @@ pub(crate) struct TurnScheduled {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub(crate) struct TurnScheduleCancelled {
     pub schedule_id: Uuid,
+}
+
+/// `LLM_CALL`: the host is about to send a completion request to a declared
+/// model (`[llm.<alias>]`, docs/llm.md); committed before the request
+/// leaves. Each request is its own LLM_CALL (a fallback's too), followed
+/// by its LLM_RESULT.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub(crate) struct LlmCall {
+    /// `llm_<turn>_<n>`.
+    pub call_id: String,
+    /// The alias whose endpoint is called.
+    pub alias: String,
+    /// `openai` or `anthropic`.
+    pub provider: String,
+    pub model: String,
+}
+
+/// The tokens of one completion, as the provider counted them (0 when it
+/// did not say).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+pub(crate) struct LlmUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+/// `LLM_RESULT`: how the request of an LLM_CALL ended. What the model said
+/// is in the MESSAGE_* events it streamed into and the TOOL_CALLs the agent
+/// handed over.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub(crate) struct LlmResult {
+    pub call_id: String,
+    pub usage: LlmUsage,
+    /// `stop`, `length`, `tool_calls`, `content_filter`, or `error`.
+    pub finish_reason: String,
+    /// In the unit of the alias's `price`, when it declares one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
+    /// The alias that answered; absent when the request failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub served_by: Option<String>,
+    /// Why the request failed (a status, a connection error, a cut stream).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }

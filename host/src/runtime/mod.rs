@@ -32,7 +32,7 @@ pub(crate) use compile::{
     deployment_dir, describe_for_snapshot, fingerprint, new_build_engine, valid_tool_name,
 };
 pub(crate) use error::RuntimeError;
-pub(crate) use turn::{mcp, outbound};
+pub(crate) use turn::{llm, mcp, outbound};
 
 use compile::{Compiler, InstanceState, Places};
 use outbound::OutboundPolicy;

@@ -1,10 +1,12 @@
 //! A fake OpenAI-compatible server for the assistant tests: real HTTP on
 //! 127.0.0.1, `POST /v1/chat/completions` answered from a script (streamed
 //! chunks shaped as OpenAI sends them, an error status, or a hang), and every
-//! request it received recorded.
+//! request it received recorded. It also speaks Anthropic's Messages
+//! streaming format on `POST /v1/messages` (`Reply::Anthropic`), and can cut
+//! a stream after some chunks (`Reply::Cut`), for the declared models'
+//! tests (tests/e2e/llm.rs).
 
 use std::collections::VecDeque;
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -32,6 +34,12 @@ pub enum Reply {
     },
     /// Accepts the request and never answers.
     Hang,
+    /// `200 text/event-stream` in Anthropic's format: each event as
+    /// `event: <type>` and its `data:` line.
+    Anthropic(Vec<Value>),
+    /// `200 text/event-stream`: these chunks, then the connection breaks
+    /// (no `[DONE]`, the chunked body never ends well).
+    Cut(Vec<Value>),
 }
 
 impl Reply {
@@ -98,6 +106,31 @@ impl Reply {
     }
 }
 
+impl Reply {
+    /// A streamed Anthropic text answer, one `text_delta` per part, with
+    /// 11 input and 5 output tokens.
+    pub fn anthropic_text(parts: &[&str]) -> Reply {
+        let mut events = vec![
+            json!({"type": "message_start", "message": {"id": "msg_fake", "type": "message",
+                "role": "assistant", "model": "claude-fake", "content": [],
+                "stop_reason": null, "usage": {"input_tokens": 11, "output_tokens": 1}}}),
+            json!({"type": "content_block_start", "index": 0,
+                "content_block": {"type": "text", "text": ""}}),
+            json!({"type": "ping"}),
+        ];
+        events.extend(parts.iter().map(|p| {
+            json!({"type": "content_block_delta", "index": 0,
+                "delta": {"type": "text_delta", "text": p}})
+        }));
+        events.push(json!({"type": "content_block_stop", "index": 0}));
+        events.push(json!({"type": "message_delta",
+            "delta": {"stop_reason": "end_turn", "stop_sequence": null},
+            "usage": {"output_tokens": 5}}));
+        events.push(json!({"type": "message_stop"}));
+        Reply::Anthropic(events)
+    }
+}
+
 /// A `chat.completion.chunk` with one choice.
 pub fn chunk(delta: Value, finish_reason: Option<&str>) -> Value {
     json!({
@@ -120,7 +153,10 @@ pub fn usage() -> Value {
 /// A request the server received.
 #[derive(Debug, Clone)]
 pub struct Received {
+    pub path: String,
     pub authorization: Option<String>,
+    /// Anthropic's `x-api-key`.
+    pub api_key: Option<String>,
     pub body: Value,
 }
 
@@ -149,6 +185,7 @@ impl FakeOpenAi {
         }));
         let app = Router::new()
             .route("/v1/chat/completions", post(completions))
+            .route("/v1/messages", post(completions))
             .with_state(script.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -206,12 +243,24 @@ impl Drop for FakeOpenAi {
     }
 }
 
-async fn completions(State(script): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
+async fn completions(
+    State(script): State<Shared>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let body: Value = serde_json::from_slice(&body)
         .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into_owned()));
     let reply = {
         let mut script = script.lock().unwrap();
+        let header = |name: &str| {
+            (headers.get(name))
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
         script.received.push(Received {
+            path: uri.path().to_string(),
+            api_key: header("x-api-key"),
             authorization: headers
                 .get(header::AUTHORIZATION)
                 .and_then(|v| v.to_str().ok())
@@ -239,6 +288,16 @@ async fn completions(State(script): State<Shared>, headers: HeaderMap, body: Byt
             response
         }
         Some(Reply::Hang) => std::future::pending().await,
+        Some(Reply::Anthropic(events)) => {
+            let frames = (events.iter())
+                .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap_or("")))
+                .collect();
+            sse(frames, false)
+        }
+        Some(Reply::Cut(chunks)) => {
+            let frames = chunks.iter().map(|c| format!("data: {c}\n\n")).collect();
+            sse(frames, true)
+        }
         None => (
             StatusCode::INTERNAL_SERVER_ERROR,
             error_body("the fake server's script is used up"),
@@ -257,6 +316,12 @@ fn stream(chunks: Vec<Value>) -> Response {
     let mut frames: Vec<String> = vec![": OPENROUTER PROCESSING\n\n".into()];
     frames.extend(chunks.iter().map(|c| format!("data: {c}\n\n")));
     frames.push("data: [DONE]\n\n".into());
+    sse(frames, false)
+}
+
+/// `frames` as an event stream, each in two reads; `cut`: the body then
+/// fails (the connection breaks mid-stream).
+fn sse(frames: Vec<String>, cut: bool) -> Response {
     let pieces: Vec<Bytes> = frames
         .into_iter()
         .flat_map(|frame| {
@@ -267,10 +332,16 @@ fn stream(chunks: Vec<Value>) -> Response {
             ]
         })
         .collect();
-    let body = futures::stream::iter(pieces).then(|piece| async move {
-        tokio::time::sleep(Duration::from_millis(1)).await;
-        Ok::<_, Infallible>(piece)
-    });
+    let body = futures::stream::iter(pieces)
+        .then(|piece| async move {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            Ok::<_, std::io::Error>(piece)
+        })
+        .chain(futures::stream::iter(cut.then_some(())).then(|()| async {
+            // What was sent reaches the client before the connection breaks.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            Err(std::io::Error::other("the fake cuts the stream"))
+        }));
     (
         [
             (header::CONTENT_TYPE, "text/event-stream"),

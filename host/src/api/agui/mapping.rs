@@ -225,7 +225,9 @@ impl Mapper {
             | EventType::HttpResponse
             | EventType::InputQueued
             | EventType::TurnScheduled
-            | EventType::TurnScheduleCancelled => {
+            | EventType::TurnScheduleCancelled
+            | EventType::LlmCall
+            | EventType::LlmResult => {
                 let value = e.payload_value().ok()?;
                 vec![AgUiEvent::Custom(Custom {
                     name: format!("agenthost.{}", kind.as_str()),

@@ -14,6 +14,7 @@ use wasmtime_wasi_http::WasiHttpHooks;
 use super::calls::Calls;
 use super::gate::{Failure, Gate, Settled};
 use super::gates::Gates;
+use super::llm::LlmTurn;
 use super::mcp::McpTurn;
 use super::outbound::{Access, OutboundHooks};
 use crate::journal::payloads::{self, Role, ToolCall};
@@ -66,6 +67,8 @@ pub(crate) struct TurnCtx {
     pub(super) timers: TurnTimers,
     /// The turn's MCP sessions and tool lists (`mcp/`).
     pub(super) mcp: McpTurn,
+    /// The deployment's declared models and their keys (`llm/`).
+    pub(super) llm: LlmTurn,
 }
 
 /// The capability states a turn starts with (`Deployed::prepare`).
@@ -75,6 +78,7 @@ pub(super) struct TurnStates {
     pub redactor: Redactor,
     pub outbound: Access,
     pub mcp: McpTurn,
+    pub llm: LlmTurn,
 }
 
 impl AttachedTurn for TurnCtx {
@@ -125,6 +129,7 @@ impl TurnCtx {
             outbound,
             timers: TurnTimers::default(),
             mcp: states.mcp,
+            llm: states.llm,
         }
     }
 

@@ -15,6 +15,7 @@ use uuid::Uuid;
 use super::ctx::{TurnCtx, TurnStates};
 use super::gate::Failure;
 use super::gates::Gates;
+use super::llm::LlmModels;
 use super::mcp::McpServers;
 use super::outbound::{Access, OutboundPolicy};
 use super::secrets::{self, DeclaredSecrets, Secrets};
@@ -33,6 +34,7 @@ pub(super) struct Deployed {
     pub limits: TurnLimits,
     pub outbound: Access,
     pub mcp: McpServers,
+    pub llm: LlmModels,
 }
 
 /// The operator's settings that a deployment's or a turn's states are made
@@ -83,6 +85,7 @@ impl Deployments {
         limits.min_timer_delay = operator.min_timer_delay;
         let outbound = Access::configure(&operator.outbound, &record.outbound);
         let mcp = McpServers::configure(&record.manifest);
+        let llm = LlmModels::configure(&record.manifest);
         let compiled = compile
             .load(record, self.forget_when_whole(deployment))
             .await?;
@@ -93,6 +96,7 @@ impl Deployments {
             limits,
             outbound,
             mcp,
+            llm,
         });
         (self.lock()).keep(deployment, deployed.clone(), compiled.links_libraries);
         Ok(deployed)
@@ -122,7 +126,9 @@ impl Deployed {
         operator: &Operator,
     ) -> (TurnStates, Result<Secrets, Failure>) {
         let values = self.secrets.prepare(vault);
-        let (mcp, mcp_secrets) = self.mcp.prepare(vault);
+        let (mcp, mut mcp_secrets) = self.mcp.prepare(vault);
+        let (llm, llm_keys) = self.llm.prepare(vault);
+        mcp_secrets.extend(llm_keys);
         let states = TurnStates {
             gates: self.gates.clone(),
             limits: (self.limits.clone())
@@ -130,6 +136,7 @@ impl Deployed {
             redactor: secrets::redactor(&values, mcp_secrets),
             outbound: self.outbound.clone(),
             mcp,
+            llm,
         };
         (states, values)
     }

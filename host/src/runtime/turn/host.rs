@@ -131,7 +131,7 @@ impl Host for InstanceData {
 }
 
 impl TurnCtx {
-    async fn message_start(&mut self) -> Result<String, HostError> {
+    pub(super) async fn message_start(&mut self) -> Result<String, HostError> {
         let mut turn = self.open()?;
         let max = turn.limits.max_open_messages;
         if turn.calls.open_message_count() >= max {
@@ -150,7 +150,11 @@ impl TurnCtx {
         turn.send(vec![event]).await.map(|()| id)
     }
 
-    async fn message_delta(&mut self, message_id: String, text: String) -> Result<(), HostError> {
+    pub(super) async fn message_delta(
+        &mut self,
+        message_id: String,
+        text: String,
+    ) -> Result<(), HostError> {
         let mut turn = self.open()?;
         super::control::injected_panic(&text);
         let text = turn.redactor.redact(&text).into_owned();
@@ -176,7 +180,7 @@ impl TurnCtx {
         turn.send(vec![event]).await
     }
 
-    async fn message_end(&mut self, message_id: String) -> Result<(), HostError> {
+    pub(super) async fn message_end(&mut self, message_id: String) -> Result<(), HostError> {
         let mut turn = self.open()?;
         let Some(index) = turn.calls.message(&message_id) else {
             let message = format!("MESSAGE_END for message `{message_id}`, which is not open");

@@ -19,6 +19,8 @@ mod deployed;
 mod gate;
 mod gates;
 mod host;
+pub(crate) mod llm;
+mod llm_calls;
 pub(crate) mod mcp;
 mod mcp_calls;
 pub(crate) mod outbound;

@@ -121,6 +121,7 @@ impl Turns {
                     redactor: Redactor::default(),
                     outbound: Access::none(),
                     mcp: Default::default(),
+                    llm: Default::default(),
                 };
                 return Prepared {
                     ctx: ctx(states),
