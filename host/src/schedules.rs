@@ -90,6 +90,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::store::test_calls::HostCalls;
     use crate::store::{ScheduleRecord, TestBackend, new_deployment, start_for_tests, success};
 
     /// More schedules due than a page holds: the first read fires a full
@@ -107,7 +108,7 @@ mod tests {
         writer.finish_build(d.id, success()).await.unwrap();
         let now = unix_ms(SystemTime::now());
         for n in 0..PAGE + 10 {
-            let (session, ticket) = (writer.create_session("app".into(), "/chat".into(), json!(n)))
+            let (session, ticket) = (writer.new_session("app".into(), "/chat".into(), json!(n)))
                 .await
                 .unwrap();
             (writer.finish_turn(
@@ -124,7 +125,9 @@ mod tests {
                 input: json!(n),
                 ..Default::default()
             };
-            writer.create_schedule(session.id, record).await.unwrap();
+            (writer.create_schedule(session.id, record, crate::store::By::host()))
+                .await
+                .unwrap();
         }
         let due = |store: Db| async move {
             store

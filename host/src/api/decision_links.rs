@@ -14,7 +14,7 @@ use serde::Deserialize;
 use super::extract::Query;
 use super::{ApiError, AppState};
 use crate::api::ErrorCode;
-use crate::store::{Decision, SessionStatus, StoreError, now_rfc3339};
+use crate::store::{By, Decision, SessionStatus, StoreError, now_rfc3339};
 use crate::webhooks::links::{self, Claim};
 
 #[derive(Deserialize)]
@@ -125,8 +125,7 @@ pub(super) async fn decide(
     let decision = Decision {
         approved: claim.approve,
         approver: approver.clone(),
-        key_id: approver,
-        end_user: None,
+        by: By::Platform { key_id: approver },
         details: Default::default(),
         checked_seq: None,
     };

@@ -35,8 +35,8 @@ pub use commands::WriterHandle;
 #[cfg(test)]
 use domain::IDEMPOTENCY_TTL;
 pub(crate) use domain::{
-    AttemptOutcome, CronRule, Decision, Fired, Idempotency, InputOutcome, MAX_KEY_LEN, OnBusy,
-    ThreadTurn, TurnOutcome, WEBHOOK_MAX_PENDING, rfc3339_ms, thread_key, unix_ms,
+    AttemptOutcome, By, CronRule, Decision, Fired, Idempotency, InputOutcome, MAX_KEY_LEN, OnBusy,
+    PolicyRefusal, TurnAnswer, TurnOutcome, WEBHOOK_MAX_PENDING, rfc3339_ms, thread_key, unix_ms,
 };
 pub use domain::{BuildOutcome, NewDeployment};
 pub(crate) use domain::{END_USER_KEY_PREFIX, end_user_key};
@@ -156,6 +156,8 @@ mod pg_cluster;
 mod schedule_tests;
 #[cfg(test)]
 mod start_tests;
+#[cfg(test)]
+pub(crate) mod test_calls;
 #[cfg(test)]
 pub(crate) mod tests;
 #[cfg(test)]

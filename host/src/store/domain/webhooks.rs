@@ -7,7 +7,7 @@
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::idempotency::unix_ms;
+use super::clock::unix_ms;
 use crate::store::batch::{Batch, Hook, Op};
 use crate::store::error::corrupt;
 use crate::store::records::{DeploymentRecord, DeploymentStatus, SecretRecord, SessionRecord};
