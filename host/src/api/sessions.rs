@@ -43,6 +43,7 @@ pub(super) async fn create(
     let Answer::Created(record) = started.answer else {
         return Err(ApiError::internal("a new session answered something else"));
     };
+    let record = *record;
     // A retry gets the first session as it was created, and a fresh token
     // (credentials are never stored).
     let (stream_token, stream_token_expires_at) = caller.stream_token(&state, record.id).await?;

@@ -54,7 +54,7 @@ pub(crate) struct Started {
 /// The committed answer of a `start`, per target.
 pub(crate) enum Answer {
     /// `Target::New`: the session as created.
-    Created(SessionRecord),
+    Created(Box<SessionRecord>),
     /// `Target::Session`: the turn, or where the input was queued.
     Input(TurnAnswer),
     /// `Target::Thread`: the turn started (never replayed).
@@ -85,7 +85,7 @@ pub(crate) async fn start(
                 session: record.id,
                 turn: record.turn,
                 started_seq: done.work.map(|(_, ticket)| ticket.started_seq),
-                answer: Answer::Created(record),
+                answer: Answer::Created(Box::new(record)),
             })
         }
         Target::Session { id, on_busy } => {

@@ -35,10 +35,10 @@ pub use commands::WriterHandle;
 #[cfg(test)]
 use domain::IDEMPOTENCY_TTL;
 pub(crate) use domain::{
-    AttemptOutcome, By, CronRule, Decision, Fired, Idempotency, InputOutcome, MAX_KEY_LEN, OnBusy,
+    AttemptOutcome, CronRule, Decision, Fired, Idempotency, InputOutcome, MAX_KEY_LEN, OnBusy,
     PolicyRefusal, TurnAnswer, TurnOutcome, WEBHOOK_MAX_PENDING, rfc3339_ms, thread_key, unix_ms,
 };
-pub use domain::{BuildOutcome, NewDeployment};
+pub use domain::{BuildOutcome, By, NewDeployment};
 pub(crate) use domain::{END_USER_KEY_PREFIX, end_user_key};
 pub(crate) use domain::{MAX_SCHEDULES, MAX_TURN_SCHEDULES, TurnTimers};
 #[cfg(test)]

@@ -847,10 +847,15 @@ async fn the_writer_decides_a_callers_policy_against_the_pinned_deployment() {
         matches!(refused, StoreError::Policy(PolicyRefusal::TokenRequired)),
         "{refused:?}"
     );
-    // The session pinned to the open deployment keeps its answer.
+    // And an input to a session of the deployment before: the app's
+    // policy is its current deployment's, read in the command's commit.
     let on_busy = OnBusy::Reject;
     let input = writer.input(old.id, json!("more"), bare.clone(), on_busy, None);
-    assert!(input.await.unwrap().work.is_some());
+    let refused = input.await.unwrap_err();
+    assert!(
+        matches!(refused, StoreError::Policy(PolicyRefusal::TokenRequired)),
+        "{refused:?}"
+    );
     // An end user: their session records the claims the policy allows.
     let user = By::EndUser {
         key_id: "user:1".into(),

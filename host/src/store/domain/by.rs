@@ -1,8 +1,9 @@
 //! `By`: who a command acts for, resolved once by the API from its caller
 //! (`api::caller`) and carried as a field of every command that starts a
 //! turn or writes on someone's behalf. The domain derives from it what the
-//! caller may do, against the deployment the command pins (so a deployment
-//! activated in between cannot change the answer): whether a bare
+//! caller may do, against the app's current deployment read in the
+//! command's own transaction (so a deployment activated after an edge's
+//! check cannot change the answer; a new session pins it): whether a bare
 //! invocation key may still act (`[end_users] required`), whether an end
 //! user may schedule, the owner a new session records, whose share of turns
 //! a turn counts against, and whether the app's public caps apply.

@@ -34,6 +34,20 @@ impl CronRule {
     }
 }
 
+/// When a schedule that was due at `due_ms` is due next, firing at
+/// `now_ms`: a cron schedule's next time after both (one firing however
+/// many times passed while no server ran), unless that is past its
+/// `end_at`; a one-shot schedule never.
+pub(super) fn next_due(record: &ScheduleRecord, due_ms: u64, now_ms: u64) -> Option<u64> {
+    let cron = record.cron.as_deref()?;
+    let rule = CronRule::parse(cron, record.timezone.as_deref().unwrap_or("UTC")).ok()?;
+    let next = rule.next_after(now_ms.max(due_ms))?;
+    match record.end_ms {
+        Some(end) if next > end => None,
+        _ => Some(next),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -67,19 +81,5 @@ mod tests {
         let never = CronRule::parse("0 0 30 2 *", "UTC");
         assert_eq!(never.ok().and_then(|rule| rule.next_after(0)), None);
         assert!(CronRule::parse("* * * * *", "Mars/Olympus").is_err());
-    }
-}
-
-/// When a schedule that was due at `due_ms` is due next, firing at
-/// `now_ms`: a cron schedule's next time after both (one firing however
-/// many times passed while no server ran), unless that is past its
-/// `end_at`; a one-shot schedule never.
-pub(super) fn next_due(record: &ScheduleRecord, due_ms: u64, now_ms: u64) -> Option<u64> {
-    let cron = record.cron.as_deref()?;
-    let rule = CronRule::parse(cron, record.timezone.as_deref().unwrap_or("UTC")).ok()?;
-    let next = rule.next_after(now_ms.max(due_ms))?;
-    match record.end_ms {
-        Some(end) if next > end => None,
-        _ => Some(next),
     }
 }

@@ -36,7 +36,8 @@ use super::records::{AgentDescription, Artifact, DecisionDetails, LimitsRecord, 
 use super::start::{TurnReason, TurnTicket};
 
 pub(super) use app_schedules::{CreateAppSchedule, DeleteAppSchedule};
-pub(crate) use by::{By, PolicyRefusal};
+pub use by::By;
+pub(crate) use by::PolicyRefusal;
 pub(crate) use clock::{rfc3339_ms, unix_ms};
 pub(crate) use cron::CronRule;
 pub(super) use deletion::DeleteSession;

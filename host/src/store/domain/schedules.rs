@@ -54,8 +54,11 @@ impl Op for CreateSchedule {
                 session.deployment_id
             ))
         })?;
+        // The app's policy is its current deployment's, read in this commit.
+        let current = super::sessions::current_deployment(batch, session.app_id)?;
         let cron = self.record.cron.is_some();
-        self.record.created_by = Some(self.by.schedule_creator(&deployment, cron)?);
+        let policy = current.as_ref().unwrap_or(&deployment);
+        self.record.created_by = Some(self.by.schedule_creator(policy, cron)?);
         super::end_users::counted(batch, session.app_id, &user, &deployment, |batch| {
             self.add(batch)
         })

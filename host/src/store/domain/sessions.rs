@@ -172,13 +172,16 @@ impl Op for PostInput {
             return self.start(batch);
         }
         let record = batch.session(self.session)?.record.clone();
+        // The app's policy is its current deployment's, read in this commit.
+        if let Some(current) = current_deployment(batch, record.app_id)? {
+            self.by.may_act(&current)?;
+        }
         let deployment = (batch.tx.deployment(record.deployment_id)?).ok_or_else(|| {
             corrupt(format!(
                 "deployment {} of session {} is missing",
                 record.deployment_id, record.id
             ))
         })?;
-        self.by.may_act(&deployment)?;
         match self.by.user().map(str::to_string) {
             Some(user) if record.end_user.as_deref() == Some(user.as_str()) => {
                 super::end_users::counted(batch, record.app_id, &user, &deployment, |batch| {
@@ -252,6 +255,22 @@ impl PostInput {
         };
         batch.touch(id);
         Ok(InputOutcome::Started(ticket))
+    }
+}
+
+/// The current deployment of app `app` (none before its first build):
+/// whose `[end_users]` policy says what callers may do in the app's
+/// sessions, read inside the command's transaction.
+pub(super) fn current_deployment(
+    batch: &mut Batch<'_>,
+    app: Uuid,
+) -> Result<Option<crate::store::records::DeploymentRecord>, StoreError> {
+    let Some(app) = batch.tx.app(&app.to_string())? else {
+        return Ok(None);
+    };
+    match app.current_deployment {
+        Some(id) => batch.tx.deployment(id),
+        None => Ok(None),
     }
 }
 
