@@ -247,3 +247,19 @@ pub(crate) fn approved_by_end_user(
         .map(|tool| tool.name.clone())
         .collect()
 }
+
+/// The current deployment of app `app` (none before its first build):
+/// whose `[end_users]` policy says what callers may do in the app's
+/// sessions, read inside the command's transaction.
+pub(super) fn current_deployment(
+    batch: &mut Batch<'_>,
+    app: Uuid,
+) -> Result<Option<crate::store::records::DeploymentRecord>, StoreError> {
+    let Some(app) = batch.tx.app(&app.to_string())? else {
+        return Ok(None);
+    };
+    match app.current_deployment {
+        Some(id) => batch.tx.deployment(id),
+        None => Ok(None),
+    }
+}

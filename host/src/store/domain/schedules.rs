@@ -55,7 +55,7 @@ impl Op for CreateSchedule {
             ))
         })?;
         // The app's policy is its current deployment's, read in this commit.
-        let current = super::sessions::current_deployment(batch, session.app_id)?;
+        let current = super::deployments::current_deployment(batch, session.app_id)?;
         let cron = self.record.cron.is_some();
         let policy = current.as_ref().unwrap_or(&deployment);
         self.record.created_by = Some(self.by.schedule_creator(policy, cron)?);

@@ -173,7 +173,7 @@ impl Op for PostInput {
         }
         let record = batch.session(self.session)?.record.clone();
         // The app's policy is its current deployment's, read in this commit.
-        if let Some(current) = current_deployment(batch, record.app_id)? {
+        if let Some(current) = super::deployments::current_deployment(batch, record.app_id)? {
             self.by.may_act(&current)?;
         }
         let deployment = (batch.tx.deployment(record.deployment_id)?).ok_or_else(|| {
@@ -255,22 +255,6 @@ impl PostInput {
         };
         batch.touch(id);
         Ok(InputOutcome::Started(ticket))
-    }
-}
-
-/// The current deployment of app `app` (none before its first build):
-/// whose `[end_users]` policy says what callers may do in the app's
-/// sessions, read inside the command's transaction.
-pub(super) fn current_deployment(
-    batch: &mut Batch<'_>,
-    app: Uuid,
-) -> Result<Option<crate::store::records::DeploymentRecord>, StoreError> {
-    let Some(app) = batch.tx.app(&app.to_string())? else {
-        return Ok(None);
-    };
-    match app.current_deployment {
-        Some(id) => batch.tx.deployment(id),
-        None => Ok(None),
     }
 }
 
