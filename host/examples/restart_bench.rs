@@ -13,7 +13,7 @@ use std::time::Instant;
 use agenthost::{
     AgentDescription, Artifact, BuildOutcome, Db, NewDeployment, Outbox, RedbOptions, Writer,
 };
-use agenthost::{Delta, MessageDelta, NewEvent};
+use agenthost::{By, Delta, MessageDelta, NewEvent};
 use serde_json::json;
 
 const SESSIONS: usize = 100;
@@ -72,9 +72,16 @@ async fn write(dir: &str, megabytes: u64, quick_repair: bool) -> anyhow::Result<
     writer.finish_build(deployment.id, outcome).await?;
     let mut sessions = Vec::new();
     for _ in 0..SESSIONS {
-        let (session, _) = writer
-            .create_session("bench".into(), "/chat".into(), json!("go"))
+        let created = writer
+            .create_session(
+                "bench".into(),
+                "/chat".into(),
+                json!("go"),
+                By::host(),
+                None,
+            )
             .await?;
+        let session = created.answer;
         sessions.push(Arc::new(Outbox::new(session.id, 1)));
     }
     let started = Instant::now();

@@ -17,7 +17,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::store::{
-    ApprovalFeedEntry, Db, Decision, FeedKind, StoreError, WriterHandle, now_rfc3339,
+    ApprovalFeedEntry, By, Db, Decision, FeedKind, StoreError, WriterHandle, now_rfc3339,
 };
 
 /// How often deadlines are compared with the clock.
@@ -129,12 +129,13 @@ impl Deadlines {
             let decision = Decision {
                 approved: false,
                 approver: TIMEOUT_APPROVER.into(),
-                key_id: TIMEOUT_APPROVER.into(),
-                end_user: None,
+                by: By::Host {
+                    name: TIMEOUT_APPROVER,
+                },
                 details: Default::default(),
                 checked_seq: None,
             };
-            match writer.decide(session, decision).await {
+            match writer.decide(session, decision, None).await {
                 Ok(_) => {
                     tracing::info!(%session, "an approval expired: denied by timeout");
                     self.by_session.remove(&session);

@@ -50,6 +50,7 @@ pub use api::{Access, endpoints};
 // and `host/examples/restart_bench.rs`.
 pub use journal::payloads::{Delta, MessageDelta};
 pub use journal::{NewEvent, StoredEvent, decode_record, encode_record};
+pub use store::By;
 pub use store::{
     AgentDescription, Artifact, BuildOutcome, Db, DeploymentStatus, KeyClass, LimitsRecord,
     NewDeployment, Outbox, RedbOptions, SessionFilter, Writer, WriterHandle,

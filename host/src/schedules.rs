@@ -156,6 +156,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::store::test_calls::HostCalls;
+    use crate::store::{ScheduleRecord, TestBackend, new_deployment, start_for_tests, success};
 
     #[test]
     fn a_sessions_schedules_start_at_most_their_rate_a_minute() {
@@ -178,7 +180,6 @@ mod tests {
             "idle sessions are forgotten"
         );
     }
-    use crate::store::{ScheduleRecord, TestBackend, new_deployment, start_for_tests, success};
 
     /// More schedules due than a page holds: the first read fires a full
     /// page and says to read again at once; the second fires the rest and
@@ -195,7 +196,7 @@ mod tests {
         writer.finish_build(d.id, success()).await.unwrap();
         let now = unix_ms(SystemTime::now());
         for n in 0..PAGE + 10 {
-            let (session, ticket) = (writer.create_session("app".into(), "/chat".into(), json!(n)))
+            let (session, ticket) = (writer.new_session("app".into(), "/chat".into(), json!(n)))
                 .await
                 .unwrap();
             (writer.finish_turn(
@@ -212,7 +213,9 @@ mod tests {
                 input: json!(n),
                 ..Default::default()
             };
-            writer.create_schedule(session.id, record).await.unwrap();
+            (writer.create_schedule(session.id, record, crate::store::By::host()))
+                .await
+                .unwrap();
         }
         let due = |store: Db| async move {
             store

@@ -7,7 +7,7 @@ use std::process::Command;
 use agenthost::{
     AgentDescription, Artifact, BuildOutcome, Db, LimitsRecord, NewDeployment, Writer, WriterHandle,
 };
-use agenthost::{Delta, MessageDelta, NewEvent, StoredEvent, decode_record, encode_record};
+use agenthost::{By, Delta, MessageDelta, NewEvent, StoredEvent, decode_record, encode_record};
 use serde_json::json;
 use uuid::Uuid;
 
@@ -83,10 +83,17 @@ impl Session {
             .finish_build(deployment.id, built)
             .await
             .expect("finish the build");
-        let (session, ticket) = writer
-            .create_session("bench".into(), "/chat".into(), json!("hi"))
+        let created = writer
+            .create_session(
+                "bench".into(),
+                "/chat".into(),
+                json!("hi"),
+                By::host(),
+                None,
+            )
             .await
             .expect("create a session");
+        let (session, ticket) = created.work.expect("a session created now");
         Session {
             store,
             writer,

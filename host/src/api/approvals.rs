@@ -2,12 +2,12 @@
 //! `POST /sessions/{id}/approval` (decide, exactly once; takes an
 //! `Idempotency-Key`).
 
-use axum::Extension;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::caller::Caller;
 use super::decision_details;
 use super::extract::{Json, Path, Query, session_id};
 use super::idempotency::{Fingerprint, idempotency, key_of};
@@ -15,7 +15,6 @@ use super::paging::{Page, app_filter};
 use super::views::{self, ApprovalItemView, DecisionAccepted, SessionView};
 use super::{ApiError, AppState};
 use crate::api::ErrorCode;
-use crate::keys::Principal;
 use crate::store::{ApprovalItem, Decision, SessionStatus};
 
 #[derive(Deserialize, Serialize, utoipa::ToSchema)]
@@ -48,7 +47,7 @@ const MAX_APPROVER: usize = 200;
 
 pub(super) async fn decide(
     State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
+    principal: Caller,
     Path(id): Path<String>,
     headers: HeaderMap,
     Json(body): Json<DecideBody>,
@@ -62,7 +61,7 @@ pub(super) async fn decide(
     // calls (404 for anyone else's, as if it did not exist).
     let end_user = principal.user_id().map(str::to_string);
     if end_user.is_some() {
-        super::sessions::visible_session(&state, &principal, &id).await?;
+        principal.session(&state, &id).await?;
         // The end user confirms or refuses what the agent proposed; only an
         // operator may rewrite the call or answer in place of the tool.
         if body.arguments.is_some() || body.result.is_some() {
@@ -89,12 +88,11 @@ pub(super) async fn decide(
     let decision = Decision {
         approved: body.approved,
         approver,
-        key_id: principal.key_id.clone(),
-        end_user,
+        by: principal.by(),
         details,
         checked_seq,
     };
-    let done = (state.writer).decide_once(session, decision, key).await?;
+    let done = (state.writer).decide(session, decision, key).await?;
     let answer = done.answer;
     Ok((
         StatusCode::ACCEPTED,

@@ -2,13 +2,12 @@
 //! running turn, `POST /sessions/{id}/end` ends the session and
 //! `DELETE /sessions/{id}` removes it (both cancel a running turn first).
 
-use axum::Extension;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Deserialize;
 
+use super::caller::Caller;
 use super::extract::{Json, OptionalJson, Path};
-use super::sessions::visible_session;
 use super::views::SessionView;
 use super::{ApiError, AppState};
 use crate::api::ErrorCode;
@@ -38,10 +37,10 @@ pub(super) fn canceller(principal: &Principal) -> &'static str {
 /// `CANCEL_WAIT` (the turn ends when it does).
 pub(super) async fn cancel(
     State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
+    principal: Caller,
     Path(id): Path<String>,
 ) -> Result<(StatusCode, Json<SessionView>), ApiError> {
-    let record = visible_session(&state, &principal, &id).await?;
+    let record = principal.session(&state, &id).await?;
     if record.status != SessionStatus::Running {
         return Err(ApiError::new(
             ErrorCode::Conflict,
@@ -70,7 +69,7 @@ pub(super) struct EndSession {
 /// a pending approval is dropped. 409 when it has already ended.
 pub(super) async fn end(
     State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
+    principal: Caller,
     Path(id): Path<String>,
     OptionalJson(body): OptionalJson<EndSession>,
 ) -> Result<Json<SessionView>, ApiError> {
@@ -84,7 +83,7 @@ pub(super) async fn end(
             format!("`reason` is longer than {MAX_REASON_BYTES} bytes"),
         ));
     }
-    let record = visible_session(&state, &principal, &id).await?;
+    let record = principal.session(&state, &id).await?;
     if record.status == SessionStatus::Running {
         let by = format!("{} ending the session", canceller(&principal));
         stop_turn(&state, &record, by).await?;
@@ -100,10 +99,10 @@ pub(super) async fn end(
 /// running turn is cancelled first. 404 afterwards.
 pub(super) async fn delete(
     State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
+    principal: Caller,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    let record = visible_session(&state, &principal, &id).await?;
+    let record = principal.session(&state, &id).await?;
     if record.status == SessionStatus::Running {
         let by = format!("{} deleting the session", canceller(&principal));
         stop_turn(&state, &record, by).await?;

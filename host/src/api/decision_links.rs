@@ -22,7 +22,7 @@ use serde::Deserialize;
 use super::extract::Query;
 use super::{ApiError, AppState};
 use crate::api::ErrorCode;
-use crate::store::{Decision, SessionStatus, StoreError, now_rfc3339, unix_ms};
+use crate::store::{By, Decision, SessionStatus, StoreError, now_rfc3339, unix_ms};
 use crate::webhooks::links::{self, Claim};
 
 /// Sent with every answer of these endpoints: the page runs no script,
@@ -183,8 +183,7 @@ async fn decision(
     let decision = Decision {
         approved: claim.approve,
         approver: approver.clone(),
-        key_id: approver,
-        end_user: None,
+        by: By::Platform { key_id: approver },
         details: crate::store::DecisionDetails {
             address_hash,
             ..Default::default()

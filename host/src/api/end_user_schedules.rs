@@ -2,15 +2,16 @@
 //! (`schedules.rs`; docs/schedules.md, "End users' schedules"): only where
 //! the app's `[end_users] schedules = true`, one-shot `at` schedules only,
 //! and delete only those an end user made. Their own session is checked
-//! before (`sessions::visible_session`: another's is 404).
+//! before (`Caller::session`: another's is 404). The writer decides again
+//! against the session's deployment (`store::By::schedule_creator`).
 
-use super::{ApiError, AppState, ErrorCode, end_users};
+use super::{ApiError, AppState, ErrorCode};
 use crate::store::{ScheduleCreator, ScheduleRecord, SessionRecord};
 
 /// 403 unless the current deployment of the session's app says
 /// `[end_users] schedules = true`.
 pub(super) async fn allowed(state: &AppState, session: &SessionRecord) -> Result<(), ApiError> {
-    let policy = end_users::policy(state, session.app_id).await?;
+    let policy = super::caller::policy(state, session.app_id).await?;
     if policy.is_some_and(|p| p.schedules) {
         return Ok(());
     }

@@ -14,7 +14,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 use crate::end_users::EndUserAuthError;
-use crate::store::{Cap, Missing, StoreError};
+use crate::store::{Cap, Missing, PolicyRefusal, StoreError};
 
 #[derive(Debug)]
 pub(crate) struct ApiError {
@@ -145,6 +145,14 @@ impl From<StoreError> for ApiError {
             StoreError::Rejected(message) => ApiError::new(ErrorCode::Rejected, message),
             StoreError::Unstorable(message) => ApiError::new(ErrorCode::Unstorable, message),
             StoreError::Forbidden(message) => ApiError::new(ErrorCode::Forbidden, message),
+            StoreError::Policy(refusal) => {
+                let code = match refusal {
+                    PolicyRefusal::TokenRequired => ErrorCode::EndUserTokenRequired,
+                    PolicyRefusal::SchedulesNotAllowed => ErrorCode::SchedulesNotAllowed,
+                    PolicyRefusal::CronNotAllowed => ErrorCode::CronNotAllowed,
+                };
+                ApiError::new(code, refusal.message())
+            }
             StoreError::KeyReused(message) => {
                 ApiError::new(ErrorCode::IdempotencyKeyReused, message)
             }

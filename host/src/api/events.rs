@@ -12,7 +12,6 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::Extension;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -22,11 +21,11 @@ use serde::Deserialize;
 use tokio::sync::broadcast::error::RecvError;
 use uuid::Uuid;
 
+use super::caller::Caller;
 use super::extract::{Path, Query};
 use super::{ApiError, AppState, agui};
 use crate::api::ErrorCode;
 use crate::journal::{EventType, StoredEvent};
-use crate::keys::Principal;
 use crate::store::SessionStatus;
 
 /// Events read from redb per read transaction.
@@ -46,7 +45,7 @@ pub(crate) struct EventsQuery {
 
 pub(crate) async fn stream(
     State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
+    principal: Caller,
     Path(id): Path<String>,
     Query(query): Query<EventsQuery>,
     headers: HeaderMap,
@@ -62,11 +61,11 @@ pub(crate) async fn stream(
             ));
         }
     };
-    let record = super::sessions::visible_session(&state, &principal, &id).await?;
+    let record = principal.session(&state, &id).await?;
     let session = record.id;
     let ended = record.status == SessionStatus::Ended;
     if ag_ui {
-        return agui_stream(state, session, ended, cursor, principal.key_id).await;
+        return agui_stream(state, session, ended, cursor, principal.key_id.clone()).await;
     }
     let from = match cursor.as_deref() {
         None | Some("") => 0,
@@ -85,7 +84,7 @@ pub(crate) async fn stream(
         from,
         first,
         subscription,
-        principal.key_id,
+        principal.key_id.clone(),
         framer,
     );
     Ok(Sse::new(events)

@@ -105,7 +105,7 @@ pub(super) fn idempotency(
     fingerprint: Fingerprint,
 ) -> Result<Option<Idempotency>, ApiError> {
     if let Some(key) = &key {
-        super::end_users::require_unguessable(principal, "an `Idempotency-Key`", key)?;
+        super::caller::require_unguessable(principal, "an `Idempotency-Key`", key)?;
     }
     Ok(key.map(|key| Idempotency {
         key_id: principal.key_id.clone(),

@@ -4,7 +4,6 @@
 //! (`end_user_schedules.rs`; docs/schedules.md). The rule and the firing are
 //! the store's (`store::domain::schedules`).
 
-use axum::Extension;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
@@ -12,12 +11,11 @@ use serde_json::Value;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use super::caller::Caller;
 use super::end_user_schedules as by_end_user;
 use super::extract::{Json, Path};
-use super::sessions::visible_session;
 use super::{ApiError, AppState};
 use crate::api::ErrorCode;
-use crate::keys::Principal;
 use crate::store::{CronRule, ScheduleCreator, ScheduleRecord, now_rfc3339, rfc3339_ms, unix_ms};
 
 /// The body of `POST /sessions/{id}/schedules`: `at` or `cron`.
@@ -86,30 +84,23 @@ impl ScheduleView {
 
 pub(super) async fn create(
     State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
+    caller: Caller,
     Path(id): Path<String>,
     Json(body): Json<CreateSchedule>,
 ) -> Result<(StatusCode, Json<ScheduleView>), ApiError> {
-    let session = visible_session(&state, &principal, &id).await?;
-    let user = principal.user_id();
+    let session = caller.session(&state, &id).await?;
+    let user = caller.user_id();
     if user.is_some() {
         by_end_user::allowed(&state, &session).await?;
         by_end_user::refuse_cron(body.cron.as_deref())?;
     }
     let when = When::off_thread(body.at, body.cron, body.timezone, body.end_at).await?;
     let record = when.record(body.input);
-    let record = match user {
-        Some(user) => {
-            let record = ScheduleRecord {
-                created_by: Some(ScheduleCreator::EndUser),
-                ..record
-            };
-            (state.writer)
-                .user_create_schedule(session.id, record, user.to_string())
-                .await?
-        }
-        None => state.writer.create_schedule(session.id, record).await?,
-    };
+    // The writer decides again, against the session's deployment, and
+    // records who made it (`store::By`).
+    let record = (state.writer)
+        .create_schedule(session.id, record, caller.by())
+        .await?;
     let view = ScheduleView::of(session.id, &record);
     Ok((StatusCode::CREATED, Json(view)))
 }
@@ -212,11 +203,11 @@ fn parse_at(what: &str, at: &str) -> Result<u64, String> {
 /// The session's schedules that have not fired, soonest first.
 pub(super) async fn list(
     State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
+    caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<Vec<ScheduleView>>, ApiError> {
-    let session = visible_session(&state, &principal, &id).await?;
-    if principal.user_id().is_some() {
+    let session = caller.session(&state, &id).await?;
+    if caller.user_id().is_some() {
         by_end_user::allowed(&state, &session).await?;
     }
     let views = (session.schedules.iter())
@@ -227,10 +218,10 @@ pub(super) async fn list(
 
 pub(super) async fn delete(
     State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
+    caller: Caller,
     Path((id, schedule)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    let session = visible_session(&state, &principal, &id).await?;
+    let session = caller.session(&state, &id).await?;
     let not_found = || {
         ApiError::new(
             ErrorCode::ScheduleNotFound,
@@ -238,7 +229,7 @@ pub(super) async fn delete(
         )
     };
     let schedule_id = Uuid::parse_str(&schedule).map_err(|_| not_found())?;
-    if principal.user_id().is_some() {
+    if caller.user_id().is_some() {
         by_end_user::allowed(&state, &session).await?;
         // Only a schedule an end user made, as read here: who made a
         // schedule never changes, and one not read here is not deleted.

@@ -1,21 +1,21 @@
 //! `POST /sessions`, `GET /sessions`, `GET /sessions/{id}`, `POST /sessions/{id}/input`
 //! (the two POSTs take an `Idempotency-Key`, `idempotency.rs`).
 
-use axum::Extension;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::end_users;
+use super::caller::Caller;
 use super::extract::{Json, Path, Query, session_id};
 use super::idempotency::{Fingerprint, idempotency, key_of};
 use super::paging::{Page, app_filter};
+use super::turns::{self, Answer, Target};
 use super::views::{self, CreatedSession, SessionView, StreamToken, TurnAccepted};
 use super::{ApiError, AppState};
 use crate::api::ErrorCode;
-use crate::keys::{Principal, Scope};
-use crate::store::{InputOutcome, OnBusy, SessionFilter, SessionRecord, SessionStatus};
+use crate::keys::Scope;
+use crate::store::{OnBusy, SessionFilter, SessionStatus};
 
 #[derive(Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -28,45 +28,25 @@ pub(super) struct CreateSession {
 
 pub(super) async fn create(
     State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
+    caller: Caller,
     headers: HeaderMap,
     Json(body): Json<CreateSession>,
 ) -> Result<(StatusCode, Json<CreatedSession>), ApiError> {
     state.refuse_if_shutting_down()?;
     let key = key_of(&headers)?;
-    let key = idempotency(
-        key,
-        &principal,
-        Fingerprint::json("POST", "/sessions", &body)?,
-    )?;
-    let mut owner = None;
-    let public = !principal.is_platform();
-    if public {
-        // An end user names only their own app (the same answer whether
-        // another app exists or not).
-        let own_slug = end_users::own_slug(&state, &principal).await?;
-        end_users::refuse_other_app(&principal, &body.app, own_slug.as_deref())?;
-        // An invocation key reaches only its own app; others do not exist for it.
-        let key = body.app.clone();
-        let app = state.store.read(move |s| s.app(&key)).await?;
-        let Some(app) = app.filter(|app| principal.may_use_app(app.id)) else {
-            return Err(ApiError::new(
-                ErrorCode::AppNotFound,
-                format!("app `{}` not found", body.app),
-            ));
-        };
-        let policy = end_users::refuse_bare_key_if_required(&state, &principal, app.id).await?;
-        owner = end_users::owner(&principal, policy.as_ref());
-    }
-    // The writer starts the turn it commits (`store::start`).
-    let done = (state.writer)
-        .create_session_once_as(body.app, body.route, body.input, owner, public, key)
-        .await?;
+    let key = idempotency(key, &caller, Fingerprint::json("POST", "/sessions", &body)?)?;
+    let target = Target::New {
+        app: body.app,
+        route: body.route,
+    };
+    let started = turns::start(&state, &caller, target, body.input, key).await?;
+    let Answer::Created(record) = started.answer else {
+        return Err(ApiError::internal("a new session answered something else"));
+    };
+    let record = *record;
     // A retry gets the first session as it was created, and a fresh token
     // (credentials are never stored).
-    let record = done.answer;
-    let (stream_token, stream_token_expires_at) =
-        end_users::mint_stream_token(&state, record.id, &principal).await?;
+    let (stream_token, stream_token_expires_at) = caller.stream_token(&state, record.id).await?;
     let out = CreatedSession {
         session: SessionView::from(&record),
         stream_token,
@@ -75,38 +55,12 @@ pub(super) async fn create(
     Ok((StatusCode::CREATED, Json(out)))
 }
 
-/// The session, if this caller may reach it; 404 otherwise (an invocation
-/// key never learns that another app's session exists).
-pub(super) async fn visible_session(
-    state: &AppState,
-    principal: &Principal,
-    raw_id: &str,
-) -> Result<SessionRecord, ApiError> {
-    let id = session_id(raw_id)?;
-    let not_found = || {
-        ApiError::new(
-            ErrorCode::SessionNotFound,
-            format!("session `{id}` not found"),
-        )
-    };
-    let record = state
-        .store
-        .read(move |s| s.session(id))
-        .await?
-        .ok_or_else(not_found)?;
-    if !principal.may_use_session(record.id, record.app_id, record.end_user.as_deref()) {
-        return Err(not_found());
-    }
-    end_users::refuse_bare_key(state, principal, record.app_id).await?;
-    Ok(record)
-}
-
 pub(super) async fn get(
     State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
+    caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<SessionView>, ApiError> {
-    let record = visible_session(&state, &principal, &id).await?;
+    let record = caller.session(&state, &id).await?;
     Ok(Json(SessionView::from(&record)))
 }
 
@@ -114,12 +68,11 @@ pub(super) async fn get(
 /// browsers whose EventSource cannot send an Authorization header.
 pub(super) async fn stream_token(
     State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
+    caller: Caller,
     Path(id): Path<String>,
 ) -> Result<(StatusCode, Json<StreamToken>), ApiError> {
-    let record = visible_session(&state, &principal, &id).await?;
-    let (stream_token, stream_token_expires_at) =
-        end_users::mint_stream_token(&state, record.id, &principal).await?;
+    let record = caller.session(&state, &id).await?;
+    let (stream_token, stream_token_expires_at) = caller.stream_token(&state, record.id).await?;
     Ok((
         StatusCode::CREATED,
         Json(StreamToken {
@@ -143,13 +96,13 @@ pub(super) struct ListQuery {
 
 pub(super) async fn list(
     State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
+    caller: Caller,
     Query(query): Query<ListQuery>,
 ) -> Result<Json<views::SessionPage>, ApiError> {
     // A platform key lists every session (of one end user with `user`);
     // an end user their own; a bare invocation key, whose holders are all
     // the app's end users, none.
-    let (app, end_user) = match (principal.scope, principal.user_id()) {
+    let (app, end_user) = match (caller.scope, caller.user_id()) {
         (Scope::Platform, _) => (query.app, query.user),
         (Scope::App(own), Some(user)) => {
             if query.user.as_deref().is_some_and(|u| u != user) {
@@ -159,8 +112,8 @@ pub(super) async fn list(
                 ));
             }
             if let Some(named) = &query.app {
-                let own_slug = end_users::own_slug(&state, &principal).await?;
-                end_users::refuse_other_app(&principal, named, own_slug.as_deref())?;
+                let own_slug = caller.own_slug(&state).await?;
+                caller.refuse_other_app(named, own_slug.as_deref())?;
             }
             (Some(own.to_string()), Some(user.to_string()))
         }
@@ -228,54 +181,30 @@ pub(super) enum OnBusyMode {
 
 pub(super) async fn input(
     State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
+    caller: Caller,
     Path(id): Path<String>,
     headers: HeaderMap,
     Json(body): Json<PostInput>,
 ) -> Result<(StatusCode, Json<TurnAccepted>), ApiError> {
     state.refuse_if_shutting_down()?;
     let key = key_of(&headers)?;
-    let id = if principal.is_platform() {
+    let id = if caller.is_platform() {
         session_id(&id)?
     } else {
-        visible_session(&state, &principal, &id).await?.id
+        caller.session(&state, &id).await?.id
     };
     let path = format!("/sessions/{id}/input");
-    let key = idempotency(key, &principal, Fingerprint::json("POST", &path, &body)?)?;
+    let key = idempotency(key, &caller, Fingerprint::json("POST", &path, &body)?)?;
     let on_busy = match body.on_busy {
         None | Some(OnBusyMode::Reject) => OnBusy::Reject,
         Some(OnBusyMode::Enqueue) => OnBusy::Enqueue,
         Some(OnBusyMode::Interrupt) => OnBusy::Interrupt,
     };
-    let public = !principal.is_platform();
-    let done = match principal.user_id() {
-        // The user's own input counts against their share of turns.
-        Some(user) => {
-            (state.writer)
-                .user_input_once(id, body.input, on_busy, key, user.to_string())
-                .await?
-        }
-        None => {
-            (state.writer)
-                .input_once_as(id, body.input, on_busy, public, key)
-                .await?
-        }
+    let target = Target::Session { id, on_busy };
+    let started = turns::start(&state, &caller, target, body.input, key).await?;
+    let Answer::Input(answer) = started.answer else {
+        return Err(ApiError::internal("an input answered something else"));
     };
-    if let Some(InputOutcome::Queued(queued)) = &done.work
-        && let Some(turn) = queued.interrupts
-    {
-        // Queued first; the cancelled turn's end starts it (not on a replay:
-        // the first request cancelled).
-        let by = format!(
-            "{} interrupting it with a new input",
-            super::controls::canceller(&principal)
-        );
-        if let Err(err) = state.runtime.cancel(id, turn, by).await {
-            // The input is queued: it runs once the turn ends however it does.
-            tracing::warn!(session = %id, turn, error = %err, "could not cancel the interrupted turn");
-        }
-    }
-    let answer = done.answer;
     let (status, queued) = match answer.queued {
         Some(queued) => (
             queued.status,

@@ -328,22 +328,6 @@ fn principal(app: Uuid, id: String, claims: Map<String, Value>) -> Principal {
     }
 }
 
-/// The claims of `user` that `policy` lets through to the journal and the
-/// agent (none without an `[end_users]` table).
-pub(crate) fn allowed_claims(
-    user: &EndUser,
-    policy: Option<&EndUsersRecord>,
-) -> Map<String, Value> {
-    let Some(policy) = policy else {
-        return Map::new();
-    };
-    user.claims
-        .iter()
-        .filter(|(name, _)| policy.claims.iter().any(|allowed| allowed == *name))
-        .map(|(name, value)| (name.clone(), value.clone()))
-        .collect()
-}
-
 /// Whether a client-chosen name sent with a bare invocation key (an AG-UI
 /// `threadId`, an `Idempotency-Key`) is unguessable: a UUID version 4 (122
 /// random bits, as `crypto.randomUUID()` makes), or at least 22 characters
@@ -381,25 +365,6 @@ mod tests {
         ] {
             assert!(!unguessable(weak), "{weak}");
         }
-    }
-
-    #[test]
-    fn only_listed_claims_pass() {
-        let mut claims = Map::new();
-        claims.insert("email".into(), "a@example.com".into());
-        claims.insert("role".into(), "admin".into());
-        let user = EndUser {
-            id: "alice".into(),
-            claims,
-        };
-        assert!(allowed_claims(&user, None).is_empty());
-        let policy = EndUsersRecord {
-            claims: vec!["email".into(), "name".into()],
-            ..EndUsersRecord::default()
-        };
-        let allowed = allowed_claims(&user, Some(&policy));
-        assert_eq!(allowed.len(), 1);
-        assert_eq!(allowed["email"], "a@example.com");
     }
 
     #[test]

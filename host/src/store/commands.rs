@@ -15,13 +15,13 @@ use uuid::Uuid;
 use super::StoreError;
 use super::batch::{Batch, Op};
 use super::domain::{
-    Activate, Answered, Append, BuildOutcome, CloseTurn, CreateAppSchedule, CreateDeployment,
+    Activate, Answered, Append, BuildOutcome, By, CloseTurn, CreateAppSchedule, CreateDeployment,
     CreateSchedule, CreateSession, Decide, DecideAt, Decision, DecisionAnswer, DeleteApiKey,
     DeleteAppSchedule, DeleteSchedule, DeleteSecret, DeleteSession, DeploymentAnswer, EndSession,
     FinishBuild, FinishTurn, FireSchedule, Fired, Idempotency, InputOutcome, NewDeployment, OnBusy,
-    Once, OpenThread, PostInput, PostInputAt, PurgeFeed, PurgeIdempotency, PutApiKey, PutSecret,
-    Recover, Recovery, RevokeEndUser, SetArtifact, ThreadTurn, TouchApiKey, TurnAnswer,
-    TurnOutcome, TurnTimers, UserCreateSchedule, UserInput, UserInputAt,
+    Once, OpenThread, PostInput, PurgeFeed, PurgeIdempotency, PutApiKey, PutSecret, Recover,
+    Recovery, RevokeEndUser, SetArtifact, ThreadTurn, TouchApiKey, TurnAnswer, TurnOutcome,
+    TurnTimers,
 };
 use super::engine::DueSchedule;
 use super::outbox::Outbox;
@@ -29,7 +29,7 @@ use super::records::{
     ApiKeyRecord, Artifact, DeploymentRecord, ScheduleRecord, SecretRecord, SessionRecord,
 };
 use super::start::{AppendAck, SinkSlot, TurnSink, TurnTicket};
-use crate::journal::payloads::{EndUserInfo, StartReason};
+use crate::journal::payloads::StartReason;
 use crate::journal::{NewEvent, TurnErrorKind};
 
 /// Commands waiting for the writer before senders wait (backpressure).
@@ -177,58 +177,46 @@ impl WriterHandle {
         self.blocking_call(SetArtifact(id, artifact))
     }
 
-    /// Creates a session pinned to the app's current deployment and starts turn 1.
+    /// Creates a session pinned to the app's current deployment for `by`
+    /// and starts its turn 1, once per idempotency key (`key`; every time
+    /// without one): a retry answers the first session (`work: None`).
     pub async fn create_session(
         &self,
         app: String,
         route: String,
         input: Value,
-    ) -> Result<(SessionRecord, TurnTicket), StoreError> {
-        self.call(CreateSession {
+        by: By,
+        key: Option<Idempotency>,
+    ) -> Result<Answered<(SessionRecord, TurnTicket), SessionRecord>, StoreError> {
+        let op = CreateSession {
             app,
             route,
             input,
-            end_user: None,
+            by,
             reason: StartReason::Input,
-            public: false,
-        })
-        .await
+        };
+        self.call(Once { op, key }).await
     }
 
-    /// Journals a follow-up input and starts its turn, or refuses (409).
-    pub async fn post_input(&self, session: Uuid, input: Value) -> Result<TurnTicket, StoreError> {
-        let on_busy = OnBusy::Reject;
-        match self
-            .call(PostInput {
-                session,
-                input,
-                on_busy,
-                schedule: None,
-                public: false,
-            })
-            .await?
-        {
-            InputOutcome::Started(ticket) => Ok(ticket),
-            InputOutcome::Queued(_) => Err(StoreError::Corrupt("an input was queued".into())),
-        }
-    }
-
-    /// `post_input`, also answering the seq of the turn's `TURN_STARTED`
-    /// (an MCP `tools/call` streams the turn from it).
-    pub(crate) async fn post_input_at(
+    /// A follow-up input sent by `by`, once per idempotency key: started
+    /// (its ticket holds the seq of its `TURN_STARTED`), or, when the
+    /// session is busy, refused (409) or queued as `on_busy` says.
+    pub async fn input(
         &self,
         session: Uuid,
         input: Value,
-        public: bool,
-    ) -> Result<(TurnTicket, u64), StoreError> {
-        self.call(PostInputAt(PostInput {
+        by: By,
+        on_busy: OnBusy,
+        key: Option<Idempotency>,
+    ) -> Result<Answered<InputOutcome, TurnAnswer>, StoreError> {
+        let op = PostInput {
             session,
             input,
-            on_busy: OnBusy::Reject,
+            on_busy,
             schedule: None,
-            public,
-        }))
-        .await
+            by,
+        };
+        self.call(Once { op, key }).await
     }
 
     /// An AG-UI run's input on a thread: the next input of the thread's
@@ -239,16 +227,14 @@ impl WriterHandle {
         route: String,
         thread: String,
         input: Value,
-        end_user: Option<EndUserInfo>,
-        public: bool,
+        by: By,
     ) -> Result<ThreadTurn, StoreError> {
         self.call(OpenThread {
             app,
             route,
             thread,
             input,
-            end_user,
-            public,
+            by,
         })
         .await
     }
@@ -350,14 +336,17 @@ impl WriterHandle {
     }
 
     /// Journals a decision on the session's pending approval and starts the
-    /// resumed turn, or refuses (409 when nothing is pending). Check and
-    /// decide are one command: of two racing decisions exactly one wins.
+    /// resumed turn, once per idempotency key, or refuses (409 when nothing
+    /// is pending). Check and decide are one command: of two racing
+    /// decisions exactly one wins.
     pub async fn decide(
         &self,
         session: Uuid,
         decision: Decision,
-    ) -> Result<TurnTicket, StoreError> {
-        self.call(Decide { session, decision }).await
+        key: Option<Idempotency>,
+    ) -> Result<Answered<TurnTicket, DecisionAnswer>, StoreError> {
+        let op = Decide { session, decision };
+        self.call(Once { op, key }).await
     }
 
     /// Closes a running turn its runner cannot close (see `CloseTurn`);
@@ -407,148 +396,10 @@ impl WriterHandle {
         .await
     }
 
-    /// `create_session` done once per idempotency key (`key`; every time
-    /// without one): a retry answers the first session (`work: None`).
-    #[cfg(test)]
-    pub(crate) async fn create_session_once(
-        &self,
-        app: String,
-        route: String,
-        input: Value,
-        end_user: Option<EndUserInfo>,
-        key: Option<Idempotency>,
-    ) -> Result<Answered<(SessionRecord, TurnTicket), SessionRecord>, StoreError> {
-        (self.create_session_once_as(app, route, input, end_user, false, key)).await
-    }
-
-    /// `create_session_once` for a caller `public` or not (an invocation
-    /// key or an end user: `domain::quotas::check`).
-    pub(crate) async fn create_session_once_as(
-        &self,
-        app: String,
-        route: String,
-        input: Value,
-        end_user: Option<EndUserInfo>,
-        public: bool,
-        key: Option<Idempotency>,
-    ) -> Result<Answered<(SessionRecord, TurnTicket), SessionRecord>, StoreError> {
-        let op = CreateSession {
-            app,
-            route,
-            input,
-            end_user,
-            reason: StartReason::Input,
-            public,
-        };
-        self.call(Once { op, key }).await
-    }
-
-    /// `post_input` done once per idempotency key.
-    pub async fn post_input_once(
-        &self,
-        session: Uuid,
-        input: Value,
-        key: Option<Idempotency>,
-    ) -> Result<Answered<TurnTicket, TurnAnswer>, StoreError> {
-        let done = self.input_once(session, input, OnBusy::Reject, key).await?;
-        let work = done.work.and_then(|outcome| match outcome {
-            InputOutcome::Started(ticket) => Some(ticket),
-            InputOutcome::Queued(_) => None,
-        });
-        Ok(Answered {
-            answer: done.answer,
-            work,
-        })
-    }
-
-    /// A follow-up input done once per idempotency key: started, or, when
-    /// the session is busy, refused or queued as `on_busy` says.
-    pub async fn input_once(
-        &self,
-        session: Uuid,
-        input: Value,
-        on_busy: OnBusy,
-        key: Option<Idempotency>,
-    ) -> Result<Answered<InputOutcome, TurnAnswer>, StoreError> {
-        (self.input_once_as(session, input, on_busy, false, key)).await
-    }
-
-    /// `input_once` for a caller `public` or not (`domain::quotas::check`).
-    pub async fn input_once_as(
-        &self,
-        session: Uuid,
-        input: Value,
-        on_busy: OnBusy,
-        public: bool,
-        key: Option<Idempotency>,
-    ) -> Result<Answered<InputOutcome, TurnAnswer>, StoreError> {
-        let op = PostInput {
-            session,
-            input,
-            on_busy,
-            schedule: None,
-            public,
-        };
-        self.call(Once { op, key }).await
-    }
-
-    /// `input_once` sent by the session's own end user `user`: counted
-    /// against their share of turns (`[end_users] turns_per_minute_per_user`).
-    pub(crate) async fn user_input_once(
-        &self,
-        session: Uuid,
-        input: Value,
-        on_busy: OnBusy,
-        key: Option<Idempotency>,
-        user: String,
-    ) -> Result<Answered<InputOutcome, TurnAnswer>, StoreError> {
-        let input = PostInput {
-            session,
-            input,
-            on_busy,
-            schedule: None,
-            public: true,
-        };
-        self.call(Once {
-            op: UserInput { input, user },
-            key,
-        })
-        .await
-    }
-
-    /// `post_input_at` sent by the session's own end user `user`: counted
-    /// against their share of turns.
-    pub(crate) async fn user_post_input_at(
-        &self,
-        session: Uuid,
-        input: Value,
-        user: String,
-    ) -> Result<(TurnTicket, u64), StoreError> {
-        let input = PostInput {
-            session,
-            input,
-            on_busy: OnBusy::Reject,
-            schedule: None,
-            public: true,
-        };
-        self.call(UserInputAt { input, user }).await
-    }
-
     /// Refuses every token of end user `user_key` (`Principal::key_id`)
     /// issued until now; answers the not-before stored (Unix ms).
     pub(crate) async fn revoke_end_user(&self, user_key: String) -> Result<u64, StoreError> {
         self.call(RevokeEndUser { user_key }).await
-    }
-
-    /// `decide` done once per idempotency key.
-    pub async fn decide_once(
-        &self,
-        session: Uuid,
-        decision: Decision,
-        key: Option<Idempotency>,
-    ) -> Result<Answered<TurnTicket, DecisionAnswer>, StoreError> {
-        let op = Decide { session, decision };
-        self.call(Once { op, key }).await
     }
 
     /// `create_deployment` done once per idempotency key; the answer holds
@@ -562,25 +413,19 @@ impl WriterHandle {
         self.call(Once { op, key }).await
     }
 
-    /// Adds a one-shot schedule to a session (`domain::schedules`).
+    /// Adds a schedule to a session, set by `by` (`domain::schedules`).
     pub(crate) async fn create_schedule(
         &self,
         session: Uuid,
         record: ScheduleRecord,
+        by: By,
     ) -> Result<ScheduleRecord, StoreError> {
-        self.call(CreateSchedule { session, record }).await
-    }
-
-    /// `create_schedule` by the session's own end user `user`: counted
-    /// against their share of turns (`domain::schedules::UserCreateSchedule`).
-    pub(crate) async fn user_create_schedule(
-        &self,
-        session: Uuid,
-        record: ScheduleRecord,
-        user: String,
-    ) -> Result<ScheduleRecord, StoreError> {
-        let create = CreateSchedule { session, record };
-        self.call(UserCreateSchedule { create, user }).await
+        self.call(CreateSchedule {
+            session,
+            record,
+            by,
+        })
+        .await
     }
 
     /// Deletes a schedule that has not fired (404 when there is none).

@@ -32,6 +32,10 @@ pub enum StoreError {
     /// The caller may not do this here (HTTP 403).
     #[error("{0}")]
     Forbidden(String),
+    /// The app's `[end_users]` policy refuses this caller (HTTP 401 or
+    /// 403, `domain::by`).
+    #[error("{}", .0.message())]
+    Policy(super::domain::PolicyRefusal),
     /// An `Idempotency-Key` first used on another request (HTTP 422).
     #[error("{0}")]
     KeyReused(String),

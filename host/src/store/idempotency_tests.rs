@@ -13,6 +13,8 @@ use super::records::ToolCallRecord;
 use super::tests::{new_deployment, success, suspend};
 use super::*;
 
+use crate::store::By;
+
 #[derive(Clone)]
 pub(crate) enum Backend {
     Redb(std::path::PathBuf),
@@ -89,11 +91,11 @@ async fn retries_answer_the_first_answer(backend: Backend) {
         .unwrap();
 
     let create = || {
-        writer.create_session_once(
+        writer.create_session(
             "app".into(),
             "/chat".into(),
             json!("hi"),
-            None,
+            By::host(),
             key("k1", "s-1", "f1"),
         )
     };
@@ -107,27 +109,33 @@ async fn retries_answer_the_first_answer(backend: Backend) {
 
     // Same key, another body or another command: refused; nothing done.
     let other_body = writer
-        .create_session_once(
+        .create_session(
             "app".into(),
             "/chat".into(),
             json!("bye"),
-            None,
+            By::host(),
             key("k1", "s-1", "f2"),
         )
         .await;
     assert!(matches!(other_body, Err(StoreError::KeyReused(_))));
     let other_command = writer
-        .post_input_once(record.id, json!("hi"), key("k1", "s-1", "f1"))
+        .input(
+            record.id,
+            json!("hi"),
+            By::host(),
+            OnBusy::Reject,
+            key("k1", "s-1", "f1"),
+        )
         .await;
     assert!(matches!(other_command, Err(StoreError::KeyReused(_))));
     assert_eq!(sessions(&store).await, 1);
     // Keys are per API key: another key's `s-1` is new.
     let theirs = writer
-        .create_session_once(
+        .create_session(
             "app".into(),
             "/chat".into(),
             json!("hi"),
-            None,
+            By::host(),
             key("k2", "s-1", "f1"),
         )
         .await
@@ -141,7 +149,15 @@ async fn retries_answer_the_first_answer(backend: Backend) {
         .finish_turn(record.id, ticket.turn, vec![], TurnOutcome::Ended)
         .await
         .unwrap();
-    let input = || writer.post_input_once(record.id, json!("more"), key("k1", "i-1", "fi"));
+    let input = || {
+        writer.input(
+            record.id,
+            json!("more"),
+            By::host(),
+            OnBusy::Reject,
+            key("k1", "i-1", "fi"),
+        )
+    };
     let sent = input().await.unwrap();
     assert!(sent.work.is_some());
     let resent = input().await.unwrap();
@@ -160,12 +176,13 @@ async fn retries_answer_the_first_answer(backend: Backend) {
     let decision = Decision {
         approved: true,
         approver: "ops".into(),
-        key_id: "k2".into(),
-        end_user: None,
+        by: By::Platform {
+            key_id: "k2".into(),
+        },
         details: Default::default(),
         checked_seq: None,
     };
-    let decide = || writer.decide_once(theirs.id, decision.clone(), key("k2", "d-1", "fx"));
+    let decide = || writer.decide(theirs.id, decision.clone(), key("k2", "d-1", "fx"));
     let decided = decide().await.unwrap();
     let redecided = decide().await.unwrap();
     assert!(decided.work.is_some() && redecided.work.is_none());
@@ -178,11 +195,11 @@ async fn retries_answer_the_first_answer(backend: Backend) {
     drop(store);
     let (store, writer) = start(&backend).await;
     let after = writer
-        .create_session_once(
+        .create_session(
             "app".into(),
             "/chat".into(),
             json!("hi"),
-            None,
+            By::host(),
             key("k1", "s-1", "f1"),
         )
         .await
@@ -214,11 +231,11 @@ async fn retries_answer_the_first_answer(backend: Backend) {
         3
     );
     let fresh = writer
-        .create_session_once(
+        .create_session(
             "app".into(),
             "/chat".into(),
             json!("bye"),
-            None,
+            By::host(),
             key("k1", "s-1", "f2"),
         )
         .await

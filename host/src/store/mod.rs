@@ -36,9 +36,9 @@ pub use commands::WriterHandle;
 use domain::IDEMPOTENCY_TTL;
 pub(crate) use domain::{
     AttemptOutcome, CronRule, Decision, Fired, Idempotency, InputOutcome, MAX_KEY_LEN, OnBusy,
-    ThreadTurn, TurnOutcome, WEBHOOK_MAX_PENDING, rfc3339_ms, thread_key, unix_ms,
+    PolicyRefusal, TurnAnswer, TurnOutcome, WEBHOOK_MAX_PENDING, rfc3339_ms, thread_key, unix_ms,
 };
-pub use domain::{BuildOutcome, NewDeployment};
+pub use domain::{BuildOutcome, By, NewDeployment};
 pub(crate) use domain::{END_USER_KEY_PREFIX, end_user_key};
 pub(crate) use domain::{MAX_SCHEDULES, MAX_TURN_SCHEDULES, TurnTimers};
 #[cfg(test)]
@@ -156,6 +156,8 @@ mod pg_cluster;
 mod schedule_tests;
 #[cfg(test)]
 mod start_tests;
+#[cfg(test)]
+pub(crate) mod test_calls;
 #[cfg(test)]
 pub(crate) mod tests;
 #[cfg(test)]

@@ -29,6 +29,7 @@ use super::redb::{RedbEngine, RedbOptions, SESSION_CACHE};
 use super::start::AppendAck;
 use super::*;
 use crate::journal::{EventType, NewEvent, StoredEvent};
+use crate::store::test_calls::HostCalls;
 
 /// A reader that has not seen what it must see by then has hung.
 const DEADLINE: Duration = Duration::from_secs(20);
@@ -432,7 +433,7 @@ impl Harness {
             let text = i.is_multiple_of(2);
             let (record, ticket) = harness
                 .writer()?
-                .create_session("app".into(), "/chat".into(), input(text))
+                .new_session("app".into(), "/chat".into(), input(text))
                 .await
                 .map_err(|e| fail("create session", e))?;
             prop_assert_eq!(ticket.turn, 1);
@@ -657,7 +658,7 @@ impl Harness {
             } => {
                 let s = session.index(n);
                 let (id, turn) = (self.sessions[s].id, self.sessions[s].turn);
-                let busy = self.writer()?.post_input(id, json!("too early")).await;
+                let busy = self.writer()?.next_input(id, json!("too early")).await;
                 prop_assert!(
                     matches!(busy, Err(StoreError::Conflict(_))),
                     "input during a turn was not refused: {:?}",
@@ -688,7 +689,7 @@ impl Harness {
                 );
                 let ticket = self
                     .writer()?
-                    .post_input(id, input(*text))
+                    .next_input(id, input(*text))
                     .await
                     .map_err(|e| fail("post_input", e))?;
                 prop_assert_eq!(ticket.turn, turn + 1);

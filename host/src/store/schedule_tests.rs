@@ -12,6 +12,7 @@ use super::idempotency_tests::{Backend, start};
 use super::tests::{new_deployment, success};
 use super::*;
 use crate::store::Cap;
+use crate::store::test_calls::HostCalls;
 
 fn due_now(input: Value) -> ScheduleRecord {
     ScheduleRecord {
@@ -47,13 +48,16 @@ async fn fires_once(store: Db, a: WriterHandle, b: WriterHandle) {
     let d = a.create_deployment(new_deployment(None)).await.unwrap();
     a.finish_build(d.id, success()).await.unwrap();
     let (session, ticket) = a
-        .create_session("app".into(), "/chat".into(), json!("hi"))
+        .new_session("app".into(), "/chat".into(), json!("hi"))
         .await
         .unwrap();
     let id = session.id;
 
     // Due while turn 1 runs: queued, started with its reason when the turn ends.
-    let queued = a.create_schedule(id, due_now(json!("q"))).await.unwrap();
+    let queued = a
+        .create_schedule(id, due_now(json!("q")), By::host())
+        .await
+        .unwrap();
     let due = due_now_in(&store).await;
     assert_eq!(due.len(), 1);
     assert_eq!(due[0].owner, ScheduleOwner::Session(id), "a session's row");
@@ -72,8 +76,14 @@ async fn fires_once(store: Db, a: WriterHandle, b: WriterHandle) {
         .unwrap();
 
     // Idle: one of two hosts firing at once starts the turn, the other finds it gone.
-    let idle = a.create_schedule(id, due_now(json!("i"))).await.unwrap();
-    let deleted = a.create_schedule(id, due_now(json!("d"))).await.unwrap();
+    let idle = a
+        .create_schedule(id, due_now(json!("i")), By::host())
+        .await
+        .unwrap();
+    let deleted = a
+        .create_schedule(id, due_now(json!("d")), By::host())
+        .await
+        .unwrap();
     a.delete_schedule(id, deleted.id).await.unwrap();
     assert!(matches!(
         a.delete_schedule(id, deleted.id).await,
@@ -146,7 +156,7 @@ async fn a_late_cron_schedule_fires_once_and_is_due_again_after_now() {
         .unwrap();
     writer.finish_build(d.id, success()).await.unwrap();
     let (session, ticket) = writer
-        .create_session("app".into(), "/chat".into(), json!("hi"))
+        .new_session("app".into(), "/chat".into(), json!("hi"))
         .await
         .unwrap();
     let id = session.id;
@@ -161,7 +171,10 @@ async fn a_late_cron_schedule_fires_once_and_is_due_again_after_now() {
         timezone: Some("UTC".into()),
         ..due_now(json!("tick"))
     };
-    let every = writer.create_schedule(id, record).await.unwrap();
+    let every = writer
+        .create_schedule(id, record, By::host())
+        .await
+        .unwrap();
     let due = due_now_in(&store).await;
     assert_eq!(due.len(), 1);
     let fired = writer.fire_schedule(due[0]).await.unwrap();
@@ -209,7 +222,7 @@ async fn timers_are_kept_only_by_a_turn_that_ends_well() {
     let d = (writer.create_deployment(new_deployment(None)).await).unwrap();
     writer.finish_build(d.id, success()).await.unwrap();
     let (session, ticket) = writer
-        .create_session("app".into(), "/chat".into(), json!("hi"))
+        .new_session("app".into(), "/chat".into(), json!("hi"))
         .await
         .unwrap();
     let id = session.id;
@@ -217,7 +230,7 @@ async fn timers_are_kept_only_by_a_turn_that_ends_well() {
         due_ms: u64::MAX / 2,
         ..due_now(json!("old"))
     };
-    let old = writer.create_schedule(id, old).await.unwrap();
+    let old = writer.create_schedule(id, old, By::host()).await.unwrap();
     let ended = |turn| {
         vec![crate::journal::NewEvent::of(
             &crate::journal::payloads::TurnEnded { turn },
@@ -241,7 +254,7 @@ async fn timers_are_kept_only_by_a_turn_that_ends_well() {
             .contains(&"TURN_SCHEDULED".to_string())
     );
     // Turn 2 ends: the cancel and the new schedule, before TURN_ENDED.
-    let ticket = writer.post_input(id, json!("again")).await.unwrap();
+    let ticket = writer.next_input(id, json!("again")).await.unwrap();
     let kept = timers();
     writer
         .finish_turn_with(
@@ -291,7 +304,7 @@ async fn a_schedule_of_a_full_journal_is_dropped() {
         .unwrap();
     writer.finish_build(d.id, success()).await.unwrap();
     let (session, ticket) = writer
-        .create_session(
+        .new_session(
             "app".into(),
             "/chat".into(),
             json!("more than sixty-four bytes of input, in a few events"),
@@ -303,7 +316,7 @@ async fn a_schedule_of_a_full_journal_is_dropped() {
         .finish_turn(id, ticket.turn, vec![], TurnOutcome::Ended)
         .await
         .unwrap();
-    let refused = writer.post_input(id, json!("x")).await.unwrap_err();
+    let refused = writer.next_input(id, json!("x")).await.unwrap_err();
     assert!(
         matches!(
             refused,
@@ -315,7 +328,7 @@ async fn a_schedule_of_a_full_journal_is_dropped() {
         "{refused:?}"
     );
     writer
-        .create_schedule(id, due_now(json!("tick")))
+        .create_schedule(id, due_now(json!("tick")), By::host())
         .await
         .unwrap();
     let due = due_now_in(&store).await;

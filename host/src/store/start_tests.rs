@@ -16,6 +16,8 @@ use super::idempotency_tests::{Backend, key, start};
 use super::outbox::Outbox;
 use super::tests::{FailingBackend, new_deployment, success};
 use super::*;
+use crate::store::By;
+use crate::store::test_calls::HostCalls;
 
 /// What a sink saw: the turn's session, whether it came with a
 /// `Committed`, and whether the session was committed when it started.
@@ -69,7 +71,7 @@ async fn turns_start_once(backend: Backend, early: bool) {
     // The same request twice (one idempotency key).
     let create = || {
         let (app, route) = ("app".into(), "/chat".into());
-        writer.create_session_once(app, route, json!("hi"), None, key("k1", "s-1", "f1"))
+        writer.create_session(app, route, json!("hi"), By::host(), key("k1", "s-1", "f1"))
     };
     let done = create().await.unwrap();
     let id = done.answer.id;
@@ -96,7 +98,9 @@ async fn turns_start_once(backend: Backend, early: bool) {
     let retry = create().await.unwrap();
     assert!(retry.work.is_none());
     // A refused input (the turn still runs) starts nothing either.
-    let refused = writer.post_input_once(id, json!("more"), None).await;
+    let refused = writer
+        .input(id, json!("more"), By::host(), OnBusy::Reject, None)
+        .await;
     assert!(matches!(refused, Err(StoreError::Conflict(_))));
     assert!(taken(&seen).is_empty());
 
@@ -106,10 +110,10 @@ async fn turns_start_once(backend: Backend, early: bool) {
         .await
         .unwrap();
     let done = writer
-        .post_input_once(id, json!("more"), None)
+        .input(id, json!("more"), By::host(), OnBusy::Reject, None)
         .await
         .unwrap();
-    assert_eq!(done.work.unwrap().turn, 2);
+    assert!(matches!(done.work, Some(InputOutcome::Started(t)) if t.turn == 2));
     let started = taken(&seen);
     assert_eq!(started.len(), 1);
     assert_eq!(started[0].1.is_some(), early);
@@ -146,7 +150,7 @@ async fn on_postgres_a_command_the_database_cannot_store_fails_alone() {
     let mut sessions = Vec::new();
     for _ in 0..24 {
         let (session, _) = writer
-            .create_session("app".into(), "/chat".into(), json!("hi"))
+            .new_session("app".into(), "/chat".into(), json!("hi"))
             .await
             .unwrap();
         sessions.push(session.id);
@@ -189,8 +193,7 @@ async fn on_postgres_a_command_the_database_cannot_store_fails_alone() {
         "/chat".into(),
         "thread\u{0}1".into(),
         json!("hi"),
-        None,
-        false,
+        By::host(),
     );
     let (results, thread) = tokio::join!(futures::future::join_all(suspends), thread);
     assert!(
@@ -230,7 +233,7 @@ async fn turns_committed_before_the_sink_wait_for_it() {
     let d = first.create_deployment(new_deployment(None)).await.unwrap();
     first.finish_build(d.id, success()).await.unwrap();
     let (session, _) = first
-        .create_session("app".into(), "/chat".into(), json!("hi"))
+        .new_session("app".into(), "/chat".into(), json!("hi"))
         .await
         .unwrap();
     // The process dies before its runtime started the turn.
@@ -288,7 +291,7 @@ async fn a_turn_started_before_a_failed_commit_writes_nothing() {
     }
     writer.start_turns(Arc::new(Failing(fail, Sending(Mutex::new(tx)))));
     let created = writer
-        .create_session_once("app".into(), "/chat".into(), json!("hi"), None, None)
+        .create_session("app".into(), "/chat".into(), json!("hi"), By::host(), None)
         .await;
     assert!(matches!(created, Err(StoreError::Storage(_))));
     let (ticket, committed) = rx.recv().unwrap();

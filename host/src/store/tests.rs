@@ -11,6 +11,8 @@ use super::outbox::Outbox;
 use super::*;
 use crate::journal::NewEvent;
 use crate::store::Cap;
+use crate::store::By;
+use crate::store::test_calls::HostCalls;
 
 pub(crate) fn open() -> (tempfile::TempDir, Db, WriterHandle) {
     let dir = tempfile::tempdir().unwrap();
@@ -145,7 +147,7 @@ async fn the_writer_decides_turn_states_and_seq() {
     let (_dir, store, writer) = open();
     deployed(&writer).await;
     let (session, ticket) = writer
-        .create_session("app".into(), "/chat".into(), json!("hi"))
+        .new_session("app".into(), "/chat".into(), json!("hi"))
         .await
         .unwrap();
     assert_eq!(session.status, SessionStatus::Running);
@@ -156,7 +158,7 @@ async fn the_writer_decides_turn_states_and_seq() {
         [0, 1, 2, 3, 4]
     );
     assert!(matches!(
-        writer.post_input(session.id, json!("x")).await,
+        writer.next_input(session.id, json!("x")).await,
         Err(StoreError::Conflict(_))
     ));
     // A stale turn number cannot write.
@@ -171,7 +173,7 @@ async fn the_writer_decides_turn_states_and_seq() {
         .finish_turn(ticket.session_id, ticket.turn, vec![], TurnOutcome::Errored)
         .await
         .unwrap();
-    let next = writer.post_input(session.id, json!("again")).await.unwrap();
+    let next = writer.next_input(session.id, json!("again")).await.unwrap();
     assert_eq!(next.turn, 2);
     // A later process runs again the accepted turn that left no trace...
     drop(writer);
@@ -263,7 +265,7 @@ async fn a_failing_disk_stops_writes_and_nothing_half_written_is_streamed() {
     let writer = Writer::spawn(store.clone()).unwrap();
     deployed(&writer).await;
     let (session, ticket) = writer
-        .create_session("app".into(), "/chat".into(), json!("hi"))
+        .new_session("app".into(), "/chat".into(), json!("hi"))
         .await
         .unwrap();
     let committed = store.events(session.id, 0, 100).unwrap();
@@ -280,7 +282,7 @@ async fn a_failing_disk_stops_writes_and_nothing_half_written_is_streamed() {
     // Writes stay stopped, even once the disk would accept them again.
     fail.store(false, std::sync::atomic::Ordering::Relaxed);
     let again = writer
-        .create_session("app".into(), "/chat".into(), json!("x"))
+        .new_session("app".into(), "/chat".into(), json!("x"))
         .await;
     assert!(matches!(again, Err(StoreError::Storage(_))));
     assert!(subscription.rx.try_recv().is_err(), "nothing was published");
@@ -313,7 +315,7 @@ async fn a_resumed_turn_that_started_is_never_run_again() {
     let (_dir, store, writer) = open();
     deployed(&writer).await;
     let (session, ticket) = writer
-        .create_session("app".into(), "/chat".into(), json!("delete x"))
+        .new_session("app".into(), "/chat".into(), json!("delete x"))
         .await
         .unwrap();
     let call = ToolCallRecord {
@@ -325,12 +327,11 @@ async fn a_resumed_turn_that_started_is_never_run_again() {
     let decision = Decision {
         approved: true,
         approver: "alice".into(),
-        key_id: "k".into(),
-        end_user: None,
+        by: By::Platform { key_id: "k".into() },
         details: Default::default(),
         checked_seq: None,
     };
-    let resumed = writer.decide(session.id, decision).await.unwrap();
+    let resumed = writer.decide_now(session.id, decision).await.unwrap();
     // The resumed turn did something, then the process died.
     let start = crate::journal::NewEvent::untyped(
         crate::journal::EventType::MessageStart,
@@ -369,7 +370,7 @@ async fn a_rebuilt_message_end_has_secrets_split_across_deltas_redacted() {
         Writer::spawn_for_host(store.clone(), host, redact.clone(), Quotas::default()).unwrap();
     deployed(&writer).await;
     let (session, ticket) = writer
-        .create_session("app".into(), "/chat".into(), json!({}))
+        .new_session("app".into(), "/chat".into(), json!({}))
         .await
         .unwrap();
     let outbox = Arc::new(Outbox::new(session.id, ticket.turn));
@@ -410,11 +411,11 @@ async fn a_deleted_session_leaves_no_trace_and_the_writer_never_brings_it_back()
     let (_dir, store, writer) = open();
     deployed(&writer).await;
     let (gone, ticket) = writer
-        .create_session("app".into(), "/chat".into(), json!("hi"))
+        .new_session("app".into(), "/chat".into(), json!("hi"))
         .await
         .unwrap();
     let (kept, kept_ticket) = writer
-        .create_session("app".into(), "/chat".into(), json!("hi"))
+        .new_session("app".into(), "/chat".into(), json!("hi"))
         .await
         .unwrap();
     // Running: refused (cancel first).
@@ -446,7 +447,7 @@ async fn a_deleted_session_leaves_no_trace_and_the_writer_never_brings_it_back()
     }
     // The writer's cache of sessions does not bring it back.
     assert!(matches!(
-        writer.post_input(gone.id, json!("again")).await,
+        writer.next_input(gone.id, json!("again")).await,
         Err(StoreError::NotFound { .. })
     ));
     assert!(matches!(
@@ -486,11 +487,11 @@ async fn the_approvals_feed_follows_every_approval_in_commit_order() {
         arguments: json!({"amount": 5}),
     };
     let (a, ta) = writer
-        .create_session("app".into(), "/chat".into(), json!("a"))
+        .new_session("app".into(), "/chat".into(), json!("a"))
         .await
         .unwrap();
     let (b, tb) = writer
-        .create_session("app".into(), "/chat".into(), json!("b"))
+        .new_session("app".into(), "/chat".into(), json!("b"))
         .await
         .unwrap();
     let (head, pending) = store.approval_snapshot(None).unwrap();
@@ -500,12 +501,13 @@ async fn the_approvals_feed_follows_every_approval_in_commit_order() {
     let decision = Decision {
         approved: false,
         approver: "ann".into(),
-        key_id: "key_1".into(),
-        end_user: None,
+        by: By::Platform {
+            key_id: "key_1".into(),
+        },
         details: Default::default(),
         checked_seq: None,
     };
-    writer.decide(a.id, decision).await.unwrap();
+    writer.decide_now(a.id, decision).await.unwrap();
     let (head, pending) = store.approval_snapshot(None).unwrap();
     assert_eq!(head, 3);
     assert_eq!(pending.len(), 1);
@@ -595,11 +597,12 @@ async fn queued_inputs_start_in_order_as_turns_end_and_the_queue_is_bounded() {
     let (_dir, store, writer) = open();
     deployed(&writer).await;
     let (session, ticket) = writer
-        .create_session("app".into(), "/chat".into(), json!("first"))
+        .new_session("app".into(), "/chat".into(), json!("first"))
         .await
         .unwrap();
-    let queue =
-        |input: serde_json::Value, on_busy| writer.input_once(session.id, input, on_busy, None);
+    let queue = |input: serde_json::Value, on_busy| {
+        writer.input(session.id, input, By::host(), on_busy, None)
+    };
     let a = queue(json!("a"), OnBusy::Enqueue).await.unwrap();
     let Some(InputOutcome::Queued(a)) = a.work else {
         panic!("not queued: {:?}", a.work)
@@ -629,7 +632,7 @@ async fn queued_inputs_start_in_order_as_turns_end_and_the_queue_is_bounded() {
     );
     // Without `on_busy` the contract's 409 stands.
     assert!(matches!(
-        writer.post_input(session.id, json!("x")).await,
+        writer.next_input(session.id, json!("x")).await,
         Err(StoreError::Conflict(_))
     ));
     // The turn's end starts the first queued input in its commit.
@@ -664,7 +667,7 @@ async fn a_queued_input_waits_for_a_decision_and_an_ended_session_drops_its_queu
     let (_dir, store, writer) = open();
     deployed(&writer).await;
     let (session, ticket) = writer
-        .create_session("app".into(), "/chat".into(), json!("first"))
+        .new_session("app".into(), "/chat".into(), json!("first"))
         .await
         .unwrap();
     let call = ToolCallRecord {
@@ -674,14 +677,26 @@ async fn a_queued_input_waits_for_a_decision_and_an_ended_session_drops_its_queu
     };
     suspend(&writer, session.id, ticket.turn, call, json!("first")).await;
     let interrupt = writer
-        .input_once(session.id, json!("now"), OnBusy::Interrupt, None)
+        .input(
+            session.id,
+            json!("now"),
+            By::host(),
+            OnBusy::Interrupt,
+            None,
+        )
         .await;
     assert!(
         matches!(interrupt, Err(StoreError::Conflict(_))),
         "{interrupt:?}"
     );
     let queued = writer
-        .input_once(session.id, json!("later"), OnBusy::Enqueue, None)
+        .input(
+            session.id,
+            json!("later"),
+            By::host(),
+            OnBusy::Enqueue,
+            None,
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -691,12 +706,11 @@ async fn a_queued_input_waits_for_a_decision_and_an_ended_session_drops_its_queu
     let decision = Decision {
         approved: true,
         approver: "ops".into(),
-        key_id: "k".into(),
-        end_user: None,
+        by: By::Platform { key_id: "k".into() },
         details: Default::default(),
         checked_seq: None,
     };
-    let resumed = writer.decide(session.id, decision).await.unwrap();
+    let resumed = writer.decide_now(session.id, decision).await.unwrap();
     assert_eq!(store.session(session.id).unwrap().unwrap().queued.len(), 1);
     writer
         .finish_turn(session.id, resumed.turn, vec![], TurnOutcome::Ended)
@@ -708,7 +722,13 @@ async fn a_queued_input_waits_for_a_decision_and_an_ended_session_drops_its_queu
     );
     // A session that ends drops what waits.
     writer
-        .input_once(session.id, json!("never"), OnBusy::Enqueue, None)
+        .input(
+            session.id,
+            json!("never"),
+            By::host(),
+            OnBusy::Enqueue,
+            None,
+        )
         .await
         .unwrap();
     writer
@@ -735,7 +755,7 @@ async fn an_edit_decides_only_the_call_it_was_checked_against() {
     let (_dir, store, writer) = open();
     deployed(&writer).await;
     let (s, t) = writer
-        .create_session("app".into(), "/chat".into(), json!("a"))
+        .new_session("app".into(), "/chat".into(), json!("a"))
         .await
         .unwrap();
     let call = ToolCallRecord {
@@ -749,8 +769,7 @@ async fn an_edit_decides_only_the_call_it_was_checked_against() {
     let edit = |checked_seq| Decision {
         approved: true,
         approver: "ann".into(),
-        key_id: "k".into(),
-        end_user: None,
+        by: By::Platform { key_id: "k".into() },
         details: DecisionDetails {
             arguments: Some(json!({"amount": 3})),
             message: None,
@@ -760,12 +779,12 @@ async fn an_edit_decides_only_the_call_it_was_checked_against() {
         checked_seq,
     };
     for stale in [Some(seq + 1), None] {
-        let refused = writer.decide(s.id, edit(stale)).await.unwrap_err();
+        let refused = writer.decide_now(s.id, edit(stale)).await.unwrap_err();
         assert!(matches!(refused, StoreError::Conflict(_)), "{refused:?}");
     }
     let record = store.session(s.id).unwrap().unwrap();
     assert!(record.pending_approval.is_some(), "nothing decided");
-    let ticket = writer.decide(s.id, edit(Some(seq))).await.unwrap();
+    let ticket = writer.decide_now(s.id, edit(Some(seq))).await.unwrap();
     let TurnReason::ApprovalDecision {
         pending, details, ..
     } = ticket.reason
@@ -787,4 +806,90 @@ async fn an_edit_decides_only_the_call_it_was_checked_against() {
         granted["payload"]["original_arguments"],
         json!({"amount": 5})
     );
+}
+
+/// The writer decides what a caller may do against the deployment its
+/// command pins (`domain::by`), whatever an edge checked before: a bare
+/// invocation key is refused once the app's current deployment requires
+/// end-user tokens, and let in again after a rollback; an input to a
+/// session pinned to the deployment before keeps that deployment's answer;
+/// an end user's session records only the claims the pinned policy lets
+/// through, and their schedules follow its `[end_users] schedules`.
+#[tokio::test]
+async fn the_writer_decides_a_callers_policy_against_the_pinned_deployment() {
+    use crate::store::{EndUsersRecord, PolicyRefusal};
+    let (_dir, store, writer) = open();
+    let deploy = |required: bool| {
+        let writer = writer.clone();
+        async move {
+            let mut new = new_deployment(None);
+            new.end_users = Some(EndUsersRecord {
+                required,
+                claims: vec!["plan".into()],
+                ..Default::default()
+            });
+            let d = writer.create_deployment(new).await.unwrap();
+            writer.finish_build(d.id, success()).await.unwrap()
+        }
+    };
+    let bare = By::AppKey {
+        key_id: "inv_1".into(),
+    };
+    let create =
+        |by: By| writer.create_session("app".into(), "/chat".into(), json!("hi"), by, None);
+    let open_one = deploy(false).await;
+    let (old, ticket) = create(bare.clone()).await.unwrap().work.unwrap();
+    (writer.finish_turn(old.id, ticket.turn, vec![], TurnOutcome::Ended))
+        .await
+        .unwrap();
+    // Activated after whatever check an edge made: the writer refuses.
+    deploy(true).await;
+    let refused = create(bare.clone()).await.unwrap_err();
+    assert!(
+        matches!(refused, StoreError::Policy(PolicyRefusal::TokenRequired)),
+        "{refused:?}"
+    );
+    // And an input to a session of the deployment before: the app's
+    // policy is its current deployment's, read in the command's commit.
+    let on_busy = OnBusy::Reject;
+    let input = writer.input(old.id, json!("more"), bare.clone(), on_busy, None);
+    let refused = input.await.unwrap_err();
+    assert!(
+        matches!(refused, StoreError::Policy(PolicyRefusal::TokenRequired)),
+        "{refused:?}"
+    );
+    // An end user: their session records the claims the policy allows.
+    let user = By::EndUser {
+        key_id: "user:1".into(),
+        user: "ada".into(),
+        claims: serde_json::from_value(json!({"plan": "pro", "email": "a@b"})).unwrap(),
+    };
+    let (mine, _) = create(user.clone()).await.unwrap().work.unwrap();
+    assert_eq!(mine.end_user.as_deref(), Some("ada"));
+    let created = store.events(mine.id, 0, 1).unwrap();
+    assert!(
+        created[0].json.contains(r#""claims":{"plan":"pro"}"#),
+        "{}",
+        created[0].json
+    );
+    // Their schedule: the pinned deployment does not let end users schedule.
+    let schedule = ScheduleRecord {
+        id: Uuid::now_v7(),
+        due_ms: u64::MAX / 2,
+        input: json!("later"),
+        ..Default::default()
+    };
+    let refused = (writer.create_schedule(mine.id, schedule, user))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            StoreError::Policy(PolicyRefusal::SchedulesNotAllowed)
+        ),
+        "{refused:?}"
+    );
+    // A rollback to the open deployment lets the bare key in again.
+    writer.activate(open_one.id).await.unwrap();
+    assert!(create(bare).await.unwrap().work.is_some());
 }

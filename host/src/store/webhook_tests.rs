@@ -13,6 +13,7 @@ use crate::journal::NewEvent;
 use crate::journal::payloads::TurnEnded;
 
 use super::idempotency_tests::{Backend, start};
+use crate::store::test_calls::HostCalls;
 
 /// Both engines: a temp redb file (kept in the returned dir), a fresh database.
 fn backends() -> Vec<(Option<tempfile::TempDir>, Backend)> {
@@ -88,7 +89,7 @@ async fn recorded_with_their_event(backend: Backend) {
         .unwrap();
     assert!(app_only.app_id.is_some());
 
-    let (session, _) = (writer.create_session("app".into(), "/chat".into(), json!("hi")))
+    let (session, _) = (writer.new_session("app".into(), "/chat".into(), json!("hi")))
         .await
         .unwrap();
     let ended = NewEvent::of(&TurnEnded { turn: 1 });

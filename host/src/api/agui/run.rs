@@ -7,7 +7,6 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::Extension;
 use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -18,12 +17,14 @@ use super::protocol::{
 };
 use super::{Mapper, frames, parse_frame_id};
 use crate::api::ErrorCode;
+use crate::api::caller::Caller;
 use crate::api::decision_details;
 use crate::api::extract::{Json, Path};
-use crate::api::{ApiError, AppState, end_users, events};
+use crate::api::turns::{self, Target};
+use crate::api::{ApiError, AppState};
 use crate::journal::StoredEvent;
-use crate::keys::Principal;
-use crate::store::{Decision, StoreError, ThreadTurn, thread_key};
+use crate::store::{Decision, thread_key};
+use uuid::Uuid;
 
 /// Keep-alive comment interval.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -32,7 +33,7 @@ const MAX_APPROVER: usize = 200;
 
 pub(crate) async fn run(
     State(state): State<AppState>,
-    Extension(principal): Extension<Principal>,
+    caller: Caller,
     Path((app, route)): Path<(String, String)>,
     Json(input): Json<RunAgentInput>,
 ) -> Result<Response, ApiError> {
@@ -46,25 +47,18 @@ pub(crate) async fn run(
     }
     // The route without its leading `/` (a `/` inside it as `%2F`).
     let route = format!("/{route}");
-    let own_slug = end_users::own_slug(&state, &principal).await?;
-    end_users::refuse_other_app(&principal, &app, own_slug.as_deref())?;
-    let key = app.clone();
-    let app = (state.store.read(move |s| s.app(&key)).await?)
-        .filter(|app| principal.may_use_app(app.id))
-        .ok_or_else(|| ApiError::new(ErrorCode::AppNotFound, format!("app `{app}` not found")))?;
-    let policy = end_users::refuse_bare_key_if_required(&state, &principal, app.id).await?;
-    // Each end user's threads are their own (`store::thread_key`).
-    let thread_key = thread_key(&input.thread_id, principal.user_id());
+    let app = caller.app(&state, &app).await?;
     let started = match input.resume.as_deref() {
         Some(entries) if !entries.is_empty() => {
-            if !principal.is_platform() {
+            if !caller.is_platform() {
                 return Err(ApiError::new(
                     ErrorCode::Forbidden,
                     "answering an interrupt decides an approval, which needs a platform key",
                 ));
             }
-            let mut decision = decision(&principal, entries)?;
-            let (app_id, thread) = (app.id, thread_key);
+            let mut decision = decision(&caller, entries)?;
+            // Each end user's threads are their own (`store::thread_key`).
+            let (app_id, thread) = (app.id, thread_key(&input.thread_id, caller.user_id()));
             let route = route.clone();
             let session = state
                 .store
@@ -88,7 +82,9 @@ pub(crate) async fn run(
                     decision_details::check_arguments(&state, session, &decision.details).await?;
             }
             match seq {
-                Some(seq) => state.writer.decide_at(session, seq, decision).await,
+                Some(seq) => (state.writer.decide_at(session, seq, decision).await)
+                    .map(|turn| (turn.session.id, turn.ticket.started_seq))
+                    .map_err(ApiError::from),
                 _ => {
                     return Ok(refusal(
                         "unknown_interrupt",
@@ -98,67 +94,46 @@ pub(crate) async fn run(
             }
         }
         _ => {
-            // With a key every end user of the app holds, the thread id is
-            // the only thing between one user's thread and another's.
-            end_users::require_unguessable(&principal, "a `threadId`", &input.thread_id)?;
             let text = newest_user_text(&input.messages)?;
-            state
-                .writer
-                .open_thread(
-                    app.id.to_string(),
-                    route,
-                    input.thread_id.clone(),
-                    Value::String(text),
-                    end_users::owner(&principal, policy.as_ref()),
-                    !principal.is_platform(),
-                )
-                .await
+            let target = Target::Thread {
+                app: app.id,
+                route,
+                thread: input.thread_id.clone(),
+            };
+            (turns::start(&state, &caller, target, Value::String(text), None).await)
+                .map(|started| (started.session, started.started_seq.unwrap_or_default()))
         }
     };
-    let turn = match started {
-        Ok(turn) => turn,
+    let (session, started_seq) = match started {
+        Ok(started) => started,
         // The thread's state refuses the run (a turn in progress, an
         // approval pending, the session ended): AG-UI says so with RUN_ERROR.
-        Err(StoreError::Conflict(message)) => return Ok(refusal("conflict", message)),
-        Err(err) => return Err(err.into()),
+        Err(err) if err.code == ErrorCode::Conflict => return Ok(refusal("conflict", err.message)),
+        Err(err) => return Err(err),
     };
     let run = (input.thread_id, input.run_id);
-    Ok(stream(state, &principal, turn, run).await)
+    Ok(stream(state, &caller, (session, started_seq), run).await)
 }
 
 /// Streams the turn from its TURN_STARTED to the end of its run.
 async fn stream(
     state: AppState,
-    principal: &Principal,
-    turn: ThreadTurn,
+    caller: &Caller,
+    (session, started_seq): (Uuid, u64),
     (thread_id, run_id): (String, String),
 ) -> Response {
-    let (session, started_seq) = (turn.session.id, turn.started_seq);
-    // The writer started the turn (`store::start`); subscribed before
-    // reading, nothing it publishes from here on is missed.
-    let subscription = state.store.hub().subscribe(session);
-    let first = match events::read_chunk(&state, session, started_seq).await {
-        Ok(first) => first,
-        Err(err) => return err.into_response(),
-    };
     let mut mapper = Mapper::client(session, thread_id, run_id);
     let framer = move |event: &StoredEvent| {
         let mapped = mapper.map(event);
         let end = mapped.iter().any(AgUiEvent::ends_run);
         (frames(event, mapped, None), end)
     };
-    let events = events::frames(
-        state,
-        session,
-        started_seq,
-        first,
-        subscription,
-        principal.key_id.clone(),
-        framer,
-    );
-    Sse::new(events)
-        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
-        .into_response()
+    match turns::follow(state, caller, session, started_seq, framer).await {
+        Ok(events) => Sse::new(events)
+            .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+            .into_response(),
+        Err(err) => err.into_response(),
+    }
 }
 
 /// A run refused before it started: a stream of one RUN_ERROR.
@@ -204,7 +179,7 @@ fn newest_user_text(messages: &[InputMessage]) -> Result<String, ApiError> {
 /// ends with. `resolved` takes `{"approved": bool, "approver"?: string,
 /// "arguments"?, "message"?: string, "result"?}` (as
 /// `POST /sessions/{id}/approval`); `cancelled` denies.
-fn decision(principal: &Principal, entries: &[ResumeEntry]) -> Result<Decision, ApiError> {
+fn decision(caller: &Caller, entries: &[ResumeEntry]) -> Result<Decision, ApiError> {
     let [entry] = entries else {
         return Err(ApiError::new(
             ErrorCode::InvalidBody,
@@ -249,9 +224,8 @@ fn decision(principal: &Principal, entries: &[ResumeEntry]) -> Result<Decision, 
     };
     Ok(Decision {
         approved,
-        approver: approver.unwrap_or_else(|| principal.name.clone()),
-        key_id: principal.key_id.clone(),
-        end_user: None,
+        approver: approver.unwrap_or_else(|| caller.name.clone()),
+        by: caller.by(),
         details,
         checked_seq: None,
     })

@@ -13,11 +13,12 @@ use uuid::Uuid;
 
 use super::rpc;
 use super::tools::{self, Tool};
-use crate::api::{ApiError, AppState, end_users, events, overload, sessions};
+use crate::api::caller::Caller;
+use crate::api::turns::{self, Target};
+use crate::api::{ApiError, AppState, ErrorCode, overload};
 use crate::journal::payloads::{self, Delta, Role};
 use crate::journal::{EventType, StoredEvent};
-use crate::keys::Principal;
-use crate::store::StoreError;
+use crate::store::OnBusy;
 
 /// Keep-alive comment interval while a turn runs.
 const KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(15);
@@ -32,11 +33,11 @@ struct Call {
 
 pub(super) async fn call(
     state: AppState,
-    principal: Principal,
+    caller: Caller,
     id: Value,
     params: Map<String, Value>,
 ) -> Result<Response, ApiError> {
-    let call = match read(&state, &principal, &params).await? {
+    let call = match read(&state, &caller, &params).await? {
         Ok(call) => call,
         Err(message) => return Ok(invalid(&id, message)),
     };
@@ -50,27 +51,20 @@ pub(super) async fn call(
         session,
         progress_token,
     } = call;
-    let policy = end_users::refuse_bare_key_if_required(&state, &principal, tool.app_id).await?;
-    let started = match session {
-        None => {
-            let owner = end_users::owner(&principal, policy.as_ref());
-            (state.writer)
-                .create_session_once_as(
-                    tool.app_id.to_string(),
-                    tool.route.clone(),
-                    input,
-                    owner,
-                    !principal.is_platform(),
-                    None,
-                )
-                .await
-                // SESSION_CREATED is seq 0, the first TURN_STARTED seq 1.
-                .map(|done| (done.answer.id, done.answer.turn, 1))
-        }
+    let target = match session {
+        None => Target::New {
+            app: tool.app_id.to_string(),
+            route: tool.route.clone(),
+        },
         Some(session) => {
-            let record = sessions::visible_session(&state, &principal, &session.to_string()).await;
-            let record = match record {
-                Ok(record) if record.app_id == tool.app_id && record.route == tool.route => record,
+            let record = caller.session(&state, &session.to_string()).await;
+            match record {
+                Ok(record) if record.app_id == tool.app_id && record.route == tool.route => {
+                    Target::Session {
+                        id: record.id,
+                        on_busy: OnBusy::Reject,
+                    }
+                }
                 Ok(_)
                 | Err(ApiError {
                     status: StatusCode::NOT_FOUND,
@@ -82,28 +76,15 @@ pub(super) async fn call(
                     ));
                 }
                 Err(err) => return Err(err),
-            };
-            let started = match principal.user_id() {
-                // The user's own input counts against their share of turns.
-                Some(user) => {
-                    (state.writer)
-                        .user_post_input_at(record.id, input, user.to_string())
-                        .await
-                }
-                None => {
-                    (state.writer)
-                        .post_input_at(record.id, input, !principal.is_platform())
-                        .await
-                }
-            };
-            started.map(|(ticket, seq)| (ticket.session_id, ticket.turn, seq))
+            }
         }
     };
-    let (session, turn, started_seq) = match started {
+    let started = match turns::start(&state, &caller, target, input, None).await {
         Ok(started) => started,
         // The session's state refuses the input (a turn running, an
         // approval pending, the session ended): the model can read why.
-        Err(StoreError::Conflict(message)) => {
+        Err(err) if err.code == ErrorCode::Conflict => {
+            let message = err.message;
             let text = format!("the session cannot take this input: {message}");
             let result = json!({
                 "content": [{"type": "text", "text": text}],
@@ -112,13 +93,16 @@ pub(super) async fn call(
             });
             return Ok(rpc::json_response(&rpc::result(&id, result)));
         }
-        Err(err) => return Err(err.into()),
+        Err(err) => return Err(err),
     };
+    // Without a key, a turn started now: SESSION_CREATED is seq 0, a new
+    // session's first TURN_STARTED seq 1.
+    let started_seq = started.started_seq.unwrap_or(1);
     Ok(stream(
         state,
-        &principal,
+        &caller,
         id,
-        (session, turn, started_seq),
+        (started.session, started.turn, started_seq),
         progress_token,
     )
     .await)
@@ -133,14 +117,14 @@ fn invalid(id: &Value, message: impl Into<String>) -> Response {
 /// The call's tool and arguments, or why they are invalid.
 async fn read(
     state: &AppState,
-    principal: &Principal,
+    caller: &Caller,
     params: &Map<String, Value>,
 ) -> Result<Result<Call, String>, ApiError> {
     let Some(name) = params.get("name").and_then(Value::as_str) else {
         return Ok(Err("`name` must be a tool's name".into()));
     };
     // Another app's tool does not exist for an invocation key or end user.
-    let Some(tool) = tools::find(state, principal, name).await? else {
+    let Some(tool) = tools::find(state, caller, name).await? else {
         return Ok(Err(format!("unknown tool `{name}`")));
     };
     let empty = Map::new();
@@ -197,18 +181,11 @@ async fn read(
 /// Streams the turn from its TURN_STARTED to its end: progress, then the result.
 async fn stream(
     state: AppState,
-    principal: &Principal,
+    caller: &Caller,
     id: Value,
     (session, turn, started_seq): (Uuid, u32, u64),
     progress_token: Option<Value>,
 ) -> Response {
-    // The writer started the turn; subscribed before reading, nothing it
-    // publishes from here on is missed (as `api::events`).
-    let subscription = state.store.hub().subscribe(session);
-    let first = match events::read_chunk(&state, session, started_seq).await {
-        Ok(first) => first,
-        Err(err) => return err.into_response(),
-    };
     let mut turn_reader = TurnReader {
         id,
         session,
@@ -222,15 +199,10 @@ async fn stream(
         let (messages, end) = turn_reader.read(event);
         (messages.iter().map(rpc::frame).collect(), end)
     };
-    let frames = events::frames(
-        state,
-        session,
-        started_seq,
-        first,
-        subscription,
-        principal.key_id.clone(),
-        framer,
-    );
+    let frames = match turns::follow(state, caller, session, started_seq, framer).await {
+        Ok(frames) => frames,
+        Err(err) => return err.into_response(),
+    };
     let mut response = Sse::new(frames)
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
         .into_response();

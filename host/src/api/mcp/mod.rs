@@ -23,6 +23,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 use utoipa::openapi::{RefOr, Schema};
 
+use super::caller::Caller;
 use super::{ApiError, AppState};
 use crate::api::ErrorCode;
 use crate::keys::Principal;
@@ -101,7 +102,7 @@ pub(super) async fn post(
         "initialize" => rpc::result(&id, initialize(&params)),
         "ping" => rpc::result(&id, json!({})),
         "tools/list" => list(&state, &principal, &id, &params).await?,
-        "tools/call" => return call::call(state, principal, id, params).await,
+        "tools/call" => return call::call(state, Caller(principal), id, params).await,
         other => rpc::error(
             &id,
             rpc::METHOD_NOT_FOUND,

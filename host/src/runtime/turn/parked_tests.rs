@@ -8,9 +8,10 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Value, json};
 
 use super::Parked;
+use crate::store::test_calls::HostCalls;
 use crate::store::tests::{deployed, open, suspend};
 use crate::store::{
-    Committed, Db, Decision, DecisionDetails, OnBusy, ToolCallRecord, TurnOutcome, TurnReason,
+    By, Committed, Db, Decision, DecisionDetails, OnBusy, ToolCallRecord, TurnOutcome, TurnReason,
     TurnSink, TurnTicket, Writer,
 };
 
@@ -57,7 +58,7 @@ async fn a_parked_ticket_drops_its_input_and_reads_the_exact_one_back() {
     deployed(&writer).await;
     let big = json!({"text": "é".repeat(1 << 19), "n": 1});
     let (session, _) = writer
-        .create_session("app".into(), "/chat".into(), big.clone())
+        .new_session("app".into(), "/chat".into(), big.clone())
         .await
         .unwrap();
     assert_eq!(round_trip(&store, &started).await.input, big);
@@ -68,12 +69,18 @@ async fn a_parked_ticket_drops_its_input_and_reads_the_exact_one_back() {
         .await
         .unwrap();
     writer
-        .post_input(session.id, json!("second"))
+        .next_input(session.id, json!("second"))
         .await
         .unwrap();
     assert_eq!(round_trip(&store, &started).await.input, json!("second"));
     let queued = writer
-        .input_once(session.id, json!(["third"]), OnBusy::Enqueue, None)
+        .input(
+            session.id,
+            json!(["third"]),
+            By::host(),
+            OnBusy::Enqueue,
+            None,
+        )
         .await
         .unwrap();
     assert!(queued.work.is_some());
@@ -95,8 +102,7 @@ async fn a_parked_ticket_drops_its_input_and_reads_the_exact_one_back() {
     let decision = Decision {
         approved: true,
         approver: "ann".into(),
-        key_id: "k".into(),
-        end_user: None,
+        by: By::Platform { key_id: "k".into() },
         details: DecisionDetails {
             arguments: Some(json!({"amount": 3})),
             message: None,
@@ -105,7 +111,7 @@ async fn a_parked_ticket_drops_its_input_and_reads_the_exact_one_back() {
         },
         checked_seq: pending.map(|p| p.event_seq),
     };
-    writer.decide(session.id, decision).await.unwrap();
+    writer.decide_now(session.id, decision).await.unwrap();
     let resumed = round_trip(&store, &started).await;
     assert_eq!((resumed.turn, &resumed.input), (4, &json!(["third"])));
     let TurnReason::ApprovalDecision { pending, .. } = &resumed.reason else {
@@ -118,7 +124,7 @@ async fn a_parked_ticket_drops_its_input_and_reads_the_exact_one_back() {
         .finish_turn(session.id, 4, vec![], TurnOutcome::Ended)
         .await
         .unwrap();
-    writer.post_input(session.id, json!("fifth")).await.unwrap();
+    writer.next_input(session.id, json!("fifth")).await.unwrap();
     let fifth = started.take().0;
     drop(writer);
     let writer = Writer::spawn(store.clone()).unwrap();

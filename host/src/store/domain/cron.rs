@@ -6,6 +6,8 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use croner::Cron;
 
+use crate::store::records::ScheduleRecord;
+
 /// A cron pattern and its time zone, checked.
 pub(crate) struct CronRule {
     cron: Cron,
@@ -29,6 +31,20 @@ impl CronRule {
         let local = after.with_timezone(&self.zone);
         let next = self.cron.find_next_occurrence(&local, false).ok()?;
         u64::try_from(next.timestamp_millis()).ok()
+    }
+}
+
+/// When a schedule that was due at `due_ms` is due next, firing at
+/// `now_ms`: a cron schedule's next time after both (one firing however
+/// many times passed while no server ran), unless that is past its
+/// `end_at`; a one-shot schedule never.
+pub(super) fn next_due(record: &ScheduleRecord, due_ms: u64, now_ms: u64) -> Option<u64> {
+    let cron = record.cron.as_deref()?;
+    let rule = CronRule::parse(cron, record.timezone.as_deref().unwrap_or("UTC")).ok()?;
+    let next = rule.next_after(now_ms.max(due_ms))?;
+    match record.end_ms {
+        Some(end) if next > end => None,
+        _ => Some(next),
     }
 }
 

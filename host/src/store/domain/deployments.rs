@@ -3,6 +3,7 @@
 
 use uuid::Uuid;
 
+use super::idempotency::{DeploymentAnswer, Remembered};
 use super::{BuildOutcome, NewDeployment};
 use crate::store::Missing;
 use crate::store::batch::{Batch, Hook, Op};
@@ -153,7 +154,7 @@ impl Op for FinishBuild {
                         DeploymentStatus::Retired
                     };
                     // Tools the agent's code leaves to the session's end user.
-                    for tool in super::end_users::approved_by_end_user(&description) {
+                    for tool in approved_by_end_user(&description) {
                         if !d.end_user_approvals.contains(&tool) {
                             d.end_user_approvals.push(tool);
                         }
@@ -205,5 +206,61 @@ impl Op for Activate {
         app.current_deployment = Some(id);
         tx.put_app(&app, false)?;
         update_deployment(tx, id, |d| d.status = DeploymentStatus::Active)
+    }
+}
+
+impl Remembered for CreateDeployment {
+    const COMMAND: &'static str = "create_deployment";
+    type Answer = DeploymentAnswer;
+
+    fn answer(
+        batch: &mut Batch<'_>,
+        deployment: &DeploymentRecord,
+    ) -> Result<DeploymentAnswer, StoreError> {
+        let app = (batch.tx.app(&deployment.app_id.to_string())?)
+            .ok_or_else(|| corrupt(format!("app {} is missing", deployment.app_id)))?;
+        Ok(DeploymentAnswer {
+            deployment: deployment.clone(),
+            app,
+        })
+    }
+}
+
+/// The keyword of a tool's parameters schema by which the agent's code
+/// (each SDK's end-user approval) says the session's end user may decide
+/// its calls, as the manifest's `[tools.<name>] approver = "end_user"`
+/// does: `"x-agenthost-approver": "end_user"` at the schema's top level.
+/// (JSON Schema ignores keywords it does not know; `tool-spec` stays as it is.)
+pub(crate) const APPROVER_KEYWORD: &str = "x-agenthost-approver";
+
+/// The tools of `description` whose code leaves their calls to the
+/// session's end user.
+pub(crate) fn approved_by_end_user(
+    description: &crate::store::records::AgentDescription,
+) -> Vec<String> {
+    (description.tools.iter())
+        .filter(|tool| {
+            tool.parameters
+                .get(APPROVER_KEYWORD)
+                .and_then(|v| v.as_str())
+                == Some("end_user")
+        })
+        .map(|tool| tool.name.clone())
+        .collect()
+}
+
+/// The current deployment of app `app` (none before its first build):
+/// whose `[end_users]` policy says what callers may do in the app's
+/// sessions, read inside the command's transaction.
+pub(super) fn current_deployment(
+    batch: &mut Batch<'_>,
+    app: Uuid,
+) -> Result<Option<crate::store::records::DeploymentRecord>, StoreError> {
+    let Some(app) = batch.tx.app(&app.to_string())? else {
+        return Ok(None);
+    };
+    match app.current_deployment {
+        Some(id) => batch.tx.deployment(id),
+        None => Ok(None),
     }
 }

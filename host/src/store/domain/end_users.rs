@@ -10,8 +10,7 @@ use std::time::SystemTime;
 
 use uuid::Uuid;
 
-use super::idempotency::{Remembered, unix_ms};
-use super::sessions::{InputOutcome, PostInput};
+use super::clock::unix_ms;
 use crate::store::Cap;
 use crate::store::StoreError;
 use crate::store::batch::{Batch, Op};
@@ -27,29 +26,6 @@ pub(crate) fn end_user_key(app: Uuid, user: &str) -> String {
     use sha2::Digest as _;
     let hash = hex::encode(&sha2::Sha256::digest(user.as_bytes())[..16]);
     format!("{END_USER_KEY_PREFIX}{}:{hash}", app.simple())
-}
-
-/// The keyword of a tool's parameters schema by which the agent's code
-/// (each SDK's end-user approval) says the session's end user may decide
-/// its calls, as the manifest's `[tools.<name>] approver = "end_user"`
-/// does: `"x-agenthost-approver": "end_user"` at the schema's top level.
-/// (JSON Schema ignores keywords it does not know; `tool-spec` stays as it is.)
-pub(crate) const APPROVER_KEYWORD: &str = "x-agenthost-approver";
-
-/// The tools of `description` whose code leaves their calls to the
-/// session's end user.
-pub(crate) fn approved_by_end_user(
-    description: &crate::store::records::AgentDescription,
-) -> Vec<String> {
-    (description.tools.iter())
-        .filter(|tool| {
-            tool.parameters
-                .get(APPROVER_KEYWORD)
-                .and_then(|v| v.as_str())
-                == Some("end_user")
-        })
-        .map(|tool| tool.name.clone())
-        .collect()
 }
 
 /// The window `turns_per_minute_per_user` counts over.
@@ -143,87 +119,5 @@ pub(super) fn counted<T>(
             Err(err)
         }
         other => other,
-    }
-}
-
-/// A follow-up input sent by the session's own end user: counted against
-/// their share of turns. (An input from a platform key, or a schedule's,
-/// is not theirs to count.)
-pub(in crate::store) struct UserInput {
-    pub input: PostInput,
-    pub user: String,
-}
-
-impl Op for UserInput {
-    type Output = InputOutcome;
-
-    fn tickets(outcome: &InputOutcome) -> Vec<super::TurnTicket> {
-        PostInput::tickets(outcome)
-    }
-
-    fn session(&self) -> Option<Uuid> {
-        Some(self.input.session)
-    }
-
-    fn apply(&mut self, batch: &mut Batch<'_>) -> Result<InputOutcome, StoreError> {
-        user_input(batch, &mut self.input, &self.user)
-    }
-}
-
-/// `input`, counted when `user` owns its session.
-fn user_input(
-    batch: &mut Batch<'_>,
-    input: &mut PostInput,
-    user: &str,
-) -> Result<InputOutcome, StoreError> {
-    let record = batch.session(input.session)?.record.clone();
-    if record.end_user.as_deref() != Some(user) {
-        return input.apply(batch);
-    }
-    let deployment = (batch.tx.deployment(record.deployment_id)?).ok_or_else(|| {
-        crate::store::error::corrupt(format!(
-            "deployment {} of session {} is missing",
-            record.deployment_id, record.id
-        ))
-    })?;
-    counted(batch, record.app_id, user, &deployment, |batch| {
-        input.apply(batch)
-    })
-}
-
-/// `UserInput` that also answers the seq of the turn's `TURN_STARTED` (an
-/// MCP `tools/call` of an end user on their session), as `PostInputAt`.
-pub(in crate::store) struct UserInputAt {
-    pub input: PostInput,
-    pub user: String,
-}
-
-impl Op for UserInputAt {
-    type Output = (super::TurnTicket, u64);
-
-    fn tickets(output: &Self::Output) -> Vec<super::TurnTicket> {
-        vec![output.0.clone()]
-    }
-
-    fn session(&self) -> Option<Uuid> {
-        Some(self.input.session)
-    }
-
-    fn apply(&mut self, batch: &mut Batch<'_>) -> Result<Self::Output, StoreError> {
-        let started_seq = batch.session(self.input.session)?.next_seq;
-        match user_input(batch, &mut self.input, &self.user)? {
-            InputOutcome::Started(ticket) => Ok((ticket, started_seq)),
-            // Only an input with `on_busy` is queued.
-            InputOutcome::Queued(_) => Err(StoreError::Corrupt("an input was queued".into())),
-        }
-    }
-}
-
-impl Remembered for UserInput {
-    const COMMAND: &'static str = PostInput::COMMAND;
-    type Answer = <PostInput as Remembered>::Answer;
-
-    fn answer(batch: &mut Batch<'_>, outcome: &InputOutcome) -> Result<Self::Answer, StoreError> {
-        PostInput::answer(batch, outcome)
     }
 }

@@ -4,7 +4,8 @@
 //! on another host) gets that answer instead of a second effect.
 //!
 //! The rule, written once for the four commands that take a key
-//! (`CreateSession`, `PostInput`, `Decide`, `CreateDeployment`): a key
+//! (`CreateSession`, `PostInput`, `Decide`, `CreateDeployment`, each
+//! `Remembered` beside its rule): a key
 //! remembered and not expired answers its first answer when the request's
 //! fingerprint is the same, and is refused (422) when it is not; otherwise
 //! the command runs and its answer is remembered for `TTL`. Only a success
@@ -13,20 +14,17 @@
 //! wait for another one holding the same key), so a retry racing its first
 //! attempt waits for it and gets its answer: there is no "in progress".
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::deployments::CreateDeployment;
-use super::sessions::{CreateSession, Decide, InputOutcome, PostInput};
-use super::{TurnReason, TurnTicket};
+use super::TurnTicket;
+use super::clock::unix_ms;
 use crate::store::batch::{Batch, Op};
 use crate::store::error::corrupt;
-use crate::store::records::{
-    AppRecord, DeploymentRecord, IdempotencyRecord, SessionRecord, SessionStatus,
-};
+use crate::store::records::{AppRecord, DeploymentRecord, IdempotencyRecord, SessionStatus};
 use crate::store::{StoreError, now_rfc3339};
 
 /// How long a key's first answer is remembered.
@@ -145,12 +143,6 @@ impl Op for PurgeIdempotency {
     }
 }
 
-/// Unix milliseconds of `time` (0 before the epoch).
-pub(crate) fn unix_ms(time: SystemTime) -> u64 {
-    time.duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
 /// The answer to `POST /sessions/{id}/input`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TurnAnswer {
@@ -186,80 +178,4 @@ pub struct DecisionAnswer {
 pub struct DeploymentAnswer {
     pub deployment: DeploymentRecord,
     pub app: AppRecord,
-}
-
-impl Remembered for CreateSession {
-    const COMMAND: &'static str = "create_session";
-    type Answer = SessionRecord;
-
-    fn answer(
-        _: &mut Batch<'_>,
-        (record, _): &(SessionRecord, TurnTicket),
-    ) -> Result<SessionRecord, StoreError> {
-        Ok(record.clone())
-    }
-}
-
-impl Remembered for PostInput {
-    const COMMAND: &'static str = "post_input";
-    type Answer = TurnAnswer;
-
-    fn answer(_: &mut Batch<'_>, outcome: &InputOutcome) -> Result<TurnAnswer, StoreError> {
-        Ok(match outcome {
-            InputOutcome::Started(ticket) => TurnAnswer {
-                session_id: ticket.session_id,
-                turn: ticket.turn,
-                queued: None,
-            },
-            InputOutcome::Queued(queued) => TurnAnswer {
-                session_id: queued.session_id,
-                turn: queued.turn,
-                queued: Some(QueuedAnswer {
-                    input_id: queued.input_id.clone(),
-                    position: queued.position,
-                    status: queued.status,
-                }),
-            },
-        })
-    }
-}
-
-impl Remembered for Decide {
-    const COMMAND: &'static str = "decide";
-    type Answer = DecisionAnswer;
-
-    fn answer(_: &mut Batch<'_>, ticket: &TurnTicket) -> Result<DecisionAnswer, StoreError> {
-        match &ticket.reason {
-            TurnReason::ApprovalDecision {
-                approved,
-                approver,
-                pending,
-                ..
-            } => Ok(DecisionAnswer {
-                session_id: ticket.session_id,
-                turn: ticket.turn,
-                tool_call_id: pending.call.tool_call_id.clone(),
-                approved: *approved,
-                approver: approver.clone(),
-            }),
-            TurnReason::Input => Err(corrupt("a decision resumed no gated call")),
-        }
-    }
-}
-
-impl Remembered for CreateDeployment {
-    const COMMAND: &'static str = "create_deployment";
-    type Answer = DeploymentAnswer;
-
-    fn answer(
-        batch: &mut Batch<'_>,
-        deployment: &DeploymentRecord,
-    ) -> Result<DeploymentAnswer, StoreError> {
-        let app = (batch.tx.app(&deployment.app_id.to_string())?)
-            .ok_or_else(|| corrupt(format!("app {} is missing", deployment.app_id)))?;
-        Ok(DeploymentAnswer {
-            deployment: deployment.clone(),
-            app,
-        })
-    }
 }

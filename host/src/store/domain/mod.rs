@@ -9,12 +9,15 @@
 //! engine it runs on.
 
 mod app_schedules;
+mod by;
+mod clock;
 mod closing;
 mod cron;
 mod deletion;
 mod deployments;
 mod end_users;
 mod feed;
+mod firing;
 mod idempotency;
 mod journal_cap;
 mod keys;
@@ -26,22 +29,28 @@ mod secrets;
 mod sessions;
 mod threads;
 mod timers;
+mod turn_start;
 mod webhooks;
 
 use super::records::{AgentDescription, Artifact, DecisionDetails, LimitsRecord, PendingApproval};
 use super::start::{TurnReason, TurnTicket};
 
 pub(super) use app_schedules::{CreateAppSchedule, DeleteAppSchedule};
+pub use by::By;
+pub(crate) use by::PolicyRefusal;
+pub(crate) use clock::{rfc3339_ms, unix_ms};
 pub(crate) use cron::CronRule;
 pub(super) use deletion::DeleteSession;
 pub(super) use deployments::{Activate, CreateDeployment, FinishBuild, SetArtifact};
+pub(super) use end_users::RevokeEndUser;
 pub(crate) use end_users::{END_USER_KEY_PREFIX, end_user_key};
-pub(super) use end_users::{RevokeEndUser, UserInput, UserInputAt};
 pub(super) use feed::PurgeFeed;
+pub(super) use firing::FireSchedule;
+pub(crate) use firing::Fired;
 #[cfg(test)]
 pub(crate) use idempotency::TTL as IDEMPOTENCY_TTL;
 pub(crate) use idempotency::{
-    Answered, DecisionAnswer, DeploymentAnswer, Idempotency, MAX_KEY_LEN, TurnAnswer, unix_ms,
+    Answered, DecisionAnswer, DeploymentAnswer, Idempotency, MAX_KEY_LEN, TurnAnswer,
 };
 pub(super) use idempotency::{Once, PurgeIdempotency};
 pub(super) use keys::{DeleteApiKey, PutApiKey, TouchApiKey};
@@ -50,13 +59,11 @@ pub(crate) use queue::MAX_QUEUED_INPUTS;
 pub(crate) use queue::OnBusy;
 pub(crate) use recovery::Recovery;
 pub(super) use recovery::{CloseTurn, Recover};
-pub(super) use schedules::{CreateSchedule, DeleteSchedule, FireSchedule, UserCreateSchedule};
-pub(crate) use schedules::{Fired, MAX_SCHEDULES, rfc3339_ms};
+pub(crate) use schedules::MAX_SCHEDULES;
+pub(super) use schedules::{CreateSchedule, DeleteSchedule};
 pub(super) use secrets::{DeleteSecret, PutSecret};
 pub(crate) use sessions::InputOutcome;
-pub(super) use sessions::{
-    Append, CreateSession, Decide, EndSession, FinishTurn, PostInput, PostInputAt,
-};
+pub(super) use sessions::{Append, CreateSession, Decide, EndSession, FinishTurn, PostInput};
 pub(super) use threads::{DecideAt, OpenThread};
 pub(crate) use threads::{ThreadTurn, thread_key};
 pub(crate) use timers::{MAX_TURN_SCHEDULES, TurnTimers};
@@ -109,11 +116,9 @@ pub enum BuildOutcome {
 pub struct Decision {
     pub approved: bool,
     pub approver: String,
-    /// The id of the API key that decided.
-    pub key_id: String,
-    /// The end user deciding, if one is: they may decide only a call of
-    /// their own session whose tool the manifest leaves to its end user.
-    pub end_user: Option<String>,
+    /// Who decided (`key_id` recorded): an end user may decide only a call
+    /// of their own session whose tool the manifest leaves to its end user.
+    pub by: By,
     /// Edited arguments, a message, a given result (the API checked them).
     pub details: DecisionDetails,
     /// The TOOL_APPROVAL_REQUIRED seq the API checked `details.arguments`

@@ -15,7 +15,7 @@
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::sessions::turn_start_events_for;
+use super::turn_start::turn_start_events_for;
 use super::{TurnReason, TurnTicket};
 use crate::journal::NewEvent;
 use crate::journal::payloads::{InputQueued, StartReason};

@@ -6,6 +6,7 @@
 
 use uuid::Uuid;
 
+use super::by::By;
 use crate::store::Cap;
 use crate::store::StoreError;
 use crate::store::batch::Batch;
@@ -22,16 +23,18 @@ pub(super) enum Starting {
 }
 
 /// Refuses (`StoreError::Quota`) when starting one more would go past a cap
-/// of the app: the operator's caps for everyone, and, for a `public`
-/// caller (an invocation key or an end user: what ships in frontends), the
-/// caps of theirs, which count the app's sessions and turns all the same.
+/// of the app: the operator's caps for everyone, and, `by` a public
+/// caller (an invocation key or an end user: what ships in frontends,
+/// `By::public`), the caps of theirs, which count the app's sessions and
+/// turns all the same.
 pub(super) fn check(
     batch: &mut Batch<'_>,
     app: Uuid,
     slug: &str,
     starting: Starting,
-    public: bool,
+    by: &By,
 ) -> Result<(), StoreError> {
+    let public = by.public();
     let quotas = batch.state.quotas;
     let pick = |all: Option<u64>, theirs: Option<u64>, flags: [&'static str; 2]| {
         let theirs = theirs.filter(|_| public).map(|cap| (cap, flags[1]));

@@ -9,11 +9,13 @@ use uuid::Uuid;
 
 use super::closing::closing_events;
 use super::feed;
+use super::idempotency::{DecisionAnswer, QueuedAnswer, Remembered, TurnAnswer};
 use super::queue::{self, OnBusy, Queued};
 use super::quotas::{self, Starting};
 use super::timers::TurnTimers;
-use super::{Decision, TurnOutcome, TurnReason, TurnTicket};
-use crate::journal::payloads::{self, Delta, EndUserInfo, Role, StartReason};
+use super::turn_start::turn_start_events_for;
+use super::{By, Decision, TurnOutcome, TurnReason, TurnTicket};
+use crate::journal::payloads::{self, StartReason};
 use crate::journal::{NewEvent, TurnErrorKind};
 use crate::store::Missing;
 use crate::store::batch::{Batch, Op};
@@ -28,12 +30,10 @@ pub(in crate::store) struct CreateSession {
     pub app: String,
     pub route: String,
     pub input: Value,
-    /// The end user creating it, who then owns it.
-    pub end_user: Option<EndUserInfo>,
+    /// Who creates it: an end user then owns it (`By::owner`).
+    pub by: By,
     /// Why its first turn starts: `Input`, or the app schedule that fired.
     pub reason: StartReason,
-    /// Asked by an invocation key or an end user (`quotas::check`).
-    pub public: bool,
 }
 
 impl Op for CreateSession {
@@ -54,6 +54,8 @@ impl Op for CreateSession {
         })?;
         let deployment = (batch.tx.deployment(deployment_id)?)
             .ok_or_else(|| corrupt(format!("current deployment {deployment_id} is missing")))?;
+        // The policy of the deployment the session pins decides (401).
+        self.by.may_act(&deployment)?;
         let routes = deployment
             .description
             .as_ref()
@@ -66,13 +68,14 @@ impl Op for CreateSession {
                 hint: format!(": app `{}` serves {}", app.slug, routes.join(", ")),
             });
         }
-        quotas::check(batch, app.id, &app.slug, Starting::Session, self.public)?;
+        quotas::check(batch, app.id, &app.slug, Starting::Session, &self.by)?;
+        let owner = self.by.owner(&deployment);
         let user_cap = (deployment.end_users.as_ref()).and_then(|p| p.max_open_sessions_per_user);
-        if let (Some(user), Some(cap)) = (&self.end_user, user_cap) {
+        if let (Some(user), Some(cap)) = (&owner, user_cap) {
             quotas::check_user(batch, app.id, &user.id, cap)?;
         }
         // Last of the refusals: a turn counted is a turn started.
-        if let Some(user) = &self.end_user {
+        if let Some(user) = &owner {
             super::end_users::take_turn(batch, app.id, &user.id, &deployment)?;
         }
         let now = now_rfc3339();
@@ -92,7 +95,7 @@ impl Op for CreateSession {
             boot_id: Some(batch.state.boot),
             pending_approval: None,
             resume: None,
-            end_user: self.end_user.as_ref().map(|user| user.id.clone()),
+            end_user: owner.as_ref().map(|user| user.id.clone()),
             queued: Vec::new(),
             schedules: Vec::new(),
             journal_bytes: 0,
@@ -104,7 +107,7 @@ impl Op for CreateSession {
             deployment_id,
             deployment_version: deployment.version,
             input: self.input.clone(),
-            end_user: self.end_user.clone(),
+            end_user: owner,
         })];
         events.extend(turn_start_events_for(1, &self.input, self.reason.clone()));
         batch.insert_session(SessionRow {
@@ -130,15 +133,20 @@ impl Op for CreateSession {
 
 /// A follow-up input: starts the session's next turn, or, when the session
 /// is busy, refuses (409) or queues it as `on_busy` says (`queue.rs`); 429
-/// at the app's running-turns cap or a full queue.
+/// at the app's running-turns cap or a full queue. The ticket of a turn
+/// started holds the seq of its `TURN_STARTED` (where a stream follows it).
 pub(in crate::store) struct PostInput {
     pub session: Uuid,
     pub input: Value,
     pub on_busy: OnBusy,
     /// The schedule whose firing this input is (`domain::schedules`).
     pub schedule: Option<Uuid>,
-    /// Sent by an invocation key or an end user (`quotas::check`).
-    pub public: bool,
+    /// Who sends it: a bare invocation key is refused where the session's
+    /// deployment requires end-user tokens, and the session's own end
+    /// user's input counts against their share of turns
+    /// (`[end_users] turns_per_minute_per_user`; an input from a platform
+    /// key, or a schedule's, is not theirs to count).
+    pub by: By,
 }
 
 /// What an input did.
@@ -161,6 +169,34 @@ impl Op for PostInput {
     }
 
     fn apply(&mut self, batch: &mut Batch<'_>) -> Result<InputOutcome, StoreError> {
+        if self.by.is_operator() {
+            return self.start(batch);
+        }
+        let record = batch.session(self.session)?.record.clone();
+        // The app's policy is its current deployment's, read in this commit.
+        if let Some(current) = super::deployments::current_deployment(batch, record.app_id)? {
+            self.by.may_act(&current)?;
+        }
+        let deployment = (batch.tx.deployment(record.deployment_id)?).ok_or_else(|| {
+            corrupt(format!(
+                "deployment {} of session {} is missing",
+                record.deployment_id, record.id
+            ))
+        })?;
+        match self.by.user().map(str::to_string) {
+            Some(user) if record.end_user.as_deref() == Some(user.as_str()) => {
+                super::end_users::counted(batch, record.app_id, &user, &deployment, |batch| {
+                    self.start(batch)
+                })
+            }
+            _ => self.start(batch),
+        }
+    }
+}
+
+impl PostInput {
+    /// The input's start (or queueing) once its caller may send it.
+    fn start(&mut self, batch: &mut Batch<'_>) -> Result<InputOutcome, StoreError> {
         let id = self.session;
         if batch.session(id)?.record.status != SessionStatus::Ended {
             super::journal_cap::check(batch, id)?;
@@ -194,7 +230,7 @@ impl Op for PostInput {
         }
         let (turn, app) = (session.record.turn + 1, session.record.app_id);
         let slug = session.record.app_slug.clone();
-        quotas::check(batch, app, &slug, Starting::Turn, self.public)?;
+        quotas::check(batch, app, &slug, Starting::Turn, &self.by)?;
         let reason = match self.schedule {
             Some(schedule_id) => StartReason::Schedule { schedule_id },
             None => StartReason::Input,
@@ -220,27 +256,6 @@ impl Op for PostInput {
         };
         batch.touch(id);
         Ok(InputOutcome::Started(ticket))
-    }
-}
-
-/// `PostInput`, answering also the seq of its turn's `TURN_STARTED`: an MCP
-/// `tools/call` that continues a session streams its turn from there.
-pub(in crate::store) struct PostInputAt(pub PostInput);
-
-impl Op for PostInputAt {
-    type Output = (TurnTicket, u64);
-
-    fn tickets(output: &(TurnTicket, u64)) -> Vec<TurnTicket> {
-        vec![output.0.clone()]
-    }
-
-    fn apply(&mut self, batch: &mut Batch<'_>) -> Result<(TurnTicket, u64), StoreError> {
-        let started_seq = batch.session(self.0.session)?.next_seq;
-        match self.0.apply(batch)? {
-            InputOutcome::Started(ticket) => Ok((ticket, started_seq)),
-            // Only an input with `on_busy` is queued.
-            InputOutcome::Queued(_) => Err(StoreError::Corrupt("an input was queued".into())),
-        }
     }
 }
 
@@ -483,20 +498,14 @@ impl Op for Decide {
                 ));
             }
         };
-        if let Some(user) = &decision.end_user {
+        if let Some(user) = decision.by.user() {
             let record = session.record.clone();
             may_end_user_decide(batch, &record, &pending, user)?;
         }
         let session = batch.session(id)?;
         let (turn, app) = (session.record.turn + 1, session.record.app_id);
         let slug = session.record.app_slug.clone();
-        quotas::check(
-            batch,
-            app,
-            &slug,
-            Starting::Turn,
-            decision.end_user.is_some(),
-        )?;
+        quotas::check(batch, app, &slug, Starting::Turn, &decision.by)?;
         if decision.details.arguments.is_some() && decision.checked_seq != Some(pending.event_seq) {
             return Err(StoreError::Conflict(
                 "the pending call changed since its edited arguments were checked: decide again"
@@ -506,7 +515,7 @@ impl Op for Decide {
         let details = decision.details.clone();
         let call = &pending.call;
         let (tool_call_id, name) = (call.tool_call_id.clone(), call.name.clone());
-        let (approver, key_id) = (decision.approver.clone(), decision.key_id.clone());
+        let (approver, key_id) = (decision.approver.clone(), decision.by.key_id().to_string());
         let decided = if decision.approved {
             NewEvent::of(&payloads::ToolApprovalGranted {
                 tool_call_id,
@@ -648,42 +657,61 @@ impl Op for EndSession {
     }
 }
 
-/// TURN_STARTED with `reason`, then the input as a user message when it is text.
-pub(super) fn turn_start_events_for(
-    turn: u32,
-    input: &Value,
-    reason: StartReason,
-) -> Vec<NewEvent> {
-    let mut events = vec![NewEvent::of(&payloads::TurnStarted {
-        turn,
-        reason,
-        input: input.clone(),
-    })];
-    if let Some(text) = input_text(input) {
-        let message_id = format!("msg_{}", Uuid::now_v7().simple());
-        events.push(NewEvent::of(&payloads::MessageStart {
-            message_id: message_id.clone(),
-            role: Role::User,
-        }));
-        events.push(NewEvent::of(&payloads::MessageDelta {
-            message_id: message_id.clone(),
-            delta: Delta::Text { text: text.into() },
-        }));
-        events.push(NewEvent::of(&payloads::MessageEnd {
-            message_id,
-            role: Role::User,
-            text: text.into(),
-            incomplete: None,
-        }));
+impl Remembered for CreateSession {
+    const COMMAND: &'static str = "create_session";
+    type Answer = SessionRecord;
+
+    fn answer(
+        _: &mut Batch<'_>,
+        (record, _): &(SessionRecord, TurnTicket),
+    ) -> Result<SessionRecord, StoreError> {
+        Ok(record.clone())
     }
-    events
 }
 
-/// The text of a text input: a JSON string, or an object's string field `text`.
-pub(super) fn input_text(input: &Value) -> Option<&str> {
-    match input {
-        Value::String(text) => Some(text),
-        Value::Object(map) => map.get("text").and_then(Value::as_str),
-        _ => None,
+impl Remembered for PostInput {
+    const COMMAND: &'static str = "post_input";
+    type Answer = TurnAnswer;
+
+    fn answer(_: &mut Batch<'_>, outcome: &InputOutcome) -> Result<TurnAnswer, StoreError> {
+        Ok(match outcome {
+            InputOutcome::Started(ticket) => TurnAnswer {
+                session_id: ticket.session_id,
+                turn: ticket.turn,
+                queued: None,
+            },
+            InputOutcome::Queued(queued) => TurnAnswer {
+                session_id: queued.session_id,
+                turn: queued.turn,
+                queued: Some(QueuedAnswer {
+                    input_id: queued.input_id.clone(),
+                    position: queued.position,
+                    status: queued.status,
+                }),
+            },
+        })
+    }
+}
+
+impl Remembered for Decide {
+    const COMMAND: &'static str = "decide";
+    type Answer = DecisionAnswer;
+
+    fn answer(_: &mut Batch<'_>, ticket: &TurnTicket) -> Result<DecisionAnswer, StoreError> {
+        match &ticket.reason {
+            TurnReason::ApprovalDecision {
+                approved,
+                approver,
+                pending,
+                ..
+            } => Ok(DecisionAnswer {
+                session_id: ticket.session_id,
+                turn: ticket.turn,
+                tool_call_id: pending.call.tool_call_id.clone(),
+                approved: *approved,
+                approver: approver.clone(),
+            }),
+            TurnReason::Input => Err(corrupt("a decision resumed no gated call")),
+        }
     }
 }

@@ -1,29 +1,27 @@
 //! AG-UI threads: the session a thread names (one per app, route and
 //! thread id, created on the thread's first run), and the two ways a run
 //! on a thread starts a turn: a new input, or the decision on the pending
-//! approval. Each returns the seq of the turn's `TURN_STARTED`, where the
-//! run's events begin. The rules themselves are those of `sessions.rs`.
+//! approval. Each ticket holds the seq of the turn's `TURN_STARTED`, where
+//! the run's events begin. The rules themselves are those of `sessions.rs`.
 
 use serde_json::Value;
 use uuid::Uuid;
 
 use super::queue::OnBusy;
 use super::sessions::{CreateSession, Decide, InputOutcome, PostInput};
-use super::{Decision, TurnTicket};
-use crate::journal::payloads::EndUserInfo;
+use super::{By, Decision, TurnTicket};
 use crate::store::Missing;
 use crate::store::StoreError;
 use crate::store::batch::{Batch, Op};
 use crate::store::error::corrupt;
 use crate::store::records::SessionRecord;
 
-/// A turn a run on a thread started.
+/// A turn a run on a thread started (the ticket holds the seq of its
+/// `TURN_STARTED`, where the run's events begin).
 #[derive(Debug, Clone)]
 pub struct ThreadTurn {
     pub session: SessionRecord,
     pub ticket: TurnTicket,
-    /// The seq of the turn's `TURN_STARTED`.
-    pub started_seq: u64,
 }
 
 /// A run's input on a thread: the thread's session takes it as its next
@@ -34,10 +32,8 @@ pub(in crate::store) struct OpenThread {
     pub route: String,
     pub thread: String,
     pub input: Value,
-    /// The end user running it: their threads are theirs alone.
-    pub end_user: Option<EndUserInfo>,
-    /// Run by an invocation key or an end user (`quotas::check`).
-    pub public: bool,
+    /// Who runs it: an end user's threads are theirs alone.
+    pub by: By,
 }
 
 /// The stored name of thread `thread` of end user `user` (of none: the
@@ -62,60 +58,38 @@ impl Op for OpenThread {
     fn apply(&mut self, batch: &mut Batch<'_>) -> Result<ThreadTurn, StoreError> {
         let app = (batch.tx.app(&self.app)?)
             .ok_or_else(|| StoreError::not_found(Missing::App, &self.app))?;
-        let user = self.end_user.as_ref().map(|user| user.id.as_str());
+        let user = self.by.user();
         let thread = thread_key(&self.thread, user);
         if let Some(id) = batch.tx.thread_session(app.id, &self.route, &thread)? {
             if batch.session(id)?.record.end_user.as_deref() != user {
                 return Err(StoreError::not_found(Missing::Session, id));
             }
-            let started_seq = batch.session(id)?.next_seq;
-            let mut input = PostInput {
+            let outcome = PostInput {
                 session: id,
                 input: self.input.clone(),
                 on_busy: OnBusy::Reject,
                 schedule: None,
-                public: self.public,
-            };
-            let outcome = match user {
-                // The user's own turn: counted against their share.
-                Some(user) => {
-                    let deployment_id = batch.session(id)?.record.deployment_id;
-                    let deployment = (batch.tx.deployment(deployment_id)?)
-                        .ok_or_else(|| corrupt(format!("deployment {deployment_id} is missing")))?;
-                    super::end_users::counted(batch, app.id, user, &deployment, |batch| {
-                        input.apply(batch)
-                    })?
-                }
-                None => input.apply(batch)?,
-            };
+                by: self.by.clone(),
+            }
+            .apply(batch)?;
             let InputOutcome::Started(ticket) = outcome else {
                 return Err(corrupt("an input that may not queue was queued"));
             };
             let session = batch.session(id)?.record.clone();
-            return Ok(ThreadTurn {
-                session,
-                ticket,
-                started_seq,
-            });
+            return Ok(ThreadTurn { session, ticket });
         }
         let (session, ticket) = CreateSession {
             app: app.id.to_string(),
             route: self.route.clone(),
             input: self.input.clone(),
-            end_user: self.end_user.clone(),
+            by: self.by.clone(),
             reason: crate::journal::payloads::StartReason::Input,
-            public: self.public,
         }
         .apply(batch)?;
         batch
             .tx
             .put_thread(app.id, &self.route, &thread, session.id)?;
-        // SESSION_CREATED is seq 0, the first TURN_STARTED seq 1.
-        Ok(ThreadTurn {
-            session,
-            ticket,
-            started_seq: 1,
-        })
+        Ok(ThreadTurn { session, ticket })
     }
 }
 
@@ -147,18 +121,12 @@ impl Op for DecideAt {
                 "that interrupt is not pending: it was already answered, or the turn ended".into(),
             ));
         }
-        // The decision event, then the resumed turn's TURN_STARTED.
-        let started_seq = row.next_seq + 1;
         let ticket = Decide {
             session: self.session,
             decision: self.decision.clone(),
         }
         .apply(batch)?;
         let session = batch.session(self.session)?.record.clone();
-        Ok(ThreadTurn {
-            session,
-            ticket,
-            started_seq,
-        })
+        Ok(ThreadTurn { session, ticket })
     }
 }

@@ -7,7 +7,7 @@
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::idempotency::unix_ms;
+use super::clock::unix_ms;
 use crate::journal::payloads;
 use crate::journal::{EventType, StoredEvent};
 use crate::store::Missing;
