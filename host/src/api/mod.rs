@@ -439,6 +439,8 @@ mod tests {
             with(&|e| plan(e).contains(&Layer::QueueBound)),
             [
                 "POST /ag-ui/{app}/{route}",
+                // A link's decision resumes a turn (the review's N11).
+                "POST /decision-links",
                 "POST /sessions",
                 "POST /sessions/{id}/approval",
                 "POST /sessions/{id}/input",

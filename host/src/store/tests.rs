@@ -10,8 +10,8 @@ use super::domain::MAX_QUEUED_INPUTS;
 use super::outbox::Outbox;
 use super::*;
 use crate::journal::NewEvent;
-use crate::store::Cap;
 use crate::store::By;
+use crate::store::Cap;
 use crate::store::test_calls::HostCalls;
 
 pub(crate) fn open() -> (tempfile::TempDir, Db, WriterHandle) {

@@ -85,7 +85,11 @@ impl Op for FireSchedule {
                     // The agent's timer on an end user's session is one of
                     // her turns (counted below).
                     let counted = owner.filter(|_| creator == ScheduleCreator::Agent);
-                    ((record.input.clone(), creator, counted), ended, past_end(record))
+                    (
+                        (record.input.clone(), creator, counted),
+                        ended,
+                        past_end(record),
+                    )
                 })
             }
             // The session is gone since the row was read: a leftover row,

@@ -47,7 +47,7 @@ impl Op for CreateSchedule {
         // Only the session's owner (the API checked it; a session's owner
         // never changes, so this holds in the commit too).
         if session.end_user.as_deref() != Some(user.as_str()) {
-            return Err(StoreError::not_found("session", id));
+            return Err(StoreError::not_found(Missing::Session, id));
         }
         let deployment = (batch.tx.deployment(session.deployment_id)?).ok_or_else(|| {
             crate::store::error::corrupt(format!(
