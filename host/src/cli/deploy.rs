@@ -116,23 +116,6 @@ pub async fn deploy(options: &DeployOptions) -> Result<Deployed, DeployError> {
     let base = options.url.trim_end_matches('/');
     let client = reqwest::Client::new();
     let slug = manifest.app.slug.clone();
-    // A bad key or a URL where nothing listens is said before the build
-    // (a minute of cargo for a typo in --url), never as a failed upload.
-    let first_contact = if options.wait_for_server {
-        Retry::Idempotent
-    } else {
-        Retry::IdempotentOnceReached
-    };
-    let check_deadline = Instant::now() + options.timeout;
-    net::check_key(
-        &client,
-        base,
-        &options.api_key,
-        &slug,
-        check_deadline,
-        first_contact,
-    )
-    .await?;
     let component = if options.build {
         let (dir, manifest) = (dir.clone(), manifest.clone());
         tokio::task::spawn_blocking(move || lang::build_component(&dir, &manifest))
@@ -158,6 +141,24 @@ pub async fn deploy(options: &DeployOptions) -> Result<Deployed, DeployError> {
     };
     // The deadline covers the upload and the build from here on.
     let deadline = Instant::now() + options.timeout;
+    // A bad key is refused as such, never as a failed upload; a URL where
+    // nothing listens is said at once (a typo once looked like a 10-minute
+    // hang), unless asked to wait for a server still starting. After the
+    // local build: a missing toolchain is said whatever the URL.
+    let first_contact = if options.wait_for_server {
+        Retry::Idempotent
+    } else {
+        Retry::IdempotentOnceReached
+    };
+    net::check_key(
+        &client,
+        base,
+        &options.api_key,
+        &slug,
+        deadline,
+        first_contact,
+    )
+    .await?;
     let upload = || {
         let mut form = reqwest::multipart::Form::new()
             .part(

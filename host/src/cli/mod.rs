@@ -487,7 +487,7 @@ pub struct DeployArgs {
     pub approval_policy: Option<String>,
     /// Retry until --timeout-secs when nothing listens at --url (a server
     /// still starting). Without it, a URL where nothing listens fails at
-    /// once (exit 6), before the local build: a typo is not a hang.
+    /// once (exit 6): a typo is not a hang.
     #[arg(long)]
     pub wait_for_server: bool,
 }
