@@ -27,6 +27,7 @@ mod console;
 mod console_schedules;
 mod controls;
 mod crash;
+mod decision_pages;
 mod decisions;
 mod deploy;
 mod dev;

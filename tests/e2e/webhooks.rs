@@ -148,7 +148,7 @@ const ALL: [&str; 8] = [
 
 /// Deploys the ops example as `slug` (its approvals expire after
 /// `timeout_secs` when given).
-async fn deploy_ops(server: &Server, slug: &str, timeout_secs: Option<u64>) {
+pub(crate) async fn deploy_ops(server: &Server, slug: &str, timeout_secs: Option<u64>) {
     let limits = timeout_secs
         .map(|secs| format!("[limits]\napproval_timeout_secs = {secs}\n"))
         .unwrap_or_default();
@@ -162,7 +162,7 @@ async fn deploy_ops(server: &Server, slug: &str, timeout_secs: Option<u64>) {
 }
 
 /// Runs a session of ops to its gated call; returns the session.
-async fn suspended(server: &Server, app: &str) -> String {
+pub(crate) async fn suspended(server: &Server, app: &str) -> String {
     let session = server.session(app, "/ops", json!("delete apples")).await;
     let events = (server.events(&session, None).await)
         .until(&["TOOL_APPROVAL_REQUIRED", "TURN_ENDED", "TURN_ERROR"])
@@ -637,7 +637,7 @@ async fn endpoints_are_checked() {
 }
 
 /// The decision links of the one `approval.requested` to `path`.
-async fn links(receiver: &Receiver, path: &str, session: &str) -> (String, String) {
+pub(crate) async fn links(receiver: &Receiver, path: &str, session: &str) -> (String, String) {
     let log = receiver
         .wait(path, "the request", |log| {
             log.iter().any(|d| {

@@ -16,6 +16,7 @@ mod console;
 mod controls;
 mod decision_details;
 mod decision_links;
+mod decision_page;
 mod deployments;
 mod end_user_schedules;
 mod end_users;

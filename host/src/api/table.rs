@@ -680,7 +680,7 @@ pub(super) fn table() -> Vec<Row> {
                     Reply::Text("text/html; charset=utf-8"),
                 )
                 .query(LINK)
-                .errors(&[404, 409, 410]),
+                .errors(&[400, 404, 409, 410]),
                 post(decision_links::decide),
             ),
             // A decision resumes the turn: the queue bound applies (N11).

@@ -182,6 +182,16 @@ impl StoredEvent {
         Ok(Some(envelope.payload))
     }
 
+    /// When the event was committed (the envelope's `created_at`, RFC 3339).
+    pub(crate) fn created_at(&self) -> serde_json::Result<String> {
+        #[derive(Deserialize)]
+        struct Envelope {
+            created_at: String,
+        }
+        let envelope: Envelope = serde_json::from_str(&self.json)?;
+        Ok(envelope.created_at)
+    }
+
     /// The payload as plain JSON, for readers that pass it on whatever its
     /// type (AG-UI's custom events).
     pub(crate) fn payload_value(&self) -> serde_json::Result<serde_json::Value> {
