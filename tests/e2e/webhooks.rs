@@ -762,6 +762,46 @@ async fn decision_links_decide_once_by_post_only() {
     assert_eq!(status_of(&server, &next).await, "awaiting_approval");
 }
 
+/// A pending approval that will never be decided (its session ended or
+/// was deleted) is announced as `approval.withdrawn`, naming the call.
+#[tokio::test]
+async fn a_withdrawn_approval_is_announced() {
+    let receiver = Receiver::start();
+    let dir = support::data_dir();
+    let server = Server::start_with(dir.path(), FAST).await;
+    deploy_ops(&server, "ops", None).await;
+    let url = format!("{}/withdrawn", receiver.url);
+    let body = json!({"url": url, "events": ["approval.withdrawn"]});
+    let (_, secret) = create(&server, body).await;
+    receiver.config("/withdrawn", &[&secret], 0, 500, 200).await;
+    let ended = suspended(&server, "ops").await;
+    let deleted = suspended(&server, "ops").await;
+    let (status, body) = server
+        .post(&format!("/sessions/{ended}/end"), json!({}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(server.delete(&format!("/sessions/{deleted}")).await, 204);
+    let log = receiver
+        .wait("/withdrawn", "both withdrawals", |log| log.len() >= 2)
+        .await;
+    for (session, reason) in [(&ended, "session_ended"), (&deleted, "session_deleted")] {
+        let delivery = log
+            .iter()
+            .find(|d| d["body"]["data"]["session_id"] == **session)
+            .unwrap_or_else(|| panic!("no withdrawal of {session}: {log:#?}"));
+        assert_eq!(delivery["verified"], json!([0]));
+        let data = &delivery["body"]["data"];
+        assert_eq!(delivery["body"]["type"], "approval.withdrawn");
+        assert_eq!(data["reason"], reason, "{data}");
+        assert_eq!(data["tool"], "delete_record", "{data}");
+        assert!(
+            (data["summary"].as_str().unwrap_or_default()).contains("will never be decided"),
+            "{data}"
+        );
+    }
+    assert_eq!(log.len(), 2, "one delivery per withdrawal: {log:#?}");
+}
+
 /// The security headers of every answer to a decision link.
 fn assert_link_headers(response: &reqwest::Response) {
     let headers = response.headers();

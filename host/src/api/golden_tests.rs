@@ -16,9 +16,9 @@ use crate::journal::payloads::*;
 use crate::journal::{EventType, NewEvent, StoredEvent};
 use crate::runtime::outbound::OutboundPolicy;
 use crate::store::{
-    AgentDescription, ApiKeyRecord, AppRecord, DeploymentRecord, DeploymentStatus, KeyClass,
-    LimitsRecord, PendingApproval, SecretRecord, SessionRecord, SessionStatus, ToolCallRecord,
-    ToolInfo,
+    AgentDescription, ApiKeyRecord, AppRecord, ApprovalFeedEntry, DeploymentRecord,
+    DeploymentStatus, FeedKind, KeyClass, LimitsRecord, PendingApproval, SecretRecord,
+    SessionRecord, SessionStatus, ToolCallRecord, ToolInfo, WithdrawReason,
 };
 
 fn golden_dir() -> PathBuf {
@@ -369,6 +369,22 @@ fn golden_every_webhook_body_is_pinned() {
     let data = crate::store::webhook_event_data(&timeout, &session);
     if let Some((kind, data)) = data.expect("the sample's payload reads") {
         bodies.entry(kind).or_default().push(data);
+    }
+    for reason in [WithdrawReason::SessionEnded, WithdrawReason::SessionDeleted] {
+        let ended = (reason == WithdrawReason::SessionEnded)
+            .then(|| json!({"id": id(), "type": "SESSION_ENDED"}));
+        let entry = ApprovalFeedEntry {
+            kind: FeedKind::Withdrawn,
+            session_id: session.id,
+            app_id: session.app_id,
+            app: session.app_slug.clone(),
+            tool_call_id: "call_1_1".into(),
+            event: ended,
+            reason: Some(reason),
+            end_user: session.end_user.clone(),
+        };
+        let data = crate::store::webhook_withdrawn_data(&session, &entry);
+        bodies.entry("approval.withdrawn").or_default().push(data);
     }
     assert_eq!(
         bodies.keys().copied().collect::<Vec<_>>(),

@@ -138,6 +138,13 @@ pub(super) enum Hook {
     Event { session: Uuid, seq: u64 },
     /// A build ended (the deployment as it now stands).
     Deployment(Box<DeploymentRecord>),
+    /// An event made by the domain without a journal event of its own
+    /// (`approval.withdrawn`): its type, app and `data`, ready.
+    Announce {
+        kind: &'static str,
+        app: Uuid,
+        data: Box<serde_json::Value>,
+    },
 }
 
 impl<'a> Batch<'a> {

@@ -42,7 +42,7 @@ pub use domain::{BuildOutcome, By, NewDeployment};
 pub(crate) use domain::{END_USER_KEY_PREFIX, end_user_key};
 pub(crate) use domain::{MAX_SCHEDULES, MAX_TURN_SCHEDULES, TurnTimers};
 #[cfg(test)]
-pub(crate) use domain::{webhook_deployment_data, webhook_event_data};
+pub(crate) use domain::{webhook_deployment_data, webhook_event_data, webhook_withdrawn_data};
 pub use engine::SessionFilter;
 pub(crate) use engine::{ApprovalItem, DueSchedule, Engine, FeedPage};
 pub(crate) use error::{Cap, Missing, StoreError};
@@ -50,7 +50,7 @@ pub(crate) use hub::{Hub, Subscription};
 pub use outbox::Outbox;
 pub(crate) use outbox::payload_bytes;
 #[cfg(test)]
-use records::WithdrawReason;
+pub(crate) use records::WithdrawReason;
 pub use records::{AgentDescription, Artifact, DeploymentStatus, KeyClass, LimitsRecord};
 pub(crate) use records::{
     ApiKeyRecord, AppRecord, ApprovalFeedEntry, DecisionDetails, DeploymentRecord, EndUsersRecord,

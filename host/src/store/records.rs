@@ -438,6 +438,9 @@ pub(crate) struct ApprovalFeedEntry {
     /// Why an approval was withdrawn.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<WithdrawReason>,
+    /// The end user whose session it is, if an end user opened it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_user: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]

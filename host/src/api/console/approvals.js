@@ -57,7 +57,9 @@ export function render(main, ctx) {
       },
       onEntry: (kind, entry) => {
         if (kind === 'APPROVAL_REQUESTED') {
-          const session = { session_id: entry.session_id, app: entry.app, status: 'awaiting_approval' };
+          const session = {
+            session_id: entry.session_id, app: entry.app, status: 'awaiting_approval', end_user: entry.end_user,
+          };
           place({ session, event: entry.event });
         } else if (kind === 'APPROVAL_DECIDED') {
           // Decided here or elsewhere: the card says so until the view is left.
@@ -101,6 +103,8 @@ function approvalCard(item, ctx) {
     h('dt', null, 'Session'),
     h('dd', null, h('a', { href: `#/sessions/${seg(session.session_id)}` }, shortId(session.session_id)),
       ' ', status),
+    h('dt', null, 'Asked by'), h('dd', { class: 'asked-by' },
+      session.end_user ? h('span', null, 'end user ', h('code', null, session.end_user)) : 'an API key'),
     h('dt', null, 'Asked'), h('dd', null, time(event.created_at)),
     h('dt', null, 'Gated by'), h('dd', null, (p.gated_by || []).join(', ')),
     h('dt', null, 'Reason'), h('dd', null, p.reason || '—')),

@@ -43,7 +43,11 @@ impl Op for DeleteSession {
             }
         }
         let withdrawn = feed::withdrawn_by_deletion(record);
+        let hook = (withdrawn.as_ref()).and_then(|entry| feed::withdrawal_hook(record, entry));
         batch.delete_session(id)?;
+        if let Some(hook) = hook {
+            batch.changes.hooks.push(hook);
+        }
         match withdrawn {
             Some(entry) => batch.feed(&entry),
             None => Ok(()),

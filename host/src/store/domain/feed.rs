@@ -9,7 +9,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::store::StoreError;
-use crate::store::batch::{Batch, Op};
+use crate::store::batch::{Batch, Hook, Op};
 use crate::store::error::corrupt;
 use crate::store::records::{
     ApprovalFeedEntry, FeedKind, SessionRecord, SessionStatus, WithdrawReason,
@@ -86,7 +86,25 @@ fn entry(
 ) -> Result<(), StoreError> {
     let record = &batch.session(session)?.record;
     let entry = entry_of(record, kind, tool_call_id, event, reason);
+    if let Some(hook) = withdrawal_hook(record, &entry) {
+        batch.changes.hooks.push(hook);
+    }
     batch.feed(&entry)
+}
+
+/// The `approval.withdrawn` webhook event of a withdrawal entry about
+/// `record`'s session (its pending call still on the record); none for
+/// other entries.
+pub(super) fn withdrawal_hook(record: &SessionRecord, entry: &ApprovalFeedEntry) -> Option<Hook> {
+    if entry.kind != FeedKind::Withdrawn {
+        return None;
+    }
+    let data = super::webhooks::withdrawn_data(record, entry);
+    Some(Hook::Announce {
+        kind: "approval.withdrawn",
+        app: record.app_id,
+        data: Box::new(data),
+    })
 }
 
 /// An entry about `record`'s session.
@@ -105,6 +123,7 @@ fn entry_of(
         tool_call_id: tool_call_id.to_string(),
         event,
         reason,
+        end_user: record.end_user.clone(),
     }
 }
 

@@ -75,6 +75,7 @@ pub(super) use webhooks::{
 #[cfg(test)]
 pub(crate) use webhooks::{
     deployment_data as webhook_deployment_data, event_data as webhook_event_data,
+    withdrawn_data as webhook_withdrawn_data,
 };
 
 /// A deployment to register (the writer assigns the version).

@@ -13,7 +13,10 @@ use crate::journal::{EventType, StoredEvent};
 use crate::store::Missing;
 use crate::store::batch::{Batch, Hook, Op};
 use crate::store::error::corrupt;
-use crate::store::records::{DeploymentRecord, DeploymentStatus, SecretRecord, SessionRecord};
+use crate::store::records::{
+    ApprovalFeedEntry, DeploymentRecord, DeploymentStatus, SecretRecord, SessionRecord,
+    WithdrawReason,
+};
 use crate::store::webhook_records::{
     DeliveryAttempt, DeliveryRecord, DeliveryState, MAX_KEPT_ATTEMPTS, WebhookRecord,
 };
@@ -105,6 +108,7 @@ fn announce(
             let (kind, data) = deployment_data(record, &slug);
             return Ok(Some((kind, record.app_id, data)));
         }
+        Hook::Announce { kind, app, data } => return Ok(Some((kind, *app, (**data).clone()))),
         Hook::Event { session, seq } => (*session, *seq),
     };
     let Some(event) = batch.written(session, seq) else {
@@ -145,11 +149,13 @@ pub(crate) fn event_data(
                 return Ok(None);
             };
             let reason = (p.reason.as_ref()).map(|r| format!(": {r}"));
+            let user = (session.end_user.as_ref()).map(|u| format!(" for end user `{u}`"));
             (
                 "approval.requested",
                 format!(
-                    "`{app}` asks to run `{}`{}",
+                    "`{app}` asks to run `{}`{}{}",
                     p.name,
+                    user.unwrap_or_default(),
                     reason.unwrap_or_default()
                 ),
                 json!({
@@ -229,10 +235,35 @@ pub(crate) fn event_data(
         map.insert("session_id".into(), json!(session.id));
         map.insert("app_id".into(), json!(session.app_id));
         map.insert("app".into(), json!(app));
+        map.insert("end_user".into(), json!(session.end_user));
         map.insert("event_id".into(), json!(event.id));
         map.retain(|_, v| !v.is_null());
     }
     Ok(Some((kind, data)))
+}
+
+/// The `data` of `approval.withdrawn` for a withdrawal entry about
+/// `record`'s session (its pending call still on the record).
+pub(crate) fn withdrawn_data(record: &SessionRecord, entry: &ApprovalFeedEntry) -> Value {
+    let tool = (record.pending_approval.as_ref()).map(|p| p.call.name.clone());
+    let why = match entry.reason {
+        Some(WithdrawReason::SessionDeleted) => "its session was deleted",
+        _ => "its session ended",
+    };
+    let summary = match &tool {
+        Some(tool) => format!("the call of `{tool}` will never be decided: {why}"),
+        None => format!("a pending call will never be decided: {why}"),
+    };
+    let event_id = (entry.event.as_ref()).and_then(|e| e.get("id").cloned());
+    let mut data = json!({
+        "summary": summary, "session_id": record.id, "app_id": record.app_id,
+        "app": record.app_slug, "end_user": record.end_user, "event_id": event_id,
+        "tool_call_id": entry.tool_call_id, "tool": tool, "reason": entry.reason,
+    });
+    if let Some(map) = data.as_object_mut() {
+        map.retain(|_, v| !v.is_null());
+    }
+    data
 }
 
 /// The type and `data` of the webhook event a finished build makes.
