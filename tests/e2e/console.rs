@@ -320,6 +320,11 @@ async fn a_person_deploys_watches_sessions_live_and_decides_gated_calls() {
     browser.click("nav a[data-view=approvals]").await;
     let item = browser.text(".inbox-item[data-tool=delete_record]").await;
     assert!(item.contains("ops") && item.contains("apples"), "{item}");
+    // Who asked: an API key opened this session (no end user).
+    let asked_by = browser
+        .text(".inbox-item[data-tool=delete_record] .asked-by")
+        .await;
+    assert_eq!(asked_by, "an API key");
     browser
         .until(
             "the pending count",
