@@ -20,6 +20,7 @@ mod cluster;
 mod cluster_end_users;
 mod cluster_failover;
 mod cluster_keys;
+mod cluster_llm;
 mod cluster_timers;
 mod cluster_tls;
 mod cluster_webhooks;
