@@ -1,5 +1,6 @@
-"""The host imports (``agenthost:agent/host``), the only module that calls
-them: each host error becomes a :class:`HostError`.
+"""The host imports (``agenthost:agent/host`` and ``agenthost:agent/llm``),
+the only module that calls them: each host error becomes a
+:class:`HostError`.
 
 The bindings (``wit_world``) exist only inside a component built by
 componentize-py; imported elsewhere (an IDE, the SDK's unit tests) the SDK
@@ -16,10 +17,12 @@ try:  # pragma: no cover - only inside a component
     from componentize_py_types import Err
     from wit_world.imports import agenthost_agent_types as wit
     from wit_world.imports import host as _host
+    from wit_world.imports import llm as _llm
 except ImportError:  # outside a component
     Err = None  # type: ignore[assignment,misc]
     wit = None  # type: ignore[assignment]
     _host = None  # type: ignore[assignment]
+    _llm = None  # type: ignore[assignment]
 
 _KINDS = {
     "HostError_InvalidOrder": "invalid_order",
@@ -126,3 +129,60 @@ def mcp_call(tool_call_id: str) -> Tuple[str, str]:
     result = _call(_bindings().mcp_call, tool_call_id)
     status = getattr(result.status, "name", str(result.status)).upper()
     return result.output, _STATUS_BACK.get(status, "error")
+
+
+# llm (docs/llm.md)
+
+
+class LlmRefused(Exception):
+    """``complete`` failed without a host error: ``kind`` is
+    ``"unknown_alias"``, ``"invalid_request"`` or ``"failed"``, ``message``
+    the host's words (agenthost.llm.declared turns it into an LlmError)."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        self.kind, self.message = kind, message
+        super().__init__(f"{kind}: {message}")
+
+
+_LLM_KINDS = {
+    "LlmError_UnknownAlias": "unknown_alias",
+    "LlmError_InvalidRequest": "invalid_request",
+    "LlmError_Failed": "failed",
+}
+
+CompletionTuple = Tuple[
+    Optional[str], str, List[Tuple[str, str, str]], str, str, int, int
+]
+
+
+def llm_aliases() -> List[str]:
+    """The aliases of the manifest's ``[llm.<alias>]`` models, in name order."""
+    _bindings()
+    return list(_llm.aliases())
+
+
+def llm_complete(alias: str, messages: str, tools: str, parameters: str) -> CompletionTuple:
+    """One completion through the host: ``(message_id, text, [(id, name,
+    arguments)], finish_reason, served_by, input_tokens, output_tokens)``.
+    Raises :class:`HostError` for a host error, :class:`LlmRefused` else."""
+    _bindings()
+    request = _llm.CompletionRequest(
+        alias=alias, messages=messages, tools=tools, parameters=parameters
+    )
+    try:
+        done = _llm.complete(request)
+    except Err as error:  # type: ignore[misc]
+        value = error.value
+        if type(value).__name__ == "LlmError_Host":
+            raise _host_error(value.value) from None
+        kind = _LLM_KINDS.get(type(value).__name__, "failed")
+        raise LlmRefused(kind, str(getattr(value, "value", value))) from None
+    return (
+        done.message_id,
+        done.text,
+        [(c.id, c.name, c.arguments) for c in done.tool_calls],
+        done.finish_reason,
+        done.served_by,
+        done.input_tokens,
+        done.output_tokens,
+    )

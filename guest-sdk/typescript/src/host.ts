@@ -1,6 +1,6 @@
 /**
- * The host imports (`agenthost:agent/host`), the only module that calls
- * them: each refusal (a `ComponentError` whose `payload` is the WIT
+ * The host imports (`agenthost:agent/host` and `agenthost:agent/llm`), the
+ * only module that calls them: each refusal (a `ComponentError` whose `payload` is the WIT
  * `host-error`) becomes a {@link HostError}.
  *
  * The imports exist only inside a component built by `agenthost deploy`;
@@ -12,6 +12,7 @@
 /// <reference path="./wit/agent.d.ts" />
 
 import * as host from 'agenthost:agent/host@0.1.0';
+import * as llm from 'agenthost:agent/llm@0.1.0';
 import type { HostError as WireHostError, ToolStatus } from 'agenthost:agent/types@0.1.0';
 import { getEnvironment } from 'wasi:cli/environment@0.2.12';
 
@@ -117,4 +118,61 @@ export function mcpTools(): [string, string, string, boolean][] {
 export function mcpCall(toolCallId: string): [string, ToolStatus] {
   const result = call(() => host.mcpCall(toolCallId));
   return [result.output, result.status];
+}
+
+// llm (docs/llm.md)
+
+/** `complete` failed without a host error: the WIT `llm-error`'s case and its words. */
+export class LlmRefused extends Error {
+  constructor(
+    readonly kind: 'unknown-alias' | 'invalid-request' | 'failed',
+    readonly detail: string,
+  ) {
+    super(`${kind}: ${detail}`);
+  }
+}
+
+/** The aliases of the manifest's `[llm.<alias>]` models, in name order. */
+export function llmAliases(): string[] {
+  return call(() => llm.aliases());
+}
+
+/** A completion as it crosses the boundary. */
+export interface WireCompletion {
+  messageId: string | undefined;
+  text: string;
+  toolCalls: WireCall[];
+  finishReason: string;
+  servedBy: string;
+  inputTokens: number;
+  outputTokens: number;
+}
+
+/**
+ * One completion through the host. Throws a {@link HostError} for the
+ * `host` case, an {@link LlmRefused} for the others.
+ */
+export function llmComplete(alias: string, messages: string, tools: string, parameters: string): WireCompletion {
+  let done: llm.Completion;
+  try {
+    done = llm.complete({ alias, messages, tools, parameters });
+  } catch (error) {
+    const payload = (error as { payload?: unknown } | null)?.payload as llm.LlmError | undefined;
+    if (payload && typeof payload === 'object' && 'tag' in payload) {
+      if (payload.tag === 'host') {
+        throw hostError({ payload: payload.val });
+      }
+      throw new LlmRefused(payload.tag, String(payload.val));
+    }
+    throw error;
+  }
+  return {
+    messageId: done.messageId,
+    text: done.text,
+    toolCalls: done.toolCalls.map((c) => [c.id, c.name, c.arguments]),
+    finishReason: done.finishReason,
+    servedBy: done.servedBy,
+    inputTokens: Number(done.inputTokens),
+    outputTokens: Number(done.outputTokens),
+  };
 }

@@ -14,7 +14,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 const here = dirname(fileURLToPath(import.meta.url));
 const esbuild = await import(process.env.ESBUILD ? pathToFileURL(process.env.ESBUILD).href : 'esbuild');
 
-/** `agenthost:*` and `wasi:*` imports: a module whose every function throws. */
+/** `agenthost:*` and `wasi:*` imports: a module whose every function throws (the llm ones unless a test answers them). */
 const stubHost = {
   name: 'stub-host',
   setup(build) {
@@ -25,7 +25,10 @@ const stubHost = {
         'export const messageStart = outside, messageDelta = outside, messageEnd = outside, toolCalls = outside,\n' +
         '  toolResult = outside, readHistory = outside, endSession = outside, reportPanic = outside,\n' +
         '  schedule = outside, cancelSchedule = outside,\n' +
-        '  getEnvironment = () => [];\n',
+        '  getEnvironment = () => [];\n' +
+        '// The llm imports: a test may answer them through globalThis.agenthostTestLlm.\n' +
+        'export const aliases = (...a) => (globalThis.agenthostTestLlm ?? { aliases: outside }).aliases(...a);\n' +
+        'export const complete = (...a) => (globalThis.agenthostTestLlm ?? { complete: outside }).complete(...a);\n',
       loader: 'js',
     }));
   },

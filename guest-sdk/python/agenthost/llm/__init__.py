@@ -16,8 +16,17 @@ it answers.
     def handle(turn: Turn) -> None:
         loop.run(turn)
 
-The model is configured from the environment (:meth:`ModelConfig.from_env`):
-declare ``OPENAI_BASE_URL``, ``OPENAI_API_KEY`` and ``OPENAI_MODEL`` in the
+The model is one the manifest declares, when it declares any
+(``[llm.<alias>]``, docs/llm.md): the host holds its key, sends the
+request, streams the text straight into the turn's message, journals
+``LLM_CALL`` / ``LLM_RESULT`` and fails over to the alias's ``fallbacks``.
+The loop uses the alias given as ``ChatLoop(alias=...)``, else ``main`` if
+declared, else the first declared (:func:`declared_models`);
+:func:`complete_declared` calls a declared model directly.
+
+Otherwise the model is called over the agent's own outbound HTTP and
+configured from the environment (:meth:`ModelConfig.from_env`): declare
+``OPENAI_BASE_URL``, ``OPENAI_API_KEY`` and ``OPENAI_MODEL`` in the
 manifest's ``[agent] secrets``, and put the API's origin in its
 ``[outbound] allow``.
 
@@ -35,15 +44,18 @@ import os
 import sys
 from typing import Callable, List, Optional
 
+from ..errors import HostError
 from ..message import Message
 from ..tools import ToolCall
 from ..turn import Turn
 from . import client, conversation
 from .config import DEFAULT_BASE_URL, ModelConfig
+from .declared import DeclaredCompletion, complete_declared, declared_models, default_alias
 from .errors import (
     CONTENT_FILTER,
     LENGTH,
     ConfigError,
+    DeclaredModelFailed,
     KeyRefused,
     LlmError,
     MalformedStream,
@@ -60,6 +72,8 @@ __all__ = [
     "ConfigError",
     "DEFAULT_BASE_URL",
     "DEFAULT_MAX_ROUNDS",
+    "DeclaredCompletion",
+    "DeclaredModelFailed",
     "KeyRefused",
     "LlmError",
     "MalformedStream",
@@ -69,6 +83,8 @@ __all__ = [
     "Stopped",
     "StreamError",
     "TooManyRounds",
+    "complete_declared",
+    "declared_models",
 ]
 
 DEFAULT_MAX_ROUNDS = 8
@@ -95,11 +111,20 @@ class ChatLoop:
        decision runs the loop again;
     5. ends when the model answers without tool calls.
 
+    The model calls go to the declared model ``alias`` (``[llm.<alias>]``)
+    through the host, else to ``main`` or the first declared model, else
+    (none declared, or ``config`` given) over outbound HTTP. A declared
+    model's text is streamed by the host, not written again by the loop; a
+    ``closed`` host error from it means the host suspended the turn (a
+    budget): the run returns quietly.
+
     Errors end the turn with a TURN_ERROR whose message says what
     happened: an :class:`LlmError` (the key refused, rate limited after
     retries, a provider error, a malformed stream, an answer cut off, more
-    than ``max_rounds`` model calls) or an :class:`agenthost.http.HttpError`
-    (the API's origin not on the outbound allowlist, a connection that failed).
+    than ``max_rounds`` model calls, a declared model that failed:
+    :class:`DeclaredModelFailed`, an unknown alias: :class:`ConfigError`)
+    or an :class:`agenthost.http.HttpError` (the API's origin not on the
+    outbound allowlist, a connection that failed).
     """
 
     def __init__(
@@ -108,6 +133,7 @@ class ChatLoop:
         *,
         max_rounds: int = DEFAULT_MAX_ROUNDS,
         config: Optional[ModelConfig] = None,
+        alias: Optional[str] = None,
     ) -> None:
         self.system_prompt = system_prompt
         self.max_rounds = max(1, int(max_rounds))
@@ -115,10 +141,23 @@ class ChatLoop:
         for tools in the last round ends the turn with :class:`TooManyRounds`."""
         self.config = config
         """Used instead of reading :meth:`ModelConfig.from_env` at each run."""
+        self.alias = alias
+        """The declared model (``[llm.<alias>]``) to call through the host
+        instead of the default one."""
+
+    def _route(self):
+        """Where this run's model calls go: ``("declared", alias)`` or
+        ``("outbound", config)``."""
+        if self.config is not None:
+            return "outbound", self.config
+        alias = self.alias or default_alias()
+        if alias is not None:
+            return "declared", alias
+        return "outbound", ModelConfig.from_env()
 
     def run(self, turn: Turn) -> None:
         """Runs the loop for this turn (see :class:`ChatLoop`)."""
-        config = self.config or ModelConfig.from_env()
+        route, target = self._route()
         # The MCP servers' tools, offered beside the agent's own.
         mcp = turn.mcp_tools()
         tools = list(turn._tools.values()) + mcp
@@ -130,15 +169,31 @@ class ChatLoop:
 
         for _ in range(self.max_rounds):
             messages = conversation.rebuild(self.system_prompt, turn.history())
-            body = client.request_body(config, messages, tools)
-            completion = _stream_reply(turn, config, body)
-            if completion.usage is not None:
-                prompt, completion_tokens = completion.usage
-                print(
-                    f"agenthost-sdk: model {config.model} used {prompt} prompt and "
-                    f"{completion_tokens} completion tokens",
-                    file=sys.stderr,
+            if route == "declared":
+                try:
+                    declared = complete_declared(target, messages, client.offered_tools(tools))
+                except HostError as error:
+                    if error.kind == "closed":
+                        # The host suspended the turn (a budget): nothing more to do.
+                        return
+                    raise
+                completion = Completion(
+                    declared.text,
+                    declared.tool_calls,
+                    declared.finish_reason,
+                    (declared.input_tokens, declared.output_tokens),
                 )
+            else:
+                config = target
+                body = client.request_body(config, messages, tools)
+                completion = _stream_reply(turn, config, body)
+                if completion.usage is not None:
+                    prompt, completion_tokens = completion.usage
+                    print(
+                        f"agenthost-sdk: model {config.model} used {prompt} prompt and "
+                        f"{completion_tokens} completion tokens",
+                        file=sys.stderr,
+                    )
             if completion.finish_reason in (LENGTH, CONTENT_FILTER):
                 raise Stopped(completion.finish_reason)
             if not completion.tool_calls:

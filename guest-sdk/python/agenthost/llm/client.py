@@ -29,16 +29,21 @@ def request_body(config: ModelConfig, messages: List[Dict[str, Any]], tools: Ite
         "stream": True,
         "stream_options": {"include_usage": True},
     }
-    specs = [
+    specs = offered_tools(tools)
+    if specs:
+        body["tools"] = specs
+    return body
+
+
+def offered_tools(tools: Iterable[Tool]) -> List[Dict[str, Any]]:
+    """The tools as the model is offered them (OpenAI function tools)."""
+    return [
         {
             "type": "function",
             "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
         }
         for t in tools
     ]
-    if specs:
-        body["tools"] = specs
-    return body
 
 
 def next_wait(attempt: int, retry_after: Optional[str], waited: float) -> Tuple[Optional[float], str]:

@@ -96,6 +96,15 @@ class Stopped(LlmError):
         super().__init__(text)
 
 
+class DeclaredModelFailed(LlmError):
+    """A declared model (``[llm.<alias>]``) failed: every alias tried, or
+    one that failed after its first token (the host's words)."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+        super().__init__(f"the declared model failed: {message}")
+
+
 class TooManyRounds(LlmError):
     """The model still asked for tools after ``max_rounds`` rounds."""
 

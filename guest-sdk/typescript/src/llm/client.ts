@@ -34,14 +34,21 @@ export function requestBody(
     stream: true,
     stream_options: { include_usage: true },
   };
-  const specs = [...tools].map((t) => ({
-    type: 'function',
-    function: { name: t.name, description: t.description, parameters: t.parameters },
-  }));
+  const specs = offeredTools(tools);
   if (specs.length > 0) {
     body.tools = specs;
   }
   return body;
+}
+
+/** The tools as the model is offered them (OpenAI function tools). */
+export function offeredTools(
+  tools: Iterable<Pick<Tool, 'name' | 'description' | 'parameters'>>,
+): { type: 'function'; function: { name: string; description: string; parameters: unknown } }[] {
+  return [...tools].map((t) => ({
+    type: 'function',
+    function: { name: t.name, description: t.description, parameters: t.parameters },
+  }));
 }
 
 /**

@@ -28,6 +28,13 @@ export class ConfigError extends LlmError {
   }
 }
 
+/** A declared model (`[llm.<alias>]`) failed: every alias tried, or one that failed after its first token (the host's words). */
+export class DeclaredModelFailed extends LlmError {
+  constructor(readonly detail: string) {
+    super(`the declared model failed: ${detail}`);
+  }
+}
+
 /** The provider refused the API key (HTTP 401 or 403). */
 export class KeyRefused extends LlmError {
   constructor(

@@ -14,10 +14,18 @@
  * export default agent;
  * ```
  *
- * The model is configured from the turn's environment ({@link configFromEnv}):
- * declare `OPENAI_BASE_URL`, `OPENAI_API_KEY` and `OPENAI_MODEL` in the
- * manifest's `[agent] secrets`, and put the API's origin in its
- * `[outbound] allow`.
+ * The model is one the manifest declares, when it declares any
+ * (`[llm.<alias>]`, docs/llm.md): the host holds its key, sends the request,
+ * streams the text straight into the turn's message, journals `LLM_CALL` /
+ * `LLM_RESULT` and fails over to the alias's `fallbacks`. The loop uses the
+ * alias given as `new ChatLoop(prompt, { alias })`, else `main` if declared,
+ * else the first declared ({@link declaredModels}); {@link completeDeclared}
+ * calls a declared model directly.
+ *
+ * Otherwise the model is called over the agent's own outbound HTTP and
+ * configured from the turn's environment ({@link configFromEnv}): declare
+ * `OPENAI_BASE_URL`, `OPENAI_API_KEY` and `OPENAI_MODEL` in the manifest's
+ * `[agent] secrets`, and put the API's origin in its `[outbound] allow`.
  *
  * Each call rebuilds the conversation from the session's journal (nothing is
  * kept anywhere else). Compatibility is claimed for the chunk shapes the
@@ -28,19 +36,29 @@
  * @module
  */
 
+import { HostError } from '../errors.ts';
 import type { Message } from '../message.ts';
 import type { ToolCall } from '../tools.ts';
 import type { Turn } from '../turn.ts';
-import { complete, requestBody } from './client.ts';
+import { complete, offeredTools, requestBody } from './client.ts';
 import { configFromEnv, type ModelConfig } from './config.ts';
 import { rebuild } from './conversation.ts';
+import { completeDeclared, defaultAlias } from './declared.ts';
 import { CONTENT_FILTER, LENGTH, Stopped, TooManyRounds } from './errors.ts';
 import type { Completion, ModelCall } from './stream.ts';
 
+export {
+  completeDeclared,
+  type DeclaredCompletion,
+  type DeclaredOptions,
+  declaredModels,
+  defaultAlias,
+} from './declared.ts';
 export { completionsUrl, configFromEnv, DEFAULT_BASE_URL, type ModelConfig } from './config.ts';
 export { type ChatCompletionMessage, NO_RESULT, rebuild } from './conversation.ts';
 export {
   ConfigError,
+  DeclaredModelFailed,
   KeyRefused,
   LlmError,
   MalformedStream,
@@ -53,7 +71,7 @@ export {
 } from './errors.ts';
 export { Assembler, type Completion, type ModelCall } from './stream.ts';
 export { type SseEvent, SseDecoder } from './sse.ts';
-export { MAX_ATTEMPTS, MAX_BACKOFF, nextWait, providerMessage, requestBody } from './client.ts';
+export { MAX_ATTEMPTS, MAX_BACKOFF, nextWait, offeredTools, providerMessage, requestBody } from './client.ts';
 
 /** How many model calls a turn may make by default. */
 export const DEFAULT_MAX_ROUNDS = 8;
@@ -64,7 +82,12 @@ export interface ChatLoopOptions {
   maxRounds?: number;
   /** Used instead of reading {@link configFromEnv} from the turn's environment at each run. */
   config?: ModelConfig;
+  /** The declared model (`[llm.<alias>]`) to call through the host instead of the default one. */
+  alias?: string;
 }
+
+/** Where a run's model calls go. */
+type Route = { declared: string } | { outbound: ModelConfig };
 
 /**
  * The model loop of a turn. Build it with a system prompt, then {@link run}
@@ -86,25 +109,43 @@ export interface ChatLoopOptions {
  *    the loop again;
  * 5. ends when the model answers without tool calls.
  *
+ * The model calls go to the declared model `alias` (`[llm.<alias>]`) through
+ * the host, else to `main` or the first declared model, else (none declared,
+ * or `config` given) over outbound HTTP. A declared model's text is streamed
+ * by the host, not written again by the loop; a `closed` host error from it
+ * means the host suspended the turn (a budget): the run returns quietly.
+ *
  * Errors end the turn with a TURN_ERROR whose message says what happened: an
  * {@link LlmError} (the key refused, rate limited after retries, a provider
  * error, a malformed stream, an answer cut off, more than `maxRounds` model
- * calls, a request that could not be exchanged).
+ * calls, a request that could not be exchanged, a declared model that failed:
+ * {@link DeclaredModelFailed}, an unknown alias: {@link ConfigError}).
  */
 export class ChatLoop {
   readonly systemPrompt: string;
   readonly maxRounds: number;
   readonly config: ModelConfig | undefined;
+  readonly alias: string | undefined;
 
   constructor(systemPrompt = '', options: ChatLoopOptions = {}) {
     this.systemPrompt = systemPrompt;
     this.maxRounds = Math.max(1, Math.trunc(options.maxRounds ?? DEFAULT_MAX_ROUNDS));
     this.config = options.config;
+    this.alias = options.alias;
+  }
+
+  /** Where this run's model calls go: an explicit config, else the set alias, else a declared model, else the environment's config. */
+  route(env: Readonly<Record<string, string | undefined>>): Route {
+    if (this.config) {
+      return { outbound: this.config };
+    }
+    const alias = this.alias ?? defaultAlias();
+    return alias !== undefined ? { declared: alias } : { outbound: configFromEnv(env) };
   }
 
   /** Runs the loop for this turn (see {@link ChatLoop}). */
   async run(turn: Turn): Promise<void> {
-    const config = this.config ?? configFromEnv(turn.env);
+    const route = this.route(turn.env);
     // The MCP servers' tools, offered beside the agent's own.
     const tools = [...turn.tools.values(), ...turn.mcpTools()];
     const policy = approvalPolicy(turn.env);
@@ -113,13 +154,33 @@ export class ChatLoop {
 
     for (let round = 0; round < this.maxRounds; round++) {
       const messages = rebuild(this.systemPrompt, turn.history());
-      const body = requestBody(config, messages, tools);
-      const completion = await streamReply(turn, config, body);
-      if (completion.usage) {
-        const [prompt, completionTokens] = completion.usage;
-        console.error(
-          `agenthost-sdk: model ${config.model} used ${prompt} prompt and ${completionTokens} completion tokens`,
-        );
+      let completion: Completion;
+      if ('declared' in route) {
+        try {
+          const done = completeDeclared(route.declared, messages, { tools: offeredTools(tools) });
+          completion = {
+            text: done.text,
+            toolCalls: done.toolCalls,
+            finishReason: done.finishReason,
+            usage: [done.inputTokens, done.outputTokens],
+          };
+        } catch (error) {
+          if (error instanceof HostError && error.kind === 'closed') {
+            // The host suspended the turn (a budget): nothing more to do.
+            return;
+          }
+          throw error;
+        }
+      } else {
+        const config = route.outbound;
+        const body = requestBody(config, messages, tools);
+        completion = await streamReply(turn, config, body);
+        if (completion.usage) {
+          const [prompt, completionTokens] = completion.usage;
+          console.error(
+            `agenthost-sdk: model ${config.model} used ${prompt} prompt and ${completionTokens} completion tokens`,
+          );
+        }
       }
       if (completion.finishReason === LENGTH || completion.finishReason === CONTENT_FILTER) {
         throw new Stopped(completion.finishReason);

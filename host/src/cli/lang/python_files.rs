@@ -72,6 +72,10 @@ pub(super) const FILES: &[(&str, &str)] = &[
         include_str!("../../../../guest-sdk/python/agenthost/llm/conversation.py"),
     ),
     (
+        "sdk/agenthost/llm/declared.py",
+        include_str!("../../../../guest-sdk/python/agenthost/llm/declared.py"),
+    ),
+    (
         "sdk/agenthost/llm/errors.py",
         include_str!("../../../../guest-sdk/python/agenthost/llm/errors.py"),
     ),
