@@ -8,6 +8,7 @@
 // between its modules" (`unreachable_pub` is for libraries, root Cargo.toml).
 #![allow(unreachable_pub)]
 
+mod budget;
 mod docs;
 mod index;
 mod links;
@@ -55,6 +56,11 @@ fn every_docs_page_is_in_the_readme_index() {
         "docs pages the README does not list",
         index::unlisted_pages(),
     );
+}
+
+#[test]
+fn the_dependency_count_is_within_its_budget() {
+    fail_if_any("the dependency budget", budget::over_budget());
 }
 
 /// Every path ARCHITECTURE.md, CONTRIBUTING.md and tests/README.md name
