@@ -564,9 +564,17 @@ async fn keys_and_secrets_are_managed_and_a_revoked_key_is_refused() {
         .mint_key("invocation", "another frontend", Some("hello"))
         .await;
     sign_in(&browser, &invocation).await;
-    browser
+    let said = browser
         .text_with(".notice-error", "The console needs a platform key")
         .await;
+    assert!(said.contains("This is an invocation key"), "{said}");
+    // An end-user token is told for what it is, not called a key.
+    let token = server.end_user_token("hello", "ada").await;
+    sign_in(&browser, &token).await;
+    let said = browser
+        .text_with(".notice-error", "This is an end-user token")
+        .await;
+    assert!(said.contains("The console needs a platform key"), "{said}");
     sign_in(&browser, &laptop).await;
     browser
         .until(

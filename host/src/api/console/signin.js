@@ -29,6 +29,12 @@ export function render(main, { notice: refusal, signedIn }) {
   return () => {};
 }
 
+/** Whether `key` has an end-user token's form (a minted `ahu1.` token or a
+ * JWT), as the server tells them from keys (host/src/end_users/mod.rs). */
+function endUserToken(key) {
+  return key.startsWith('ahu1.') || (key.startsWith('eyJ') && key.split('.').length === 3);
+}
+
 async function check(key, note, signedIn) {
   note.clear();
   if (!key) {
@@ -47,7 +53,9 @@ async function check(key, note, signedIn) {
       return;
     }
     if (error.status === 403) {
-      note.show('This is an invocation key, which reaches the sessions of one app only. '
+      note.show(`${endUserToken(key)
+        ? 'This is an end-user token, which reaches its own user\'s sessions only.'
+        : 'This is an invocation key, which reaches the sessions of one app only.'} `
         + 'The console needs a platform key.', 'error');
       return;
     }
