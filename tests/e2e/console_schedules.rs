@@ -96,5 +96,34 @@ async fn a_sessions_schedules_are_listed_and_follow_the_stream() {
         browser.js(&format!("{} !== null", listed(&api))).await,
         json!(true)
     );
+
+    // Read as a person reads it: the time in the reader's zone (not the raw
+    // RFC 3339), the input's text (not its JSON).
+    let item = browser
+        .text(&format!(".schedules li[data-schedule-id=\"{api}\"]"))
+        .await;
+    assert!(
+        !item.contains("2099-01-01T09:00:00") && item.contains("2099"),
+        "{item}"
+    );
+    assert!(
+        item.contains("far ahead") && !item.contains("{\"say\""),
+        "{item}"
+    );
+    // Deleted from the console: gone from the list and from the API.
+    browser
+        .click(&format!(
+            ".schedules li[data-schedule-id=\"{api}\"] .delete-schedule"
+        ))
+        .await;
+    browser
+        .until(
+            "the deleted schedule gone from the list",
+            &format!("{} === null", listed(&api)),
+        )
+        .await;
+    let (status, left) = server.get(&path).await;
+    assert_eq!(status, 200, "{left}");
+    assert_eq!(left, json!([]), "{left}");
     browser.assert_no_errors("following schedules").await;
 }

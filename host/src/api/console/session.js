@@ -7,11 +7,23 @@
 // The page follows new output while the reader is at its end.
 
 import { api, seg } from './api.js';
-import { badge, describe, field, h, notice, shortId } from './dom.js';
+import { act, badge, describe, field, h, notice, shortId, time } from './dom.js';
 import { follow } from './stream.js';
 import { Transcript } from './transcript.js';
 import { decisionForm } from './decision.js';
 import { endUser } from './sessions.js';
+
+/** An input as a person reads it: a string, an object's `text` (or its
+ * one string field), else compact JSON. */
+function inputText(input) {
+  if (typeof input === 'string') return input;
+  if (input && typeof input === 'object' && !Array.isArray(input)) {
+    if (typeof input.text === 'string') return input.text;
+    const strings = Object.values(input).filter((v) => typeof v === 'string');
+    if (Object.keys(input).length === 1 && strings.length === 1) return strings[0];
+  }
+  return JSON.stringify(input);
+}
 
 /** The status an event leaves the session in, if it changes it. */
 // Who made a schedule (`created_by`, docs/schedules.md).
@@ -139,11 +151,20 @@ export function render(main, ctx, id) {
           api('GET', `/sessions/${seg(id)}`),
         ]);
         if (left) return;
-        scheduleList.replaceChildren(...list.map((x) => h('li', { dataset: { scheduleId: x.id } },
-          h('time', { datetime: x.at }, x.at),
-          x.cron ? h('code', null, ` ${x.cron} (${x.timezone})`) : null,
-          ` · ${typeof x.input === 'string' ? x.input : JSON.stringify(x.input)}`,
-          x.created_by ? h('span', { class: 'created-by' }, ` · by ${CREATORS[x.created_by] ?? x.created_by}`) : null)));
+        scheduleList.replaceChildren(...list.map((x) => {
+          const remove = h('button', { type: 'button', class: 'small delete-schedule' }, 'Delete');
+          remove.addEventListener('click', () => act(remove, note, async () => {
+            await api('DELETE', `/sessions/${seg(id)}/schedules/${seg(x.id)}`);
+            readSchedules();
+          }));
+          // The reader's own time; the cron's zone is the schedule's.
+          return h('li', { dataset: { scheduleId: x.id } },
+            time(x.at),
+            x.cron ? h('code', null, ` ${x.cron} (${x.timezone})`) : null,
+            ' · ', h('span', { class: 'schedule-input' }, inputText(x.input)),
+            x.created_by ? h('span', { class: 'created-by' }, ` · by ${CREATORS[x.created_by] ?? x.created_by}`) : null,
+            ' ', remove);
+        }));
         schedules.hidden = list.length === 0;
         queued.textContent = String(s.queued_inputs ?? 0);
       } while (again);
