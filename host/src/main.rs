@@ -145,6 +145,7 @@ async fn start(args: &ServeArgs, bootstrap_key: Option<String>) -> anyhow::Resul
         api_limits: args.api_limits()?,
         allow_insecure_jwks: args.allow_insecure_jwks,
         webhooks: args.webhook_options(),
+        trusted_proxies: args.trusted_proxies(),
     })
     .await?;
     println!("agenthost listening on http://{}", server.local_addr);

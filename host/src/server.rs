@@ -55,6 +55,9 @@ pub struct ServeOptions {
     pub allow_insecure_jwks: bool,
     /// Webhook deliveries' address rule, retries and decision links.
     pub webhooks: crate::webhooks::WebhookOptions,
+    /// The reverse proxies whose `X-Forwarded-For` names the client
+    /// (`--trusted-proxy`); none by default.
+    pub trusted_proxies: api::client_addr::TrustedProxies,
 }
 
 /// Where durable state lives (`--store`).
@@ -225,6 +228,7 @@ impl Server {
             ),
             limits: options.api_limits,
             webhooks: options.webhooks,
+            trusted_proxies: options.trusted_proxies,
             links_key,
         });
         Ok(Server {

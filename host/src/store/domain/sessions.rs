@@ -19,7 +19,7 @@ use crate::journal::payloads::{self, StartReason};
 use crate::journal::{NewEvent, TurnErrorKind};
 use crate::store::Missing;
 use crate::store::batch::{Batch, Op};
-use crate::store::engine::SessionRow;
+use crate::store::engine::{Owner, SessionRow};
 use crate::store::error::corrupt;
 use crate::store::outbox::Outbox;
 use crate::store::records::{ResumeRecord, SessionRecord, SessionStatus, WithdrawReason};
@@ -71,6 +71,13 @@ impl Op for CreateSession {
         quotas::check(batch, app.id, &app.slug, Starting::Session, &self.by)?;
         let owner = self.by.owner(&deployment);
         let user_cap = (deployment.end_users.as_ref()).and_then(|p| p.max_open_sessions_per_user);
+        let share_owner = match (&owner, self.by.source()) {
+            (Some(user), _) => Some(Owner::User(user.id.clone())),
+            (None, Some(source)) => Some(Owner::Source(source)),
+            (None, None) => None,
+        };
+        let (slug, by, set) = (&app.slug, &self.by, user_cap.is_some());
+        quotas::check_share(batch, app.id, slug, Starting::Session, by, share_owner, set)?;
         if let (Some(user), Some(cap)) = (&owner, user_cap) {
             quotas::check_user(batch, app.id, &user.id, cap)?;
         }
@@ -99,6 +106,7 @@ impl Op for CreateSession {
             queued: Vec::new(),
             schedules: Vec::new(),
             journal_bytes: 0,
+            source: self.by.source(),
         };
         let mut events = vec![NewEvent::of(&payloads::SessionCreated {
             app_id: app.id,
@@ -230,7 +238,9 @@ impl PostInput {
         }
         let (turn, app) = (session.record.turn + 1, session.record.app_id);
         let slug = session.record.app_slug.clone();
+        let owner = Owner::of(&session.record);
         quotas::check(batch, app, &slug, Starting::Turn, &self.by)?;
+        quotas::check_share(batch, app, &slug, Starting::Turn, &self.by, owner, false)?;
         let reason = match self.schedule {
             Some(schedule_id) => StartReason::Schedule { schedule_id },
             None => StartReason::Input,
@@ -505,7 +515,17 @@ impl Op for Decide {
         let session = batch.session(id)?;
         let (turn, app) = (session.record.turn + 1, session.record.app_id);
         let slug = session.record.app_slug.clone();
+        let owner = Owner::of(&session.record);
         quotas::check(batch, app, &slug, Starting::Turn, &decision.by)?;
+        quotas::check_share(
+            batch,
+            app,
+            &slug,
+            Starting::Turn,
+            &decision.by,
+            owner,
+            false,
+        )?;
         if decision.details.arguments.is_some() && decision.checked_seq != Some(pending.event_seq) {
             return Err(StoreError::Conflict(
                 "the pending call changed since its edited arguments were checked: decide again"
