@@ -139,6 +139,8 @@ async fn start(args: &ServeArgs, bootstrap_key: Option<String>) -> anyhow::Resul
         store: args.store_engine()?,
         compile_cache_dir: args.compile_cache_dir.clone(),
         retain_ended_sessions: args.retain_ended_sessions.map(Into::into),
+        session_idle: (args.session_idle_secs > 0)
+            .then(|| Duration::from_secs(args.session_idle_secs)),
         rate_limit: args.rate_limit()?,
         invocation_rate_limit: args.invocation_rate_limit()?,
         quotas: args.quotas()?,

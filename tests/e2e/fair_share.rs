@@ -7,7 +7,9 @@
 //! /sessions`, stream and AG-UI run, and another address's, still get in.
 //! The shares are decided in the writer, so this runs on redb and
 //! PostgreSQL alike. Addresses are told apart through `X-Forwarded-For`
-//! from a trusted proxy (`--trusted-proxy`, the test's loopback).
+//! from a trusted proxy (`--trusted-proxy`, the test's loopback). Sessions
+//! idle past `--session-idle-secs` end (their journal kept) and so free
+//! their place in the share.
 
 use serde_json::{Value, json};
 
@@ -62,10 +64,11 @@ async fn flood(
     key: &str,
     address: Option<&str>,
     times: usize,
+    sleep_ms: u64,
 ) -> (Vec<String>, Option<Value>) {
     let (mut created, mut refused) = (Vec::new(), None);
     for _ in 0..times {
-        let (status, body) = post_from(server, key, address, create(60_000)).await;
+        let (status, body) = post_from(server, key, address, create(sleep_ms)).await;
         match status {
             201 => created.push(body["session_id"].as_str().unwrap().to_string()),
             429 => {
@@ -114,12 +117,12 @@ async fn one_end_user_or_one_address_cannot_lock_the_others_out() {
 
     // One end user at full speed: their share, then 429 naming it. Each of
     // their sessions runs a turn for a minute, so they hold running turns too.
-    let (held, refused) = flood(&server, &mallory, None, OPEN_CAP + 5).await;
+    let (held, refused) = flood(&server, &mallory, None, OPEN_CAP + 5, 60_000).await;
     assert_eq!(held.len(), SHARE, "mallory got exactly her share");
     assert_share_refusal(refused, "end user `mallory`");
     // One visitor with the shipped key, from one address: the same.
     let noisy = Some("198.51.100.7");
-    let (visitor_held, refused) = flood(&server, &key, noisy, OPEN_CAP + 5).await;
+    let (visitor_held, refused) = flood(&server, &key, noisy, OPEN_CAP + 5, 60_000).await;
     assert_eq!(
         visitor_held.len(),
         SHARE,
@@ -192,4 +195,63 @@ async fn one_end_user_or_one_address_cannot_lock_the_others_out() {
         "{metrics}"
     );
     drop((open, alices, visitors));
+}
+
+#[tokio::test]
+async fn idle_sessions_end_and_free_their_place() {
+    let dir = support::data_dir();
+    let open_cap = OPEN_CAP.to_string();
+    let flags = [
+        "--invocation-max-open-sessions-per-app",
+        &open_cap,
+        "--session-idle-secs",
+        "2",
+    ];
+    let server = Server::start_with(dir.path(), &flags).await;
+    let row = server.deploy("slow", &support::guest("slow")).await;
+    assert_eq!(row["status"], "active", "{row}");
+    let mallory = server.end_user_token("slow", "mallory").await;
+    // A platform key's session: the backend's to end, never swept.
+    let platform = server
+        .session("slow", "/slow", json!({"sleep_ms": 0}))
+        .await;
+    // Her share of quick sessions, each idle once its turn ends.
+    let (held, refused) = flood(&server, &mallory, None, SHARE + 1, 0).await;
+    assert_eq!(held.len(), SHARE);
+    assert_share_refusal(refused, "end user `mallory`");
+    // Once they have been idle for 2 s, the sweep ends them: she gets in again.
+    let mut status = 0;
+    for _ in 0..300 {
+        let (s, body) = post_from(&server, &mallory, None, create(0)).await;
+        status = s;
+        if s == 201 {
+            break;
+        }
+        assert_eq!(s, 429, "{body}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(status, 201, "idle sessions never freed her share");
+    // Ended with the reason, their journal kept (the sweep ends them one
+    // after another: the first freed place let her in).
+    let mut record = Value::Null;
+    for _ in 0..100 {
+        (_, record) = server.get(&format!("/sessions/{}", held[0])).await;
+        if record["status"] == "ended" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(record["status"], "ended", "{record}");
+    let events = (server.events(&held[0], None).await)
+        .until(&["SESSION_ENDED"])
+        .await;
+    let ended = events.last().unwrap();
+    let reason = ended["payload"]["reason"].as_str().unwrap_or_default();
+    assert!(reason.starts_with("idle"), "{ended}");
+    assert!(
+        events.iter().any(|e| e["type"] == "TURN_ENDED"),
+        "the journal is kept: {events:?}"
+    );
+    let (_, record) = server.get(&format!("/sessions/{platform}")).await;
+    assert_eq!(record["status"], "idle", "{record}");
 }

@@ -31,6 +31,9 @@ pub(crate) const DEFAULT_INVOCATION_RUNNING_TURNS: u64 = 64;
 /// `--invocation-share-per-principal` unless the operator says otherwise.
 pub(crate) const DEFAULT_INVOCATION_SHARE_PERCENT: u64 = 1;
 
+/// `--session-idle-secs` unless the operator says otherwise: a day.
+pub(crate) const DEFAULT_SESSION_IDLE_SECS: u64 = 24 * 3600;
+
 /// `--max-session-journal-mb` unless the operator says otherwise.
 pub(crate) const DEFAULT_SESSION_JOURNAL_MB: u64 = 1024;
 
@@ -246,6 +249,12 @@ pub struct ServeArgs {
     /// fill the caps); 100 is the same.
     #[arg(long, default_value_t = DEFAULT_INVOCATION_SHARE_PERCENT, env = "AGENTHOST_INVOCATION_SHARE_PER_PRINCIPAL", value_name = "PERCENT", value_parser = clap::value_parser!(u64).range(0..=100))]
     pub invocation_share_per_principal: u64,
+    /// Sessions an end user or the bare invocation key opened that have
+    /// had no turn (and nothing queued or scheduled) for this many seconds
+    /// are ended (SESSION_ENDED, reason `idle`; the journal is kept), so
+    /// they stop counting against the app's caps. 0: never.
+    #[arg(long, default_value_t = DEFAULT_SESSION_IDLE_SECS, env = "AGENTHOST_SESSION_IDLE_SECS", value_name = "N")]
+    pub session_idle_secs: u64,
     /// Event streams one API key (with the stream tokens it minted) may
     /// hold open on this host; one more gets 429 `too_many_streams`. 0: no cap.
     #[arg(long, default_value_t = crate::api::stream_caps::DEFAULT_PER_KEY, env = "AGENTHOST_MAX_STREAMS_PER_KEY", value_name = "N")]

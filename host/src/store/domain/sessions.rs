@@ -621,11 +621,14 @@ impl Op for Decide {
 /// Ends a session on request (`POST /sessions/{id}/end`): SESSION_ENDED
 /// with the reason. A pending approval is dropped with it (a decision is
 /// 409 afterwards). 409 while a turn runs (the caller cancels it first)
-/// and when the session has already ended.
+/// and when the session has already ended. With `idle_before` (the idle
+/// sweep, `--session-idle-secs`), only a session still idle or errored,
+/// untouched since then, with nothing queued or scheduled: 409 otherwise.
 pub(in crate::store) struct EndSession {
     pub session: Uuid,
     pub reason: Option<String>,
     pub key_id: String,
+    pub idle_before: Option<String>,
 }
 
 impl Op for EndSession {
@@ -638,6 +641,18 @@ impl Op for EndSession {
     fn apply(&mut self, batch: &mut Batch<'_>) -> Result<SessionRecord, StoreError> {
         let id = self.session;
         let session = batch.session(id)?;
+        if let Some(before) = &self.idle_before {
+            let record = &session.record;
+            let idle = matches!(record.status, SessionStatus::Idle | SessionStatus::Errored)
+                && record.updated_at < *before
+                && record.queued.is_empty()
+                && record.schedules.is_empty();
+            if !idle {
+                return Err(StoreError::Conflict(
+                    "the session was used meanwhile: it is not idle".into(),
+                ));
+            }
+        }
         let withdrawn = (session.record.pending_approval.as_ref())
             .map(|pending| pending.call.tool_call_id.clone());
         let ended_seq = session.next_seq;
