@@ -9,7 +9,7 @@
 //! PostgreSQL alike. Addresses are told apart through `X-Forwarded-For`
 //! from a trusted proxy (`--trusted-proxy`, the test's loopback). Sessions
 //! idle past `--session-idle-secs` end (their journal kept) and so free
-//! their place in the share.
+//! their place in the share. The bare key's rate is a bucket per address.
 
 use serde_json::{Value, json};
 
@@ -254,4 +254,46 @@ async fn idle_sessions_end_and_free_their_place() {
     );
     let (_, record) = server.get(&format!("/sessions/{platform}")).await;
     assert_eq!(record["status"], "idle", "{record}");
+}
+
+#[tokio::test]
+async fn the_bare_key_has_a_rate_bucket_per_address() {
+    let dir = support::data_dir();
+    let flags = [
+        "--invocation-rate-limit",
+        "1",
+        "--invocation-rate-limit-burst",
+        "2",
+        "--trusted-proxy",
+        "127.0.0.0/8,::1",
+    ];
+    let server = Server::start_with(dir.path(), &flags).await;
+    let row = server.deploy("slow", &support::guest("slow")).await;
+    assert_eq!(row["status"], "active", "{row}");
+    let (_, key) = server.mint_key("invocation", "web", Some("slow")).await;
+    let session = server
+        .session("slow", "/slow", json!({"sleep_ms": 0}))
+        .await;
+    let path = format!("/sessions/{session}");
+    let get_from = |address: &'static str| {
+        let request = (server.client.get(server.url(&path)))
+            .bearer_auth(&key)
+            .header("x-forwarded-for", address);
+        async move { support::status_and_json(request.send().await.expect("GET")).await }
+    };
+    // One visitor spends its own bucket...
+    let mut refusal = None;
+    for _ in 0..4 {
+        let (status, body) = get_from("198.51.100.7").await;
+        if status == 429 {
+            refusal = Some(body);
+        }
+    }
+    let refusal = refusal.expect("the noisy address was refused");
+    assert_eq!(refusal["error"]["code"], "rate_limited", "{refusal}");
+    let message = refusal["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("198.51.100.7"), "{refusal}");
+    // ...and another visitor of the same key still gets in.
+    let (status, body) = get_from("203.0.113.9").await;
+    assert_eq!(status, 200, "{body}");
 }
