@@ -229,4 +229,55 @@ mod tests {
         let read = db.begin_read().unwrap();
         assert_eq!(read.open_table(OPEN_SESSIONS).unwrap().len().unwrap(), 3);
     }
+
+    /// A file from before OPEN_BY_OWNER gets it filled from its sessions:
+    /// the open ones an end user or a bare-key address owns.
+    #[test]
+    fn open_sessions_by_owner_is_filled_from_the_sessions_of_an_older_file() {
+        let db = Database::builder()
+            .create_with_backend(InMemoryBackend::new())
+            .unwrap();
+        create_all(&db).unwrap();
+        let app = Uuid::now_v7();
+        let owners = [
+            (SessionStatus::Running, Some("ada"), None),
+            (SessionStatus::Idle, Some("ada"), None),
+            (SessionStatus::Ended, Some("ada"), None),
+            (SessionStatus::Idle, None, Some("192.0.2.1")),
+            (SessionStatus::Idle, None, None),
+        ];
+        let txn = db.begin_write().unwrap();
+        {
+            let mut sessions = txn.open_table(SESSIONS).unwrap();
+            for (status, end_user, source) in owners {
+                let id = Uuid::now_v7();
+                let record = serde_json::json!({
+                    "id": id, "app_id": app, "app_slug": "a", "route": "/r",
+                    "deployment_id": Uuid::nil(), "deployment_version": 1,
+                    "status": status, "turn": 1, "end_user": end_user, "source": source,
+                    "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
+                });
+                let bytes = serde_json::to_vec(&record).unwrap();
+                sessions.insert(id.as_u128(), bytes.as_slice()).unwrap();
+            }
+        }
+        txn.delete_table(OPEN_BY_OWNER).unwrap();
+        txn.commit().unwrap();
+
+        create_all(&db).unwrap();
+        let read = db.begin_read().unwrap();
+        let index = read.open_table(OPEN_BY_OWNER).unwrap();
+        let of = |owner: Owner| -> Vec<u8> {
+            let (key, owner) = (app.as_u128(), owner.key());
+            let range = (key, owner.as_str(), 0)..=(key, owner.as_str(), u128::MAX);
+            let mut held: Vec<u8> = (index.range(range).unwrap())
+                .map(|row| row.unwrap().1.value())
+                .collect();
+            held.sort_unstable();
+            held
+        };
+        assert_eq!(of(Owner::User("ada".into())), [0, 1], "not the ended one");
+        assert_eq!(of(Owner::Source("192.0.2.1".into())), [0]);
+        assert_eq!(index.len().unwrap(), 3, "an unowned session has no entry");
+    }
 }
