@@ -58,6 +58,9 @@ pub(crate) struct Principal {
     /// The end user this caller is (scope `App`), authenticated by an
     /// end-user token; `None` for an API key or a stream token.
     pub user: Option<Arc<EndUser>>,
+    /// The request's client address (`api::client_addr`), set by
+    /// authentication: a bare invocation key's shares are counted by it.
+    pub source: Option<std::net::IpAddr>,
 }
 
 /// An authenticated end user of one app.
@@ -242,6 +245,7 @@ fn entry_for(record: &ApiKeyRecord) -> Option<Entry> {
             name: record.name.clone(),
             scope,
             user: None,
+            source: None,
         },
         touched: AtomicU64::new(0),
     })
@@ -307,6 +311,13 @@ impl Keys {
     pub(crate) fn ids(&self) -> Vec<String> {
         let keys = self.inner.read().unwrap_or_else(PoisonError::into_inner);
         keys.keys().cloned().collect()
+    }
+
+    /// Whether `id` is an invocation key held now.
+    pub(crate) fn is_invocation(&self, id: &str) -> bool {
+        let keys = self.inner.read().unwrap_or_else(PoisonError::into_inner);
+        keys.get(id)
+            .is_some_and(|entry| matches!(entry.principal.scope, Scope::App(_)))
     }
 
     pub(crate) fn has_platform_key(&self) -> bool {

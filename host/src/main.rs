@@ -139,12 +139,15 @@ async fn start(args: &ServeArgs, bootstrap_key: Option<String>) -> anyhow::Resul
         store: args.store_engine()?,
         compile_cache_dir: args.compile_cache_dir.clone(),
         retain_ended_sessions: args.retain_ended_sessions.map(Into::into),
+        session_idle: (args.session_idle_secs > 0)
+            .then(|| Duration::from_secs(args.session_idle_secs)),
         rate_limit: args.rate_limit()?,
         invocation_rate_limit: args.invocation_rate_limit()?,
         quotas: args.quotas()?,
         api_limits: args.api_limits()?,
         allow_insecure_jwks: args.allow_insecure_jwks,
         webhooks: args.webhook_options(),
+        trusted_proxies: args.trusted_proxies(),
     })
     .await?;
     println!("agenthost listening on http://{}", server.local_addr);

@@ -5,7 +5,10 @@
 //! another host meanwhile is simply gone. Always: the first answers of
 //! idempotent requests, once expired (`store::IDEMPOTENCY_TTL`), and the
 //! approvals feed's entries past `FEED_RETENTION`, finished webhook
-//! deliveries past `DELIVERY_RETENTION`.
+//! deliveries past `DELIVERY_RETENTION`. `--session-idle-secs`: sessions an
+//! end user or the bare invocation key opened that have been idle (no turn,
+//! nothing queued or scheduled) for longer are ended (`start_idle`), so
+//! they stop counting against the app's caps; their journal is kept.
 
 use std::time::{Duration, SystemTime};
 
@@ -65,6 +68,75 @@ pub(crate) async fn purge(
         match page.last() {
             Some(last) if page.len() == PAGE => before = Some(last.id),
             _ => return Ok(deleted),
+        }
+    }
+}
+
+/// How often the idle sweep runs at most (more often for a shorter idle time).
+const IDLE_EVERY: Duration = Duration::from_secs(600);
+
+/// Starts the sweep that ends sessions idle for longer than `idle`.
+pub(crate) fn start_idle(store: Db, writer: WriterHandle, idle: Duration) {
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(idle.clamp(Duration::from_secs(1), IDLE_EVERY)).await;
+            match end_idle(&store, &writer, idle).await {
+                Ok(0) => {}
+                Ok(ended) => tracing::info!(ended, "ended idle sessions (--session-idle-secs)"),
+                Err(err) => tracing::warn!(error = %err, "cannot end idle sessions"),
+            }
+        }
+    });
+}
+
+/// Ends every session an end user or the bare invocation key opened that
+/// is idle or errored and untouched since now − `idle`, with nothing queued
+/// or scheduled; returns how many. The writer checks again
+/// (`end_idle_session`): one used meanwhile is left alone.
+pub(crate) async fn end_idle(
+    store: &Db,
+    writer: &WriterHandle,
+    idle: Duration,
+) -> Result<usize, StoreError> {
+    let cutoff = SystemTime::now()
+        .checked_sub(idle)
+        .unwrap_or(SystemTime::UNIX_EPOCH);
+    let cutoff = humantime::format_rfc3339_millis(cutoff).to_string();
+    let reason = format!(
+        "idle: no turn for {} s (--session-idle-secs)",
+        idle.as_secs()
+    );
+    let mut before = None;
+    let mut ended = 0;
+    loop {
+        let filter = SessionFilter {
+            app_id: None,
+            status: None,
+            before,
+            limit: PAGE,
+            end_user: None,
+        };
+        let page = store.read(move |s| s.sessions(&filter)).await?;
+        for record in &page {
+            let idle = matches!(record.status, SessionStatus::Idle | SessionStatus::Errored)
+                && (record.end_user.is_some() || record.source.is_some())
+                && record.updated_at < cutoff
+                && record.queued.is_empty()
+                && record.schedules.is_empty();
+            if !idle {
+                continue;
+            }
+            let (id, before) = (record.id, cutoff.clone());
+            match writer.end_idle_session(id, before, reason.clone()).await {
+                Ok(_) => ended += 1,
+                // Used, ended or deleted meanwhile (by another host too).
+                Err(StoreError::NotFound { .. } | StoreError::Conflict(_)) => {}
+                Err(err) => return Err(err),
+            }
+        }
+        match page.last() {
+            Some(last) if page.len() == PAGE => before = Some(last.id),
+            _ => return Ok(ended),
         }
     }
 }

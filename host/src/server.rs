@@ -41,6 +41,9 @@ pub struct ServeOptions {
     pub store: StoreChoice,
     /// Ended sessions older than this are deleted; kept forever when `None`.
     pub retain_ended_sessions: Option<Duration>,
+    /// Sessions of end users and the bare invocation key idle for longer
+    /// are ended (`--session-idle-secs`); never when `None`.
+    pub session_idle: Option<Duration>,
     /// The per-key rate limit of platform keys; off when `None`.
     pub rate_limit: Option<api::rate_limit::RateLimit>,
     /// The per-key rate limit of everyone else (invocation keys, end users,
@@ -55,6 +58,9 @@ pub struct ServeOptions {
     pub allow_insecure_jwks: bool,
     /// Webhook deliveries' address rule, retries and decision links.
     pub webhooks: crate::webhooks::WebhookOptions,
+    /// The reverse proxies whose `X-Forwarded-For` names the client
+    /// (`--trusted-proxy`); none by default.
+    pub trusted_proxies: api::client_addr::TrustedProxies,
 }
 
 /// Where durable state lives (`--store`).
@@ -169,6 +175,9 @@ impl Server {
         if let Some(retain) = options.retain_ended_sessions {
             crate::retention::start(store.clone(), writer.clone(), retain);
         }
+        if let Some(idle) = options.session_idle {
+            crate::retention::start_idle(store.clone(), writer.clone(), idle);
+        }
         if let Some((engine, lease)) = &shared {
             let host = crate::cluster::Host {
                 store: store.clone(),
@@ -225,6 +234,7 @@ impl Server {
             ),
             limits: options.api_limits,
             webhooks: options.webhooks,
+            trusted_proxies: options.trusted_proxies,
             links_key,
         });
         Ok(Server {

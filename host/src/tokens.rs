@@ -122,6 +122,7 @@ impl StreamTokens {
             name: "stream token".into(),
             scope: Scope::Session(Uuid::parse_str(session).ok()?),
             user: None,
+            source: None,
         })
     }
 }

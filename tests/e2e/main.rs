@@ -39,6 +39,7 @@ mod end_user_revocation;
 mod end_user_schedules;
 mod end_user_turns;
 mod end_users;
+mod fair_share;
 mod http;
 mod idempotency;
 mod invocation_caps;

@@ -56,7 +56,10 @@ impl Caller {
                 claims: user.claims.clone(),
             },
             (Scope::Platform, None) => By::Platform { key_id },
-            (_, None) => By::AppKey { key_id },
+            (_, None) => By::AppKey {
+                key_id,
+                source: self.source.map(super::client_addr::share_key),
+            },
         }
     }
 
@@ -229,6 +232,7 @@ mod tests {
             name: "u".into(),
             scope: Scope::App(app),
             user: Some(std::sync::Arc::new(user)),
+            source: None,
         })
     }
 

@@ -130,6 +130,8 @@ impl From<StoreError> for ApiError {
                     Cap::OpenSessions
                     | Cap::RunningTurns
                     | Cap::OpenSessionsPerUser
+                    | Cap::OpenSessionsShare
+                    | Cap::RunningTurnsShare
                     | Cap::TurnsPerMinutePerUser => ErrorCode::QuotaExceeded,
                 };
                 ApiError::new(code, message)

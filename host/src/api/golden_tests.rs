@@ -436,6 +436,7 @@ fn session_record() -> SessionRecord {
         queued: Vec::new(),
         schedules: Vec::new(),
         journal_bytes: 0,
+        source: None,
     }
 }
 

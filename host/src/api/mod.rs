@@ -60,7 +60,7 @@ pub(crate) use error::ApiError;
 pub(crate) use error_code::ErrorCode;
 pub(crate) use layers::limits::ApiLimits;
 pub(crate) use layers::{
-    auth, auth_throttle, body_timeout, limits, overload, rate_limit, stream_caps,
+    auth, auth_throttle, body_timeout, client_addr, limits, overload, rate_limit, stream_caps,
 };
 pub use table::endpoints;
 #[cfg(test)]
@@ -103,6 +103,8 @@ pub(crate) struct Services {
     pub limits: ApiLimits,
     /// Failed authentications per source address.
     pub auth_throttle: auth_throttle::AuthThrottle,
+    /// The reverse proxies whose `X-Forwarded-For` names the client.
+    pub trusted_proxies: client_addr::TrustedProxies,
     /// `/readyz`'s cached probe of the store.
     pub ready: health::ReadyProbe,
     /// The webhook settings (URL checks).

@@ -28,6 +28,12 @@ pub(crate) const DEFAULT_INVOCATION_OPEN_SESSIONS: u64 = 10_000;
 /// `--invocation-max-running-turns-per-app` unless the operator says otherwise.
 pub(crate) const DEFAULT_INVOCATION_RUNNING_TURNS: u64 = 64;
 
+/// `--invocation-share-per-principal` unless the operator says otherwise.
+pub(crate) const DEFAULT_INVOCATION_SHARE_PERCENT: u64 = 1;
+
+/// `--session-idle-secs` unless the operator says otherwise: a day.
+pub(crate) const DEFAULT_SESSION_IDLE_SECS: u64 = 24 * 3600;
+
 /// `--max-session-journal-mb` unless the operator says otherwise.
 pub(crate) const DEFAULT_SESSION_JOURNAL_MB: u64 = 1024;
 
@@ -235,6 +241,20 @@ pub struct ServeArgs {
     /// user starts; the count is the app's running turns. 0: no cap.
     #[arg(long, default_value_t = DEFAULT_INVOCATION_RUNNING_TURNS, env = "AGENTHOST_INVOCATION_MAX_RUNNING_TURNS_PER_APP", value_name = "N")]
     pub invocation_max_running_turns_per_app: u64,
+    /// The percent of the two caps above one end user, or one source
+    /// address using the bare invocation key, may hold (rounded up, at
+    /// least 8, at most the cap), so one visitor cannot fill them for
+    /// everyone. The manifest's `[end_users] max_open_sessions_per_user`
+    /// replaces it for an end user's open sessions. 0: no share (anyone may
+    /// fill the caps); 100 is the same.
+    #[arg(long, default_value_t = DEFAULT_INVOCATION_SHARE_PERCENT, env = "AGENTHOST_INVOCATION_SHARE_PER_PRINCIPAL", value_name = "PERCENT", value_parser = clap::value_parser!(u64).range(0..=100))]
+    pub invocation_share_per_principal: u64,
+    /// Sessions an end user or the bare invocation key opened that have
+    /// had no turn (and nothing queued or scheduled) for this many seconds
+    /// are ended (SESSION_ENDED, reason `idle`; the journal is kept), so
+    /// they stop counting against the app's caps. 0: never.
+    #[arg(long, default_value_t = DEFAULT_SESSION_IDLE_SECS, env = "AGENTHOST_SESSION_IDLE_SECS", value_name = "N")]
+    pub session_idle_secs: u64,
     /// Event streams one API key (with the stream tokens it minted) may
     /// hold open on this host; one more gets 429 `too_many_streams`. 0: no cap.
     #[arg(long, default_value_t = crate::api::stream_caps::DEFAULT_PER_KEY, env = "AGENTHOST_MAX_STREAMS_PER_KEY", value_name = "N")]
@@ -259,6 +279,19 @@ pub struct ServeArgs {
     /// `too_many_auth_failures` until the minute ends. 0 turns it off.
     #[arg(long, default_value_t = crate::api::auth_throttle::DEFAULT_PER_MINUTE, env = "AGENTHOST_AUTH_FAILURES_PER_MINUTE", value_name = "N")]
     pub auth_failures_per_minute: u32,
+    /// A reverse proxy in front of the server (an address or a block,
+    /// `10.0.0.0/8`; repeat the flag or separate with commas): a request
+    /// from one is taken to come from the right-most address of its
+    /// `X-Forwarded-For` that is not such a proxy (the address the bare
+    /// invocation key's shares, the rate limit and the failed-authentication
+    /// throttle count). None by default: the TCP peer is the client.
+    #[arg(
+        long,
+        env = "AGENTHOST_TRUSTED_PROXY",
+        value_name = "CIDR",
+        value_delimiter = ','
+    )]
+    pub trusted_proxy: Vec<crate::api::client_addr::Cidr>,
     /// Let webhook endpoints be plain `http` and on loopback, private and
     /// link-local addresses (receivers on this network, tests). Off by
     /// default: `https` to public addresses only.
@@ -358,6 +391,11 @@ impl ServeArgs {
         )
     }
 
+    /// The reverse proxies `--trusted-proxy` names.
+    pub fn trusted_proxies(&self) -> crate::api::client_addr::TrustedProxies {
+        crate::api::client_addr::TrustedProxies(self.trusted_proxy.clone())
+    }
+
     /// The API limits these flags describe.
     pub fn api_limits(&self) -> anyhow::Result<crate::api::ApiLimits> {
         anyhow::ensure!(
@@ -412,6 +450,8 @@ impl ServeArgs {
                 .filter(|cap| *cap > 0),
             public_running_turns: Some(self.invocation_max_running_turns_per_app)
                 .filter(|cap| *cap > 0),
+            share_percent: Some(self.invocation_share_per_principal)
+                .filter(|percent| (1..100).contains(percent)),
         })
     }
 
@@ -525,6 +565,11 @@ mod tests {
             "--max-session-journal-mb",
             "0",
         ]);
+        assert_eq!(defaults.share_percent, Some(1));
+        assert_eq!(
+            quotas(&["--invocation-share-per-principal", "0"]).share_percent,
+            None
+        );
         assert_eq!(lifted.public_open_sessions, None);
         assert_eq!(lifted.public_running_turns, None);
         assert_eq!(lifted.journal_bytes, None);

@@ -325,6 +325,7 @@ fn principal(app: Uuid, id: String, claims: Map<String, Value>) -> Principal {
         name: "end user".into(),
         scope: Scope::App(app),
         user: Some(Arc::new(user)),
+        source: None,
     }
 }
 

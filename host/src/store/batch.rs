@@ -60,6 +60,11 @@ pub struct Quotas {
     /// Bytes of one session's journal (`--max-session-journal-mb`,
     /// `domain::journal_cap`).
     pub journal_bytes: Option<u64>,
+    /// The percent of the two frontend caps above one end user, or one
+    /// source address of a bare invocation key, may hold
+    /// (`--invocation-share-per-principal`; `domain::quotas::share`);
+    /// `None`: no share, each may fill the caps.
+    pub share_percent: Option<u64>,
 }
 
 /// What the writer keeps between batches for the domain's sake.

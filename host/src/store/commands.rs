@@ -379,6 +379,25 @@ impl WriterHandle {
             session,
             reason,
             key_id,
+            idle_before: None,
+        })
+        .await
+    }
+
+    /// Ends a session the idle sweep found idle since before `idle_before`
+    /// (`--session-idle-secs`): 409 if it was used meanwhile, or has inputs
+    /// queued or schedules set.
+    pub async fn end_idle_session(
+        &self,
+        session: Uuid,
+        idle_before: String,
+        reason: String,
+    ) -> Result<SessionRecord, StoreError> {
+        self.call(EndSession {
+            session,
+            reason: Some(reason),
+            key_id: "host".into(),
+            idle_before: Some(idle_before),
         })
         .await
     }

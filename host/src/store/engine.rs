@@ -52,6 +52,35 @@ pub struct SessionFilter {
     pub end_user: Option<String>,
 }
 
+/// Whose share of an app's frontend caps a session counts against
+/// (`domain::quotas::check_share`): the end user who owns it, or the
+/// source address of the bare invocation key that created it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Owner {
+    User(String),
+    Source(String),
+}
+
+impl Owner {
+    /// The owner `record` counts against, if any.
+    pub fn of(record: &SessionRecord) -> Option<Owner> {
+        match (&record.end_user, &record.source) {
+            (Some(user), _) => Some(Owner::User(user.clone())),
+            (None, Some(source)) => Some(Owner::Source(source.clone())),
+            (None, None) => None,
+        }
+    }
+
+    /// Its key in an index (redb's `open_sessions_by_owner_v1`): a user id
+    /// and an address never meet.
+    pub fn key(&self) -> String {
+        match self {
+            Owner::User(user) => format!("u:{user}"),
+            Owner::Source(source) => format!("a:{source}"),
+        }
+    }
+}
+
 /// An app's sessions that count against its caps (`store::domain::quotas`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct AppLoad {
@@ -350,6 +379,13 @@ pub trait WriteTx {
     /// committed (locked and counted as `app_load`); read only when the app
     /// caps its users, in time proportional to the app's open sessions.
     fn user_open_sessions(&mut self, app: Uuid, user: &str) -> Result<Vec<Uuid>, StoreError>;
+    /// The app's open sessions `owner` holds, as committed, each with
+    /// whether it runs a turn (locked as `app_load`); read only when a
+    /// public caller starts a session or turn under the app's frontend
+    /// caps, in time proportional to the owner's open sessions (redb:
+    /// `open_sessions_by_owner_v1`) or the app's (PostgreSQL).
+    fn owner_sessions(&mut self, app: Uuid, owner: &Owner)
+    -> Result<Vec<(Uuid, bool)>, StoreError>;
     /// Removes a session: its record, its journal, its event ids, its
     /// pending approval and its entries in the approvals feed.
     fn delete_session(&mut self, id: Uuid) -> Result<(), StoreError>;

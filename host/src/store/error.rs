@@ -101,6 +101,11 @@ pub enum Cap {
     RunningTurns,
     /// One end user's open sessions of an app.
     OpenSessionsPerUser,
+    /// One end user's or bare-key address's share of an app's open
+    /// sessions (`--invocation-share-per-principal`).
+    OpenSessionsShare,
+    /// Their share of an app's running turns.
+    RunningTurnsShare,
     /// One end user's turns in any 60 s.
     TurnsPerMinutePerUser,
     /// A session's journal (`--max-session-journal-mb`).
@@ -118,6 +123,8 @@ impl Cap {
             Cap::OpenSessions => "open_sessions",
             Cap::RunningTurns => "running_turns",
             Cap::OpenSessionsPerUser => "open_sessions_per_user",
+            Cap::OpenSessionsShare => "open_sessions_share",
+            Cap::RunningTurnsShare => "running_turns_share",
             Cap::TurnsPerMinutePerUser => "turns_per_minute_per_user",
             Cap::JournalBytes => "journal_bytes",
             Cap::QueuedInputs => "queued_inputs",

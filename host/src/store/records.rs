@@ -215,6 +215,12 @@ pub struct SessionRecord {
     /// they and platform keys reach it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_user: Option<String>,
+    /// The source address (an IPv6 address by its /64) of the bare
+    /// invocation key that created the session: whose share of the app's
+    /// frontend caps it counts against (`domain::quotas`). `None` for
+    /// every other creator, and for sessions from before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
     /// Inputs waiting for the session's next turns, in the order they run
     /// (`on_busy` `enqueue` or `interrupt`; `store::domain::queue`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

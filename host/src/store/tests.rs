@@ -834,6 +834,7 @@ async fn the_writer_decides_a_callers_policy_against_the_pinned_deployment() {
     };
     let bare = By::AppKey {
         key_id: "inv_1".into(),
+        source: None,
     };
     let create =
         |by: By| writer.create_session("app".into(), "/chat".into(), json!("hi"), by, None);

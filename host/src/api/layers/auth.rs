@@ -26,7 +26,9 @@ pub(crate) async fn require_key(
     mut request: Request,
     next: Next,
 ) -> Response {
-    let peer = (request.extensions().get::<ConnectInfo<SocketAddr>>()).map(|info| info.0.ip());
+    // The client: the peer, or behind a trusted proxy the address it names.
+    let peer = (request.extensions().get::<ConnectInfo<SocketAddr>>())
+        .map(|info| state.trusted_proxies.client(info.0.ip(), request.headers()));
     let bearer = request
         .headers()
         .get(header::AUTHORIZATION)
@@ -85,10 +87,11 @@ pub(crate) async fn require_key(
         }
         None => None,
     };
-    let Some(principal) = principal else {
+    let Some(mut principal) = principal else {
         failed();
         return unauthorized();
     };
+    principal.source = peer;
     if access == Access::Platform && !principal.is_platform() {
         return ApiError::new(ErrorCode::Forbidden, "this endpoint needs a platform key")
             .into_response();

@@ -3,9 +3,13 @@
 //! 429 `rate_limited` with `Retry-After`. Opening an event stream counts as
 //! one request (its frames do not); `GET /metrics` is not limited
 //! (its row's `RateClass::Unlimited`), so a scraper is never refused by it.
+//! The bare invocation key (and its stream tokens) gets a bucket per client
+//! address (`client_addr::visitor`): every visitor of a frontend holds that
+//! key, so one of them cannot spend everyone's rate.
 
 use std::num::NonZeroU32;
-use std::time::Duration;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, header};
@@ -33,6 +37,10 @@ pub struct RateLimit {
     pub burst: NonZeroU32,
 }
 
+/// Buckets kept before the idle ones are dropped (at most once a second):
+/// the bare key's are per address, so their number is the visitors'.
+const MAX_BUCKETS: usize = 65_536;
+
 /// The buckets of one class of principal; `None` when its limit is off.
 type Buckets = Option<(RateLimit, DefaultKeyedRateLimiter<String>)>;
 
@@ -49,6 +57,8 @@ fn buckets(limit: Option<RateLimit>) -> Buckets {
 pub(crate) struct KeyLimiter {
     platform: Buckets,
     invocation: Buckets,
+    /// When the invocation buckets were last pruned.
+    pruned: Mutex<Instant>,
 }
 
 impl KeyLimiter {
@@ -56,23 +66,39 @@ impl KeyLimiter {
         KeyLimiter {
             platform: buckets(platform),
             invocation: buckets(invocation),
+            pruned: Mutex::new(Instant::now()),
         }
     }
 
-    /// Takes one request from the principal's bucket, or says how long until one is there.
-    fn check(&self, principal: &Principal) -> Result<(), (RateLimit, Duration)> {
+    /// Takes one request from the principal's bucket (the bare key's
+    /// `visitor` address's own), or says how long until one is there.
+    fn check(
+        &self,
+        principal: &Principal,
+        visitor: Option<&str>,
+    ) -> Result<(), (RateLimit, Duration)> {
         let class = if principal.is_platform() {
             &self.platform
         } else {
             &self.invocation
         };
-        let key = principal.key_id.as_str();
         let Some((limit, limiter)) = class else {
             return Ok(());
         };
-        // Only registered keys get here (after auth): the map stays small.
+        let key = match visitor {
+            Some(address) => format!("{}@{address}", principal.key_id),
+            None => principal.key_id.clone(),
+        };
+        if visitor.is_some() && limiter.len() > MAX_BUCKETS {
+            let mut pruned = self.pruned.lock().unwrap_or_else(PoisonError::into_inner);
+            if pruned.elapsed() >= Duration::from_secs(1) {
+                // Full buckets are as good as new: dropping them loses nothing.
+                limiter.retain_recent();
+                *pruned = Instant::now();
+            }
+        }
         limiter
-            .check_key(&key.to_owned())
+            .check_key(&key)
             .map_err(|wait| (*limit, wait.wait_time_from(limiter.clock().now())))
     }
 }
@@ -94,7 +120,8 @@ pub(crate) async fn limit(State(state): State<AppState>, request: Request, next:
     let Some(principal) = request.extensions().get::<Principal>() else {
         return next.run(request).await;
     };
-    let Err((limit, wait)) = state.rate_limit.check(principal) else {
+    let visitor = super::client_addr::visitor(principal, &state.keys);
+    let Err((limit, wait)) = state.rate_limit.check(principal, visitor.as_deref()) else {
         return next.run(request).await;
     };
     crate::metrics::get().rate_limited.inc();
@@ -105,7 +132,10 @@ pub(crate) async fn limit(State(state): State<AppState>, request: Request, next:
         ErrorCode::RateLimited,
         format!(
             "this {} sent more than {} requests per second (burst {}, {}): retry after {seconds} s",
-            who(principal),
+            match &visitor {
+                Some(address) => format!("invocation key, from address {address},"),
+                None => who(principal).to_string(),
+            },
             limit.per_second,
             limit.burst,
             if principal.is_platform() {

@@ -6,8 +6,12 @@
 //!
 //! Counted by the principal's `key_id`: a key's streams and those of the
 //! stream tokens it minted share one count, as an end user's do (their
-//! `key_id` is `user:<app>:<hash>`). The map holds only keys with a stream
-//! open, so it is bounded by the streams themselves.
+//! `key_id` is `user:<app>:<hash>`). The bare invocation key's streams
+//! (and its stream tokens') are also counted per client address
+//! (`client_addr::visitor`), each address held to the end user's cap: one
+//! visitor holding idle sockets cannot take every visitor's places. The
+//! map holds only keys and addresses with a stream open, so it is bounded
+//! by the streams themselves.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -49,23 +53,30 @@ pub(crate) struct StreamSlots {
     open: Arc<Mutex<HashMap<String, usize>>>,
 }
 
-/// One open stream's place; gives it back when dropped.
+/// One open stream's places (its key's, and its address's for the bare
+/// invocation key); gives them back when dropped.
 struct Slot {
-    key: String,
+    keys: Vec<String>,
     open: Arc<Mutex<HashMap<String, usize>>>,
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
         let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(count) = open.get_mut(&self.key) {
-            *count -= 1;
-            if *count == 0 {
-                open.remove(&self.key);
+        for key in &self.keys {
+            if let Some(count) = open.get_mut(key) {
+                *count -= 1;
+                if *count == 0 {
+                    open.remove(key);
+                }
             }
         }
     }
 }
+
+/// Why a stream was refused: the cap, the flag that sets it, and the
+/// refusal's message.
+type Refused = (usize, &'static str, String);
 
 impl StreamSlots {
     pub(crate) fn new(caps: StreamCaps) -> StreamSlots {
@@ -75,30 +86,58 @@ impl StreamSlots {
         }
     }
 
-    /// A place for one more stream of `principal`, or the cap it is at
-    /// (and the flag that sets it).
-    fn take(&self, principal: &Principal) -> Result<Option<Slot>, (usize, &'static str, &str)> {
+    /// A place for one more stream of `principal` (from `visitor`, the
+    /// bare invocation key's client address), or the cap it is at (and
+    /// the flag that sets it).
+    fn take(&self, principal: &Principal, visitor: Option<&str>) -> Result<Option<Slot>, Refused> {
         let end_user = principal.key_id.starts_with(END_USER_KEY_PREFIX);
         let (cap, flag, who) = if end_user {
             (
                 self.caps.per_end_user,
                 "--max-streams-per-end-user",
-                "end user",
+                "end user".to_string(),
             )
         } else {
-            (self.caps.per_key, "--max-streams-per-key", "API key")
+            (
+                self.caps.per_key,
+                "--max-streams-per-key",
+                "API key".to_string(),
+            )
         };
-        if cap == 0 {
+        let mut wanted = Vec::new();
+        if cap > 0 {
+            let message = format!(
+                "this {who} has {cap} event streams open, its cap ({flag} {cap}): close one first"
+            );
+            wanted.push((principal.key_id.clone(), cap, flag, message));
+        }
+        if let Some(address) = visitor.filter(|_| self.caps.per_end_user > 0) {
+            let (cap, flag) = (self.caps.per_end_user, "--max-streams-per-end-user");
+            let message = format!(
+                "this invocation key has {cap} event streams open from address {address}, its share per address ({flag} {cap}): close one first"
+            );
+            wanted.push((
+                format!("{}@{address}", principal.key_id),
+                cap,
+                flag,
+                message,
+            ));
+        }
+        if wanted.is_empty() {
             return Ok(None);
         }
         let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
-        let count = open.entry(principal.key_id.clone()).or_default();
-        if *count >= cap {
-            return Err((cap, flag, who));
+        for (key, cap, flag, message) in &wanted {
+            if open.get(key).copied().unwrap_or(0) >= *cap {
+                return Err((*cap, flag, message.clone()));
+            }
         }
-        *count += 1;
+        let keys: Vec<String> = wanted.into_iter().map(|(key, ..)| key).collect();
+        for key in &keys {
+            *open.entry(key.clone()).or_default() += 1;
+        }
         Ok(Some(Slot {
-            key: principal.key_id.clone(),
+            keys,
             open: self.open.clone(),
         }))
     }
@@ -118,17 +157,12 @@ pub(crate) async fn cap(State(state): State<AppState>, request: Request, next: N
     let Some(principal) = request.extensions().get::<Principal>() else {
         return next.run(request).await;
     };
-    let slot = match state.streams.take(principal) {
+    let visitor = super::client_addr::visitor(principal, &state.keys);
+    let slot = match state.streams.take(principal, visitor.as_deref()) {
         Ok(slot) => slot,
-        Err((cap, flag, who)) => {
+        Err((_, _, message)) => {
             crate::metrics::get().streams_refused.inc();
-            return ApiError::new(
-                ErrorCode::TooManyStreams,
-                format!(
-                    "this {who} has {cap} event streams open, its cap ({flag} {cap}): close one first"
-                ),
-            )
-            .into_response();
+            return ApiError::new(ErrorCode::TooManyStreams, message).into_response();
         }
     };
     let response = next.run(request).await;
@@ -158,6 +192,7 @@ mod tests {
             name: "k".into(),
             scope: Scope::Platform,
             user: None,
+            source: None,
         }
     }
 
@@ -168,19 +203,22 @@ mod tests {
             per_end_user: 1,
         });
         let key = principal("k1");
-        let first = slots.take(&key).unwrap();
-        let second = slots.take(&key).unwrap();
-        assert!(slots.take(&key).is_err(), "the third is over the cap");
+        let first = slots.take(&key, None).unwrap();
+        let second = slots.take(&key, None).unwrap();
+        assert!(slots.take(&key, None).is_err(), "the third is over the cap");
         assert!(
-            slots.take(&principal("k2")).is_ok(),
+            slots.take(&principal("k2"), None).is_ok(),
             "another key's own count"
         );
         let user = principal("user:app:hash");
-        let held = slots.take(&user).unwrap();
-        assert!(slots.take(&user).is_err(), "an end user's cap is their own");
+        let held = slots.take(&user, None).unwrap();
+        assert!(
+            slots.take(&user, None).is_err(),
+            "an end user's cap is their own"
+        );
         drop(first);
         assert_eq!(slots.count("k1"), 1);
-        assert!(slots.take(&key).is_ok());
+        assert!(slots.take(&key, None).is_ok());
         drop((second, held));
         assert_eq!(slots.count("user:app:hash"), 0);
         assert!(
@@ -190,13 +228,38 @@ mod tests {
     }
 
     #[test]
+    fn the_bare_key_is_also_counted_per_address_at_the_end_users_cap() {
+        let slots = StreamSlots::new(StreamCaps {
+            per_key: 3,
+            per_end_user: 2,
+        });
+        let key = principal("inv");
+        let a = [
+            slots.take(&key, Some("192.0.2.1")).unwrap(),
+            slots.take(&key, Some("192.0.2.1")).unwrap(),
+        ];
+        let (_, flag, message) = slots.take(&key, Some("192.0.2.1")).err().unwrap();
+        assert_eq!(flag, "--max-streams-per-end-user");
+        assert!(
+            message.contains("address 192.0.2.1, its share"),
+            "{message}"
+        );
+        // Another address still gets in, up to the key's own cap.
+        let b = slots.take(&key, Some("198.51.100.2")).unwrap();
+        let (_, flag, _) = slots.take(&key, Some("198.51.100.3")).err().unwrap();
+        assert_eq!(flag, "--max-streams-per-key");
+        drop((a, b));
+        assert!(slots.open.lock().unwrap().is_empty());
+    }
+
+    #[test]
     fn a_zero_cap_counts_nothing() {
         let slots = StreamSlots::new(StreamCaps {
             per_key: 0,
             per_end_user: 0,
         });
         for _ in 0..10 {
-            assert!(slots.take(&principal("k")).unwrap().is_none());
+            assert!(slots.take(&principal("k"), None).unwrap().is_none());
         }
         assert_eq!(slots.count("k"), 0);
     }

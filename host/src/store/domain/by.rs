@@ -26,8 +26,13 @@ pub enum By {
     /// A platform key (the operator, the app's backend).
     Platform { key_id: String },
     /// An app's invocation key with no end user behind it (the key a
-    /// frontend ships).
-    AppKey { key_id: String },
+    /// frontend ships); `source` is the request's client address (an IPv6
+    /// address by its /64), whose share of the app's frontend caps its
+    /// sessions and turns count against (`quotas::check`).
+    AppKey {
+        key_id: String,
+        source: Option<String>,
+    },
     /// An end user, by their token: `user` is their id in the app, `claims`
     /// all their token's claims (the deployment's policy picks which a
     /// session records).
@@ -80,7 +85,9 @@ impl By {
         match self {
             By::Host { name } => name,
             By::Schedule { .. } => "schedule",
-            By::Platform { key_id } | By::AppKey { key_id } | By::EndUser { key_id, .. } => key_id,
+            By::Platform { key_id } | By::AppKey { key_id, .. } | By::EndUser { key_id, .. } => {
+                key_id
+            }
         }
     }
 
@@ -100,6 +107,15 @@ impl By {
             self,
             By::Host { .. } | By::Platform { .. } | By::Schedule { .. }
         )
+    }
+
+    /// The source address a session created by this caller records: a
+    /// bare invocation key's (`SessionRecord::source`).
+    pub(in crate::store) fn source(&self) -> Option<String> {
+        match self {
+            By::AppKey { source, .. } => source.clone(),
+            _ => None,
+        }
     }
 
     /// The end user's id, for an end user.

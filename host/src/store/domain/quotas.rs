@@ -10,7 +10,7 @@ use super::by::By;
 use crate::store::Cap;
 use crate::store::StoreError;
 use crate::store::batch::Batch;
-use crate::store::engine::AppLoad;
+use crate::store::engine::{AppLoad, Owner};
 use crate::store::records::SessionStatus;
 
 /// What a command is about to start.
@@ -127,6 +127,98 @@ pub(super) fn check_user(
     Ok(())
 }
 
+/// The least share of a frontend cap a principal gets, whatever the
+/// percent (unless the cap itself is lower).
+pub(crate) const MIN_SHARE: u64 = 8;
+
+/// One principal's share of frontend cap `cap` at `percent`: `percent` of
+/// it rounded up, at least `MIN_SHARE`, at most the cap.
+pub(crate) fn share(cap: u64, percent: u64) -> u64 {
+    let part = cap.saturating_mul(percent).div_ceil(100);
+    part.max(MIN_SHARE).min(cap)
+}
+
+/// Refuses (`StoreError::Quota`) when starting one more would take
+/// `owner` (the end user, or the bare invocation key's source address, of
+/// the session) past its share of the app's frontend caps
+/// (`--invocation-share-per-principal`), so that one visitor or end user
+/// cannot fill them for everyone. Only `by` a public caller; the open
+/// sessions' share is left to `[end_users] max_open_sessions_per_user`
+/// where the manifest sets it (`user_cap_set`).
+pub(super) fn check_share(
+    batch: &mut Batch<'_>,
+    app: Uuid,
+    slug: &str,
+    starting: Starting,
+    by: &By,
+    owner: Option<Owner>,
+    user_cap_set: bool,
+) -> Result<(), StoreError> {
+    let quotas = batch.state.quotas;
+    let (Some(owner), Some(percent)) = (owner, quotas.share_percent) else {
+        return Ok(());
+    };
+    if !by.public() {
+        return Ok(());
+    }
+    let open_cap = (quotas.public_open_sessions)
+        .filter(|_| starting == Starting::Session)
+        .filter(|_| !(user_cap_set && matches!(owner, Owner::User(_))));
+    let running_cap = quotas.public_running_turns;
+    if open_cap.is_none() && running_cap.is_none() {
+        return Ok(());
+    }
+    let mut held: std::collections::HashMap<Uuid, bool> =
+        batch.tx.owner_sessions(app, &owner)?.into_iter().collect();
+    // This batch's own changes: sessions it created, started or ended.
+    for (id, row) in &batch.changes.sessions {
+        if row.record.app_id != app || Owner::of(&row.record).as_ref() != Some(&owner) {
+            continue;
+        }
+        match weight(Some(row.record.status)) {
+            (1, running) => held.insert(*id, running == 1),
+            _ => held.remove(id),
+        };
+    }
+    let (open, running) = (
+        held.len() as u64,
+        held.values().filter(|running| **running).count() as u64,
+    );
+    let who = match &owner {
+        Owner::User(user) => format!("end user `{user}` has"),
+        Owner::Source(source) => format!("the invocation key has, from address {source},"),
+    };
+    let of = |cap: u64, flag: &str| {
+        format!(
+            "{} of {flag} {cap}, --invocation-share-per-principal {percent} %",
+            share(cap, percent)
+        )
+    };
+    if let Some(cap) = open_cap
+        && open >= share(cap, percent)
+    {
+        return Err(StoreError::Quota {
+            cap: Cap::OpenSessionsShare,
+            message: format!(
+                "{who} {open} open sessions of app `{slug}`, their share of its cap ({}): end one first (POST /sessions/{{id}}/end)",
+                of(cap, "--invocation-max-open-sessions-per-app")
+            ),
+        });
+    }
+    if let Some(cap) = running_cap
+        && running >= share(cap, percent)
+    {
+        return Err(StoreError::Quota {
+            cap: Cap::RunningTurnsShare,
+            message: format!(
+                "{who} {running} running turns of app `{slug}`, their share of its cap ({}): retry once one ends",
+                of(cap, "--invocation-max-running-turns-per-app")
+            ),
+        });
+    }
+    Ok(())
+}
+
 /// The app's load as this batch leaves it so far: the engine's committed
 /// count, corrected by every session of the app the batch loaded or created.
 fn load(batch: &mut Batch<'_>, app: Uuid) -> Result<AppLoad, StoreError> {
@@ -154,5 +246,20 @@ fn weight(status: Option<SessionStatus>) -> (i64, i64) {
         None | Some(SessionStatus::Ended) => (0, 0),
         Some(SessionStatus::Running) => (1, 1),
         Some(_) => (1, 0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::share;
+
+    #[test]
+    fn a_share_is_its_percent_rounded_up_at_least_min_share_at_most_the_cap() {
+        assert_eq!(share(10_000, 1), 100);
+        assert_eq!(share(64, 1), 8);
+        assert_eq!(share(20, 1), 8);
+        assert_eq!(share(3, 1), 3);
+        assert_eq!(share(1_000, 50), 500);
+        assert_eq!(share(10_001, 1), 101);
     }
 }

@@ -19,7 +19,7 @@ use crate::journal::payloads::{self, StartReason};
 use crate::journal::{NewEvent, TurnErrorKind};
 use crate::store::Missing;
 use crate::store::batch::{Batch, Op};
-use crate::store::engine::SessionRow;
+use crate::store::engine::{Owner, SessionRow};
 use crate::store::error::corrupt;
 use crate::store::outbox::Outbox;
 use crate::store::records::{ResumeRecord, SessionRecord, SessionStatus, WithdrawReason};
@@ -71,6 +71,13 @@ impl Op for CreateSession {
         quotas::check(batch, app.id, &app.slug, Starting::Session, &self.by)?;
         let owner = self.by.owner(&deployment);
         let user_cap = (deployment.end_users.as_ref()).and_then(|p| p.max_open_sessions_per_user);
+        let share_owner = match (&owner, self.by.source()) {
+            (Some(user), _) => Some(Owner::User(user.id.clone())),
+            (None, Some(source)) => Some(Owner::Source(source)),
+            (None, None) => None,
+        };
+        let (slug, by, set) = (&app.slug, &self.by, user_cap.is_some());
+        quotas::check_share(batch, app.id, slug, Starting::Session, by, share_owner, set)?;
         if let (Some(user), Some(cap)) = (&owner, user_cap) {
             quotas::check_user(batch, app.id, &user.id, cap)?;
         }
@@ -99,6 +106,7 @@ impl Op for CreateSession {
             queued: Vec::new(),
             schedules: Vec::new(),
             journal_bytes: 0,
+            source: self.by.source(),
         };
         let mut events = vec![NewEvent::of(&payloads::SessionCreated {
             app_id: app.id,
@@ -230,7 +238,9 @@ impl PostInput {
         }
         let (turn, app) = (session.record.turn + 1, session.record.app_id);
         let slug = session.record.app_slug.clone();
+        let owner = Owner::of(&session.record);
         quotas::check(batch, app, &slug, Starting::Turn, &self.by)?;
+        quotas::check_share(batch, app, &slug, Starting::Turn, &self.by, owner, false)?;
         let reason = match self.schedule {
             Some(schedule_id) => StartReason::Schedule { schedule_id },
             None => StartReason::Input,
@@ -505,7 +515,17 @@ impl Op for Decide {
         let session = batch.session(id)?;
         let (turn, app) = (session.record.turn + 1, session.record.app_id);
         let slug = session.record.app_slug.clone();
+        let owner = Owner::of(&session.record);
         quotas::check(batch, app, &slug, Starting::Turn, &decision.by)?;
+        quotas::check_share(
+            batch,
+            app,
+            &slug,
+            Starting::Turn,
+            &decision.by,
+            owner,
+            false,
+        )?;
         if decision.details.arguments.is_some() && decision.checked_seq != Some(pending.event_seq) {
             return Err(StoreError::Conflict(
                 "the pending call changed since its edited arguments were checked: decide again"
@@ -601,11 +621,14 @@ impl Op for Decide {
 /// Ends a session on request (`POST /sessions/{id}/end`): SESSION_ENDED
 /// with the reason. A pending approval is dropped with it (a decision is
 /// 409 afterwards). 409 while a turn runs (the caller cancels it first)
-/// and when the session has already ended.
+/// and when the session has already ended. With `idle_before` (the idle
+/// sweep, `--session-idle-secs`), only a session still idle or errored,
+/// untouched since then, with nothing queued or scheduled: 409 otherwise.
 pub(in crate::store) struct EndSession {
     pub session: Uuid,
     pub reason: Option<String>,
     pub key_id: String,
+    pub idle_before: Option<String>,
 }
 
 impl Op for EndSession {
@@ -618,6 +641,18 @@ impl Op for EndSession {
     fn apply(&mut self, batch: &mut Batch<'_>) -> Result<SessionRecord, StoreError> {
         let id = self.session;
         let session = batch.session(id)?;
+        if let Some(before) = &self.idle_before {
+            let record = &session.record;
+            let idle = matches!(record.status, SessionStatus::Idle | SessionStatus::Errored)
+                && record.updated_at < *before
+                && record.queued.is_empty()
+                && record.schedules.is_empty();
+            if !idle {
+                return Err(StoreError::Conflict(
+                    "the session was used meanwhile: it is not idle".into(),
+                ));
+            }
+        }
         let withdrawn = (session.record.pending_approval.as_ref())
             .map(|pending| pending.call.tool_call_id.clone());
         let ended_seq = session.next_seq;

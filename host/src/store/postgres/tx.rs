@@ -17,7 +17,7 @@ use uuid::Uuid;
 use super::{Attempt, CHANNEL, Change, Held, LeaseOptions, lost_race, pg};
 use crate::journal::{StoredEvent, decode_record};
 use crate::store::StoreError;
-use crate::store::engine::{AppLoad, EventRow, FeedRow, SessionRow, WriteTx};
+use crate::store::engine::{AppLoad, EventRow, FeedRow, Owner, SessionRow, WriteTx};
 use crate::store::error::corrupt;
 use crate::store::records::{
     ApiKeyRecord, AppRecord, DeploymentRecord, IdempotencyRecord, SecretRecord, SessionRecord,
@@ -350,6 +350,38 @@ impl WriteTx for PgTx<'_> {
         )?;
         rows.iter()
             .map(|row| row.try_get(0).map_err(corrupt))
+            .collect()
+    }
+
+    fn owner_sessions(
+        &mut self,
+        app: Uuid,
+        owner: &Owner,
+    ) -> Result<Vec<(Uuid, bool)>, StoreError> {
+        // The same lock as `app_load`: two hosts never both take an
+        // owner's last place.
+        self.execute("SELECT 1 FROM apps WHERE id = $1 FOR UPDATE", &[&app])?;
+        let (sql, name) = match owner {
+            Owner::User(user) => (
+                "SELECT id, status = 'running' FROM sessions
+                 WHERE app_id = $1 AND status <> 'ended' AND record->>'end_user' = $2",
+                user,
+            ),
+            Owner::Source(source) => (
+                "SELECT id, status = 'running' FROM sessions
+                 WHERE app_id = $1 AND status <> 'ended' AND record->>'end_user' IS NULL
+                 AND record->>'source' = $2",
+                source,
+            ),
+        };
+        let rows = self.query(sql, &[&app, name])?;
+        rows.iter()
+            .map(|row| {
+                Ok((
+                    row.try_get(0).map_err(corrupt)?,
+                    row.try_get(1).map_err(corrupt)?,
+                ))
+            })
             .collect()
     }
 

@@ -7,6 +7,7 @@ use redb::{Database, ReadableTable, TableDefinition, TableHandle};
 
 use super::storage;
 use crate::store::StoreError;
+use crate::store::engine::Owner;
 use crate::store::error::corrupt;
 use crate::store::records::{SessionRecord, SessionStatus};
 
@@ -51,6 +52,13 @@ pub(super) const IDEMPOTENCY_EXPIRY: TableDefinition<(u64, &str, &str), ()> =
 /// Derived from SESSIONS (filled from it when a file predates the table).
 pub(super) const OPEN_SESSIONS: TableDefinition<(u128, u128), u8> =
     TableDefinition::new("open_sessions_v1");
+/// (app id, owner's key (`Owner::key`), session id) → 1 if it runs a turn,
+/// else 0, for every session not ended that has an owner: an end user's or
+/// a bare-key address's share of the app (`store::domain::quotas`) is one
+/// range of it. Derived from SESSIONS (filled from it when a file predates
+/// the table).
+pub(super) const OPEN_BY_OWNER: TableDefinition<(u128, &str, u128), u8> =
+    TableDefinition::new("open_sessions_by_owner_v1");
 
 /// approvals-feed seq → (appended at, Unix ms; session id; app id;
 /// `ApprovalFeedEntry` JSON) (`store::domain::feed`).
@@ -94,6 +102,8 @@ pub(super) fn create_all(db: &Database) -> Result<(), StoreError> {
     let txn = db.begin_write().map_err(storage)?;
     let fill_open =
         !(txn.list_tables().map_err(storage)?).any(|table| table.name() == OPEN_SESSIONS.name());
+    let fill_owners =
+        !(txn.list_tables().map_err(storage)?).any(|table| table.name() == OPEN_BY_OWNER.name());
     {
         txn.open_table(EVENTS).map_err(storage)?;
         txn.open_table(EVENT_IDS).map_err(storage)?;
@@ -128,6 +138,22 @@ pub(super) fn create_all(db: &Database) -> Result<(), StoreError> {
                 if let Some(running) = open_entry(record.status) {
                     (open.insert((record.app_id.as_u128(), key.value()), running))
                         .map_err(storage)?;
+                }
+            }
+        }
+        let mut owners = txn.open_table(OPEN_BY_OWNER).map_err(storage)?;
+        if fill_owners {
+            let sessions = txn.open_table(SESSIONS).map_err(storage)?;
+            for row in sessions.iter().map_err(storage)? {
+                let (key, value) = row.map_err(storage)?;
+                let record: SessionRecord =
+                    serde_json::from_slice(value.value()).map_err(corrupt)?;
+                if let (Some(running), Some(owner)) =
+                    (open_entry(record.status), Owner::of(&record))
+                {
+                    let owner = owner.key();
+                    let entry = (record.app_id.as_u128(), owner.as_str(), key.value());
+                    owners.insert(entry, running).map_err(storage)?;
                 }
             }
         }
@@ -202,5 +228,56 @@ mod tests {
         create_all(&db).unwrap();
         let read = db.begin_read().unwrap();
         assert_eq!(read.open_table(OPEN_SESSIONS).unwrap().len().unwrap(), 3);
+    }
+
+    /// A file from before OPEN_BY_OWNER gets it filled from its sessions:
+    /// the open ones an end user or a bare-key address owns.
+    #[test]
+    fn open_sessions_by_owner_is_filled_from_the_sessions_of_an_older_file() {
+        let db = Database::builder()
+            .create_with_backend(InMemoryBackend::new())
+            .unwrap();
+        create_all(&db).unwrap();
+        let app = Uuid::now_v7();
+        let owners = [
+            (SessionStatus::Running, Some("ada"), None),
+            (SessionStatus::Idle, Some("ada"), None),
+            (SessionStatus::Ended, Some("ada"), None),
+            (SessionStatus::Idle, None, Some("192.0.2.1")),
+            (SessionStatus::Idle, None, None),
+        ];
+        let txn = db.begin_write().unwrap();
+        {
+            let mut sessions = txn.open_table(SESSIONS).unwrap();
+            for (status, end_user, source) in owners {
+                let id = Uuid::now_v7();
+                let record = serde_json::json!({
+                    "id": id, "app_id": app, "app_slug": "a", "route": "/r",
+                    "deployment_id": Uuid::nil(), "deployment_version": 1,
+                    "status": status, "turn": 1, "end_user": end_user, "source": source,
+                    "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
+                });
+                let bytes = serde_json::to_vec(&record).unwrap();
+                sessions.insert(id.as_u128(), bytes.as_slice()).unwrap();
+            }
+        }
+        txn.delete_table(OPEN_BY_OWNER).unwrap();
+        txn.commit().unwrap();
+
+        create_all(&db).unwrap();
+        let read = db.begin_read().unwrap();
+        let index = read.open_table(OPEN_BY_OWNER).unwrap();
+        let of = |owner: Owner| -> Vec<u8> {
+            let (key, owner) = (app.as_u128(), owner.key());
+            let range = (key, owner.as_str(), 0)..=(key, owner.as_str(), u128::MAX);
+            let mut held: Vec<u8> = (index.range(range).unwrap())
+                .map(|row| row.unwrap().1.value())
+                .collect();
+            held.sort_unstable();
+            held
+        };
+        assert_eq!(of(Owner::User("ada".into())), [0, 1], "not the ended one");
+        assert_eq!(of(Owner::Source("192.0.2.1".into())), [0]);
+        assert_eq!(index.len().unwrap(), 3, "an unowned session has no entry");
     }
 }

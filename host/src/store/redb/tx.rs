@@ -11,7 +11,7 @@ use uuid::Uuid;
 use super::{storage, tables, webhooks};
 use crate::journal::{EventType, StoredEvent, decode_record, event_id, seq_of};
 use crate::store::StoreError;
-use crate::store::engine::{AppLoad, EventRow, FeedRow, SessionRow, WriteTx};
+use crate::store::engine::{AppLoad, EventRow, FeedRow, Owner, SessionRow, WriteTx};
 use crate::store::error::corrupt;
 use crate::store::records::{
     ApiKeyRecord, AppRecord, DeploymentRecord, IdempotencyRecord, SecretRecord, SessionRecord,
@@ -147,6 +147,9 @@ impl WriteTx for RedbTx<'_> {
             .txn
             .open_table(tables::OPEN_SESSIONS)
             .map_err(storage)?;
+        let mut owners = (self.txn)
+            .open_table(tables::OPEN_BY_OWNER)
+            .map_err(storage)?;
         for id in dirty {
             if let Some(session) = touched.get(id) {
                 self.put_json(tables::SESSIONS, *id, &session.record)?;
@@ -165,9 +168,18 @@ impl WriteTx for RedbTx<'_> {
                     Some(running) => open.insert(key, running).map_err(storage)?,
                     None => open.remove(key).map_err(storage)?,
                 };
+                // A session's owner never changes: only its entry does.
+                if let Some(owner) = Owner::of(record) {
+                    let owner = owner.key();
+                    let key = (record.app_id.as_u128(), owner.as_str(), id.as_u128());
+                    match entry {
+                        Some(running) => owners.insert(key, running).map_err(storage)?,
+                        None => owners.remove(key).map_err(storage)?,
+                    };
+                }
             }
         }
-        drop(open);
+        drop((open, owners));
         self.touched = touched;
         Ok(())
     }
@@ -259,6 +271,14 @@ impl WriteTx for RedbTx<'_> {
                 .map_err(storage)?;
             open.remove((app, key)).map_err(storage)?;
             drop(open);
+            if let Some(owner) = Owner::of(&record) {
+                let mut owners = (self.txn)
+                    .open_table(tables::OPEN_BY_OWNER)
+                    .map_err(storage)?;
+                owners
+                    .remove((app, owner.key().as_str(), key))
+                    .map_err(storage)?;
+            }
             // The smallest route after `route`: every key of `route` sorts before it.
             let next = format!("{route}\0");
             let mut threads = self.txn.open_table(tables::THREADS).map_err(storage)?;
@@ -319,6 +339,24 @@ impl WriteTx for RedbTx<'_> {
             }
         }
         Ok(owned)
+    }
+
+    fn owner_sessions(
+        &mut self,
+        app: Uuid,
+        owner: &Owner,
+    ) -> Result<Vec<(Uuid, bool)>, StoreError> {
+        let owners = (self.txn)
+            .open_table(tables::OPEN_BY_OWNER)
+            .map_err(storage)?;
+        let (app, owner) = (app.as_u128(), owner.key());
+        let range = (app, owner.as_str(), 0)..=(app, owner.as_str(), u128::MAX);
+        let mut held = Vec::new();
+        for row in owners.range(range).map_err(storage)? {
+            let (key, running) = row.map_err(storage)?;
+            held.push((Uuid::from_u128(key.value().2), running.value() == 1));
+        }
+        Ok(held)
     }
 
     fn set_pending_approval(&mut self, session: Uuid, seq: Option<u64>) -> Result<(), StoreError> {
