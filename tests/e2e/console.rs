@@ -1005,6 +1005,13 @@ async fn sessions_show_their_end_user_and_filter_by_one() {
             "document.querySelector('.end-user')?.textContent === 'ada'",
         )
         .await;
+    // Her message is hers in the transcript, not an anonymous "User"'s.
+    browser
+        .until(
+            "the input labelled with its end user",
+            "document.querySelector('.msg-user .who')?.textContent === 'ada'",
+        )
+        .await;
     browser
         .assert_no_errors("filtering sessions by end user")
         .await;

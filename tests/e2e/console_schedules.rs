@@ -1,7 +1,9 @@
 //! The web console shows a session's schedules (docs/schedules.md) in a
 //! real headless Chromium: the timer its agent set and one from the API
 //! are listed, the transcript says what the agent scheduled and
-//! cancelled, and the list follows the stream (a cancel removes the timer).
+//! cancelled, and the list follows the stream (a cancel removes the timer);
+//! times read in the reader's zone, a schedule is deleted from its button;
+//! the input of a turn a schedule started reads as scheduled, not typed.
 
 use serde_json::json;
 
@@ -126,4 +128,55 @@ async fn a_sessions_schedules_are_listed_and_follow_the_stream() {
     assert_eq!(status, 200, "{left}");
     assert_eq!(left, json!([]), "{left}");
     browser.assert_no_errors("following schedules").await;
+}
+
+/// A schedule that comes due starts a turn whose input the transcript
+/// shows as scheduled (not as something the user typed just now).
+#[tokio::test]
+async fn a_scheduled_input_reads_as_scheduled() {
+    let dir = support::data_dir();
+    let server = Server::start(dir.path()).await;
+    server.deploy("timers", &support::guest("timers")).await;
+    let session = server
+        .session(
+            "timers",
+            "/timers",
+            json!({"say": "typed", "text": "typed"}),
+        )
+        .await;
+    (server.events(&session, None).await)
+        .until(&["TURN_ENDED"])
+        .await;
+    let at = humantime::format_rfc3339_millis(
+        std::time::SystemTime::now() + std::time::Duration::from_secs(1),
+    )
+    .to_string();
+    let path = format!("/sessions/{session}/schedules");
+    let (status, body) = server
+        .post(
+            &path,
+            // `text` makes the input a user message (docs/events.md).
+            json!({"at": at, "input": {"say": "soon", "text": "from the schedule"}}),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let browser = Browser::start().await;
+    browser.goto(&server.url("/")).await;
+    sign_in(&browser, KEY).await;
+    browser.go(&format!("#/sessions/{session}")).await;
+    browser
+        .until(
+            "the scheduled turn's input drawn as scheduled",
+            "document.querySelector('.msg-scheduled .who')?.textContent === 'Scheduled input'",
+        )
+        .await;
+    let users = browser
+        .js("[...document.querySelectorAll('.msg-user .who')].map((w) => w.textContent)")
+        .await;
+    assert_eq!(users, json!(["User", "Scheduled input"]));
+    let turns = browser
+        .js("[...document.querySelectorAll('.line-turn')].map((l) => l.textContent)")
+        .await;
+    assert_eq!(turns, json!(["Turn 1", "Turn 2 · a schedule came due"]));
+    browser.assert_no_errors("a scheduled turn").await;
 }

@@ -191,6 +191,7 @@ export function render(main, ctx, id) {
     queued.textContent = String(s.queued_inputs ?? 0);
     readSchedules();
     setStatus(s.status);
+    transcript.speaker = s.end_user ?? null;
     stop = follow(id, {
       onEvent(event) {
         keepScrolled();

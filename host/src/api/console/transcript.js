@@ -14,6 +14,10 @@ export class Transcript {
     this.messages = new Map();
     this.calls = new Map();
     this.requests = new Map();
+    /** The end user whose session it is (their id names their messages). */
+    this.speaker = null;
+    /** Why the turn being drawn runs (its TURN_STARTED's `reason.kind`). */
+    this.turnReason = null;
     this.el = h('div', { class: 'transcript', role: 'log', 'aria-label': 'Conversation' });
   }
 
@@ -24,11 +28,15 @@ export class Transcript {
       case 'SESSION_CREATED':
         this.line('created', `Session created on ${p.app} ${p.route}, deployment v${p.deployment_version}.`);
         break;
-      case 'TURN_STARTED':
-        this.line('turn', p.reason && p.reason.kind === 'approval_decision'
-          ? `Turn ${p.turn} · resumed after the decision`
-          : `Turn ${p.turn}`);
+      case 'TURN_STARTED': {
+        this.turnReason = p.reason ? p.reason.kind : null;
+        const why = {
+          approval_decision: ' · resumed after the decision',
+          schedule: ' · a schedule came due',
+        }[this.turnReason] ?? '';
+        this.line('turn', `Turn ${p.turn}${why}`);
         break;
+      }
       case 'MESSAGE_START':
         this.messageStart(p);
         break;
@@ -113,10 +121,14 @@ export class Transcript {
 
   messageStart(p) {
     const text = h('p', { class: 'text' });
+    // A turn's input: typed by its end user (named), by whoever holds a key
+    // ("User"), or set earlier by a schedule (not typed now by anyone).
+    const scheduled = p.role === 'user' && this.turnReason === 'schedule';
+    const who = p.role !== 'user' ? 'Agent' : scheduled ? 'Scheduled input' : (this.speaker ?? 'User');
     const el = h('article', {
-      class: `msg msg-${p.role === 'user' ? 'user' : 'assistant'} streaming`,
+      class: `msg msg-${p.role === 'user' ? 'user' : 'assistant'}${scheduled ? ' msg-scheduled' : ''} streaming`,
       dataset: { message: p.message_id, role: p.role, deltas: '0' },
-    }, h('div', { class: 'who' }, p.role === 'user' ? 'User' : 'Agent'), text);
+    }, h('div', { class: 'who' }, who), text);
     this.messages.set(p.message_id, { el, text, deltas: 0 });
     this.el.append(el);
   }
