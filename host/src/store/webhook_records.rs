@@ -8,13 +8,14 @@ use uuid::Uuid;
 use super::records::SecretRecord;
 
 /// The event types an endpoint may subscribe to, in the documented order.
-pub(crate) const WEBHOOK_EVENTS: [&str; 8] = [
+pub(crate) const WEBHOOK_EVENTS: [&str; 9] = [
     "approval.requested",
     "approval.decided",
     "approval.expired",
     "turn.ended",
     "turn.failed",
     "session.ended",
+    "budget.reached",
     "deployment.succeeded",
     "deployment.failed",
 ];
