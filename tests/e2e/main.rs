@@ -44,6 +44,7 @@ mod journal_cap;
 mod keys;
 mod limits;
 mod llm;
+mod llm_budgets;
 mod logs;
 mod mcp_client;
 mod mcp_server;

@@ -274,7 +274,7 @@ pub(super) fn table() -> Vec<Row> {
                 session,
             )
             .body(Body::Json(schema::<controls::PatchSession>))
-            .errors(&[404, 409]),
+            .errors(&[404, 409, 429]),
             patch(controls::patch),
         ),
         row(

@@ -55,10 +55,11 @@ use records::WithdrawReason;
 pub use records::{AgentDescription, Artifact, DeploymentStatus, KeyClass, LimitsRecord};
 pub(crate) use records::{
     ApiKeyRecord, AppRecord, ApprovalFeedEntry, Budget, BudgetPause, DecisionDetails,
-    DeploymentRecord, EndUsersRecord, FeedKind, LlmSpend, PendingApproval, Reservation,
-    ScheduleCreator, ScheduleRecord, SecretRecord, SessionRecord, SessionStatus, Spend,
-    ToolCallRecord, ToolInfo,
+    DeploymentRecord, EndUsersRecord, FeedKind, PendingApproval, ScheduleCreator, ScheduleRecord,
+    SecretRecord, SessionRecord, SessionStatus, Spend, ToolCallRecord, ToolInfo,
 };
+#[cfg(test)]
+pub(crate) use records::{LlmSpend, Reservation};
 pub use redb::RedbOptions;
 pub(crate) use start::{Committed, TurnReason, TurnSink, TurnTicket};
 pub(crate) use webhook_records::{

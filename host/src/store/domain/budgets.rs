@@ -220,38 +220,35 @@ impl Op for SetBudget {
 
     fn apply(&mut self, batch: &mut Batch<'_>) -> Result<Self::Output, StoreError> {
         let id = self.session;
-        let session = batch.session(id)?;
-        if session.record.status == SessionStatus::Ended {
+        let mut record = batch.session(id)?.record.clone();
+        if record.status == SessionStatus::Ended {
             return Err(StoreError::Conflict("the session has ended".into()));
         }
-        let budget = match self.budget {
+        record.budget = match self.budget {
             Some(budget) => Some(budget),
             // Back to the manifest's `[llm] budget_per_session`.
-            None => {
-                let deployment = session.record.deployment_id;
-                (batch.tx.deployment(deployment)?).and_then(|d| {
-                    crate::runtime::llm::settings::read(&d.manifest).budget_per_session
-                })
+            None => (batch.tx.deployment(record.deployment_id)?)
+                .and_then(|d| crate::runtime::llm::settings::read(&d.manifest).budget_per_session),
+        };
+        record.updated_at = now_rfc3339();
+        let resume = match (&record.budget_pause, record.status) {
+            (Some(pause), SessionStatus::PausedBudget) => {
+                let limit = limit_of(&record, pause.manifest);
+                let covered = limit.is_none_or(|l| fits(&l, &record.llm, &pause.needed).is_ok());
+                covered.then(|| pause.clone())
             }
+            _ => None,
         };
-        let session = batch.session(id)?;
-        session.record.budget = budget;
-        session.record.updated_at = now_rfc3339();
-        batch.touch(id);
-        let record = batch.session(id)?.record.clone();
-        let Some(pause) = record.budget_pause.clone() else {
+        let Some(pause) = resume else {
+            batch.session(id)?.record = record.clone();
+            batch.touch(id);
             return Ok((record, None));
         };
-        if record.status != SessionStatus::PausedBudget {
-            return Ok((record, None));
-        }
-        if let Some(limit) = limit_of(&record, pause.manifest)
-            && fits(&limit, &record.llm, &pause.needed).is_err()
-        {
-            return Ok((record, None));
-        }
+        // Refused here, the budget is not set either: the caller retries.
         let (turn, app) = (record.turn + 1, record.app_id);
         quotas::check(batch, app, &record.app_slug, Starting::Turn, &self.by)?;
+        batch.session(id)?.record = record;
+        batch.touch(id);
         let started_seq = batch.session(id)?.next_seq;
         let started = NewEvent::of(&payloads::TurnStarted {
             turn,
@@ -358,5 +355,122 @@ mod tests {
         let short = fits(&limit, &spent, &worst(0.0061)).unwrap_err();
         assert!(!short.tokens);
         assert_eq!(short.spent, 0.004);
+    }
+
+    mod writer {
+        use std::sync::Arc;
+
+        use serde_json::json;
+
+        use super::tokens;
+        use crate::journal::NewEvent;
+        use crate::journal::payloads::{LlmCall, LlmResult, LlmUsage};
+        use crate::store::domain::Reserved;
+        use crate::store::outbox::Outbox;
+        use crate::store::test_calls::HostCalls;
+        use crate::store::tests::{deployed, open};
+        use crate::store::{Budget, TurnOutcome};
+
+        fn call(n: u32) -> LlmCall {
+            LlmCall {
+                call_id: format!("llm_1_{n}"),
+                alias: "main".into(),
+                provider: "openai".into(),
+                model: "m".into(),
+            }
+        }
+
+        const LIMIT: Option<Budget> = Some(Budget {
+            tokens: Some(1000),
+            cost: None,
+        });
+
+        #[tokio::test]
+        async fn concurrent_reservations_never_pass_the_limit() {
+            let (_dir, store, writer) = open();
+            deployed(&writer).await;
+            let (session, ticket) = (writer.new_session("app".into(), "/chat".into(), json!("hi")))
+                .await
+                .unwrap();
+            let outbox = Arc::new(Outbox::new(session.id, ticket.turn));
+            let tries = (1..=20).map(|n| {
+                let (writer, outbox) = (writer.clone(), outbox.clone());
+                tokio::spawn(async move {
+                    writer
+                        .reserve_llm(&outbox, call(n), tokens(100), LIMIT)
+                        .await
+                        .unwrap()
+                })
+            });
+            let mut held = 0;
+            for outcome in futures::future::join_all(tries).await {
+                if outcome.unwrap() == Reserved::Held {
+                    held += 1;
+                }
+            }
+            assert_eq!(held, 10, "exactly the limit's worth");
+            let record = store.session(session.id).unwrap().unwrap();
+            assert_eq!(record.llm.reserved.len(), 10);
+            let calls = (store.events(session.id, 0, 100).unwrap().iter())
+                .filter(|e| e.kind() == Some(crate::journal::EventType::LlmCall))
+                .count();
+            assert_eq!(calls, 10, "a refused call writes nothing");
+        }
+
+        #[tokio::test]
+        async fn results_settle_to_usage_and_a_turn_end_charges_the_unsettled_worst_case() {
+            let (_dir, store, writer) = open();
+            deployed(&writer).await;
+            let (session, ticket) = (writer.new_session("app".into(), "/chat".into(), json!("hi")))
+                .await
+                .unwrap();
+            let outbox = Arc::new(Outbox::new(session.id, ticket.turn));
+            let reserve = |n, worst| writer.reserve_llm(&outbox, call(n), tokens(worst), LIMIT);
+            assert_eq!(reserve(1, 400).await.unwrap(), Reserved::Held);
+            assert_eq!(reserve(2, 400).await.unwrap(), Reserved::Held);
+            let Reserved::Refused(reached) = reserve(3, 201).await.unwrap() else {
+                panic!("201 more than the 200 left");
+            };
+            assert_eq!(
+                (
+                    reached.limit,
+                    reached.spent,
+                    reached.reserved,
+                    reached.needed
+                ),
+                (1000.0, 0.0, 800.0, 201.0)
+            );
+            // LLM_RESULT settles call 1 to what the provider counted.
+            let result = NewEvent::of(&LlmResult {
+                call_id: "llm_1_1".into(),
+                usage: LlmUsage {
+                    input_tokens: 30,
+                    output_tokens: 10,
+                },
+                finish_reason: "stop".into(),
+                cost: None,
+                served_by: Some("main".into()),
+                error: None,
+            });
+            let ack = writer.append(&outbox, vec![result]).await.unwrap();
+            ack.await.unwrap().unwrap();
+            let record = store.session(session.id).unwrap().unwrap();
+            assert_eq!(
+                (record.llm.input_tokens, record.llm.output_tokens),
+                (30, 10)
+            );
+            assert_eq!(record.llm.reserved.len(), 1);
+            // 40 spent + 400 reserved + 560 = 1000: fits exactly now.
+            assert_eq!(reserve(3, 560).await.unwrap(), Reserved::Held);
+            assert!(matches!(reserve(4, 1).await.unwrap(), Reserved::Refused(_)));
+            // The turn ends with calls 2 and 3 unsettled: their worst cases
+            // are charged, nothing stays reserved.
+            (writer.finish_turn(session.id, ticket.turn, vec![], TurnOutcome::Errored))
+                .await
+                .unwrap();
+            let record = store.session(session.id).unwrap().unwrap();
+            assert!(record.llm.reserved.is_empty());
+            assert_eq!(record.llm.unreported.tokens, 960);
+        }
     }
 }
