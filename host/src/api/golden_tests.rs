@@ -490,6 +490,7 @@ fn deployment_record(status: DeploymentStatus) -> DeploymentRecord {
         outbound: vec!["https://api.openai.com".into()],
         end_users: None,
         end_user_approvals: Vec::new(),
+        llm_budget: None,
     }
 }
 

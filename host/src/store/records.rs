@@ -96,6 +96,9 @@ pub struct DeploymentRecord {
     /// (`[tools.<name>] approver = "end_user"`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub end_user_approvals: Vec<String>,
+    /// The manifest's `[llm] budget_per_session`: every new session's LLM budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llm_budget: Option<Budget>,
 }
 
 /// An app's end-user policy (`[end_users]`, docs/end-users.md). Lenient

@@ -227,8 +227,7 @@ impl Op for SetBudget {
         record.budget = match self.budget {
             Some(budget) => Some(budget),
             // Back to the manifest's `[llm] budget_per_session`.
-            None => (batch.tx.deployment(record.deployment_id)?)
-                .and_then(|d| crate::runtime::llm::settings::read(&d.manifest).budget_per_session),
+            None => (batch.tx.deployment(record.deployment_id)?).and_then(|d| d.llm_budget),
         };
         record.updated_at = now_rfc3339();
         let resume = match (&record.budget_pause, record.status) {

@@ -102,6 +102,8 @@ pub struct NewDeployment {
     pub end_users: Option<crate::store::records::EndUsersRecord>,
     /// Tools whose calls the session's end user may decide.
     pub end_user_approvals: Vec<String>,
+    /// The manifest's `[llm] budget_per_session`.
+    pub llm_budget: Option<super::records::Budget>,
 }
 
 /// How a build ended.

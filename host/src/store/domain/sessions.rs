@@ -99,7 +99,7 @@ impl Op for CreateSession {
             queued: Vec::new(),
             schedules: Vec::new(),
             journal_bytes: 0,
-            budget: crate::runtime::llm::settings::read(&deployment.manifest).budget_per_session,
+            budget: deployment.llm_budget,
             llm: Default::default(),
             budget_pause: None,
         };
