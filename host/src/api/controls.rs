@@ -131,8 +131,35 @@ async fn stop_turn(state: &AppState, record: &SessionRecord, by: String) -> Resu
 pub(super) struct PatchSession {
     /// The session's own LLM budget, `{"tokens": N}` or `{"cost": X}`
     /// (required; `null`: the manifest's `[llm] budget_per_session` again).
-    #[schema(value_type = Option<crate::store::Budget>)]
+    #[schema(value_type = Option<BudgetBody>, required = true)]
     budget: Option<crate::store::Budget>,
+}
+
+/// A budget as the OpenAPI document spells it: exactly one unit.
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+pub(super) enum BudgetBody {
+    Tokens(TokensBudget),
+    Cost(CostBudget),
+}
+
+/// `{"tokens": N}`: input plus output tokens.
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+pub(super) struct TokensBudget {
+    #[schema(minimum = 1, maximum = 9007199254740991_u64)]
+    tokens: u64,
+}
+
+/// `{"cost": X}`: money, in the unit of the aliases' `price`.
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+pub(super) struct CostBudget {
+    #[schema(exclusive_minimum = 0.0)]
+    cost: f64,
 }
 
 /// Sets the session's LLM budget (platform keys only: an end user or an
