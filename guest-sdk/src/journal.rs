@@ -46,6 +46,8 @@ pub const TURN_SCHEDULE_CANCELLED: &str = "TURN_SCHEDULE_CANCELLED";
 pub const LLM_CALL: &str = "LLM_CALL";
 /// The event type of [`LlmResult`].
 pub const LLM_RESULT: &str = "LLM_RESULT";
+/// The event type of [`BudgetReached`].
+pub const BUDGET_REACHED: &str = "BUDGET_REACHED";
 
 /// `SESSION_CREATED`: always seq 0.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -361,4 +363,25 @@ pub struct LlmResult {
     pub served_by: Option<String>,
     /// The `usage` field.
     pub usage: Value,
+}
+
+/// `BUDGET_REACHED`: a declared-model call the LLM budget cannot cover; nothing was sent, and the turn ends here with the session `paused_budget` until the budget is raised (docs/llm.md "Budgets").
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[non_exhaustive]
+pub struct BudgetReached {
+    /// The LLM_CALL id the refused request would have had.
+    #[serde(default)]
+    pub call_id: Option<String>,
+    /// The `limit` field.
+    pub limit: f64,
+    /// The refused call's worst case.
+    pub needed: f64,
+    /// Held by calls not settled yet.
+    pub reserved: f64,
+    /// `session` (the only scope so far).
+    pub scope: String,
+    /// Spent by settled calls (and worst cases of calls that never reported).
+    pub spent: f64,
+    /// `tokens` or `cost`: the unit of the numbers below.
+    pub unit: String,
 }

@@ -56,6 +56,7 @@ async fn write(dir: &str, megabytes: u64, quick_repair: bool) -> anyhow::Result<
             outbound: Vec::new(),
             end_users: None,
             end_user_approvals: Vec::new(),
+            llm_budget: None,
         })
         .await?;
     let outcome = BuildOutcome::Succeeded {

@@ -48,6 +48,10 @@ pub(crate) struct Metrics {
     /// App schedules whose firing the app could not take (no active
     /// deployment, the route gone).
     pub schedules_missed: Counter,
+    /// Tokens of declared-model completions, by app, alias and kind (`input`, `output`).
+    pub llm_tokens: Family<Vec<(&'static str, String)>, Counter>,
+    /// Declared-model calls refused at an LLM budget, by app and scope.
+    pub llm_budget_reached: Family<Vec<(&'static str, String)>, Counter>,
     registry: Registry,
 }
 
@@ -94,6 +98,8 @@ pub(crate) fn get() -> &'static Metrics {
             schedule_lateness: Histogram::new(latency_buckets()),
             schedules_deferred: Counter::default(),
             schedules_missed: Counter::default(),
+            llm_tokens: Family::default(),
+            llm_budget_reached: Family::default(),
             registry: Registry::default(),
         };
         let mut registry = Registry::default();
@@ -186,6 +192,16 @@ pub(crate) fn get() -> &'static Metrics {
             "agenthost_schedules_missed",
             "Firings of app schedules the app could not take (no active deployment, the route gone)",
             metrics.schedules_missed.clone(),
+        );
+        registry.register(
+            "agenthost_llm_tokens",
+            "Tokens of declared-model completions as the providers counted them, by app, alias and kind (input, output)",
+            metrics.llm_tokens.clone(),
+        );
+        registry.register(
+            "agenthost_llm_budget_reached",
+            "Declared-model calls refused at an LLM budget (BUDGET_REACHED), by app and scope",
+            metrics.llm_budget_reached.clone(),
         );
         registry.register_collector(Box::new(ProcessCollector));
         Metrics {

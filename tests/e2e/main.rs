@@ -47,6 +47,7 @@ mod journal_cap;
 mod keys;
 mod limits;
 mod llm;
+mod llm_budgets;
 mod llm_sdks;
 mod logs;
 mod mcp_client;

@@ -30,6 +30,7 @@ TURN_SCHEDULED = "TURN_SCHEDULED"
 TURN_SCHEDULE_CANCELLED = "TURN_SCHEDULE_CANCELLED"
 LLM_CALL = "LLM_CALL"
 LLM_RESULT = "LLM_RESULT"
+BUDGET_REACHED = "BUDGET_REACHED"
 
 
 class SessionCreated(TypedDict):
@@ -269,3 +270,21 @@ class LlmResult(TypedDict):
     served_by: NotRequired[Optional[str]]
     """The alias that answered; absent when the request failed."""
     usage: Any
+
+
+class BudgetReached(TypedDict):
+    """`BUDGET_REACHED`: a declared-model call the LLM budget cannot cover; nothing was sent, and the turn ends here with the session `paused_budget` until the budget is raised (docs/llm.md "Budgets")."""
+
+    call_id: NotRequired[Optional[str]]
+    """The LLM_CALL id the refused request would have had."""
+    limit: float
+    needed: float
+    """The refused call's worst case."""
+    reserved: float
+    """Held by calls not settled yet."""
+    scope: str
+    """`session` (the only scope so far)."""
+    spent: float
+    """Spent by settled calls (and worst cases of calls that never reported)."""
+    unit: str
+    """`tokens` or `cost`: the unit of the numbers below."""

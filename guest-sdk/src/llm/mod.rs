@@ -52,7 +52,7 @@ mod stream;
 
 use serde_json::Value;
 
-use crate::error::Error;
+use crate::error::{Error, HostError};
 use crate::message::Message;
 use crate::tools::ToolCall;
 use crate::turn::Turn;
@@ -167,7 +167,14 @@ impl ChatLoop {
             let completion = match &route {
                 Route::Declared(alias) => {
                     let messages: Vec<Value> = messages.iter().map(|m| m.to_json()).collect();
-                    declared::complete(alias, &messages, &client::offered_tools(&tools, &mcp))?
+                    let offered = client::offered_tools(&tools, &mcp);
+                    match declared::complete(alias, &messages, &offered) {
+                        // The host closed the turn (paused at the LLM budget,
+                        // or suspended): it decides how the turn ends, and a
+                        // raised budget reruns it from the journal.
+                        Err(Error::Host(HostError::Closed(_))) => return Ok(()),
+                        other => other?,
+                    }
                 }
                 Route::Outbound(config) => {
                     let body = client::request_body(config, &messages, &tools, &mcp);

@@ -45,6 +45,8 @@ export const TURN_SCHEDULE_CANCELLED = 'TURN_SCHEDULE_CANCELLED';
 export const LLM_CALL = 'LLM_CALL';
 /** The event type of {@link LlmResult}. */
 export const LLM_RESULT = 'LLM_RESULT';
+/** The event type of {@link BudgetReached}. */
+export const BUDGET_REACHED = 'BUDGET_REACHED';
 
 /** `SESSION_CREATED`: always seq 0. */
 export interface SessionCreated {
@@ -262,4 +264,21 @@ export interface LlmResult {
   /** The alias that answered; absent when the request failed. */
   served_by?: string | null;
   usage: unknown;
+}
+
+/** `BUDGET_REACHED`: a declared-model call the LLM budget cannot cover; nothing was sent, and the turn ends here with the session `paused_budget` until the budget is raised (docs/llm.md "Budgets"). */
+export interface BudgetReached {
+  /** The LLM_CALL id the refused request would have had. */
+  call_id?: string | null;
+  limit: number;
+  /** The refused call's worst case. */
+  needed: number;
+  /** Held by calls not settled yet. */
+  reserved: number;
+  /** `session` (the only scope so far). */
+  scope: string;
+  /** Spent by settled calls (and worst cases of calls that never reported). */
+  spent: number;
+  /** `tokens` or `cost`: the unit of the numbers below. */
+  unit: string;
 }

@@ -65,6 +65,7 @@ impl Session {
                 outbound: Vec::new(),
                 end_users: None,
                 end_user_approvals: Vec::new(),
+                llm_budget: None,
             })
             .await
             .expect("create a deployment");

@@ -1,6 +1,8 @@
 //! An operator's hands on a session: `POST /sessions/{id}/cancel` stops the
 //! running turn, `POST /sessions/{id}/end` ends the session and
-//! `DELETE /sessions/{id}` removes it (both cancel a running turn first).
+//! `DELETE /sessions/{id}` removes it (both cancel a running turn first);
+//! `PATCH /sessions/{id}` sets its LLM budget (and resumes a session paused
+//! at it).
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -121,4 +123,71 @@ async fn stop_turn(state: &AppState, record: &SessionRecord, by: String) -> Resu
             "the running turn has not stopped yet (its host did not confirm the cancel in time): retry",
         )),
     }
+}
+
+/// `PATCH /sessions/{id}`.
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct PatchSession {
+    /// The session's own LLM budget, `{"tokens": N}` or `{"cost": X}`
+    /// (required; `null`: the manifest's `[llm] budget_per_session` again).
+    #[schema(value_type = Option<BudgetBody>, required = true)]
+    budget: Option<crate::store::Budget>,
+}
+
+/// A budget as the OpenAPI document spells it: exactly one unit.
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+pub(super) enum BudgetBody {
+    Tokens(TokensBudget),
+    Cost(CostBudget),
+}
+
+/// `{"tokens": N}`: input plus output tokens.
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+pub(super) struct TokensBudget {
+    #[schema(minimum = 1, maximum = 9007199254740991_u64)]
+    tokens: u64,
+}
+
+/// `{"cost": X}`: money, in the unit of the aliases' `price`.
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+pub(super) struct CostBudget {
+    #[schema(exclusive_minimum = 0.0)]
+    cost: f64,
+}
+
+/// Sets the session's LLM budget (platform keys only: an end user or an
+/// app key would raise their own spend limit); a session `paused_budget`
+/// whose refused call the new budget covers resumes with TURN_STARTED
+/// `budget_raised`, which the returned session shows as `running`.
+pub(super) async fn patch(
+    State(state): State<AppState>,
+    principal: Caller,
+    Path(id): Path<String>,
+    Json(body): Json<serde_json::Value>,
+) -> Result<Json<SessionView>, ApiError> {
+    let invalid = |message: String| ApiError::new(ErrorCode::InvalidBody, message);
+    if body.get("budget").is_none() {
+        return Err(invalid(
+            "send `budget`: {\"tokens\": N}, {\"cost\": X} or null".into(),
+        ));
+    }
+    let body: PatchSession =
+        serde_json::from_value(body).map_err(|e| invalid(format!("the body: {e}")))?;
+    if let Some(budget) = &body.budget {
+        budget
+            .check()
+            .map_err(|why| invalid(format!("`budget`: {why}")))?;
+    }
+    let record = principal.session(&state, &id).await?;
+    let record = (state.writer)
+        .set_budget(record.id, body.budget, principal.by())
+        .await?;
+    Ok(Json(SessionView::from(&record)))
 }

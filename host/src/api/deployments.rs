@@ -190,6 +190,7 @@ async fn accept(
         outbound: manifest.outbound.allow.clone(),
         end_users: manifest.end_users.as_ref().map(Into::into),
         end_user_approvals: manifest.end_user_approvals(),
+        llm_budget: manifest.llm.budget_per_session,
     };
     let done = state.writer.create_deployment_once(new, key).await?;
     let answer = done.answer;

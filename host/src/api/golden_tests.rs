@@ -107,6 +107,11 @@ fn samples(kind: EventType) -> Vec<NewEvent> {
                 },
                 input: json!({"text": "the morning digest"}),
             }),
+            NewEvent::of(&TurnStarted {
+                turn: 4,
+                reason: StartReason::BudgetRaised,
+                input: json!({"text": "summarize the thread"}),
+            }),
         ],
         EventType::MessageStart => vec![NewEvent::of(&MessageStart {
             message_id,
@@ -300,6 +305,15 @@ fn samples(kind: EventType) -> Vec<NewEvent> {
                 error: Some("HTTP 503".into()),
             }),
         ],
+        EventType::BudgetReached => vec![NewEvent::of(&BudgetReached {
+            call_id: Some("llm_2_1".into()),
+            scope: "session".into(),
+            unit: "tokens".into(),
+            limit: 10000.0,
+            spent: 8200.0,
+            reserved: 0.0,
+            needed: 4121.0,
+        })],
     }
 }
 
@@ -437,6 +451,25 @@ fn session_record() -> SessionRecord {
         schedules: Vec::new(),
         journal_bytes: 0,
         source: None,
+        budget: Some(crate::store::Budget {
+            tokens: Some(10_000),
+            cost: None,
+        }),
+        llm: crate::store::LlmSpend {
+            input_tokens: 6_100,
+            output_tokens: 1_900,
+            cost: 0.0,
+            unreported: Default::default(),
+            reserved: vec![crate::store::Reservation {
+                call_id: "llm_3_1".into(),
+                turn: 3,
+                worst: crate::store::Spend {
+                    tokens: 1_200,
+                    cost: 0.0,
+                },
+            }],
+        },
+        budget_pause: None,
     }
 }
 
@@ -474,6 +507,7 @@ fn deployment_record(status: DeploymentStatus) -> DeploymentRecord {
         outbound: vec!["https://api.openai.com".into()],
         end_users: None,
         end_user_approvals: Vec::new(),
+        llm_budget: None,
     }
 }
 

@@ -161,6 +161,7 @@ pub(super) fn document(rows: &[(Endpoint, Doc)]) -> OpenApi {
             "POST" => HttpMethod::Post,
             "PUT" => HttpMethod::Put,
             "DELETE" => HttpMethod::Delete,
+            "PATCH" => HttpMethod::Patch,
             _ => HttpMethod::Get,
         };
         let operation = operation(endpoint, doc, &mut schemas);
@@ -614,6 +615,7 @@ fn payload_schema(kind: EventType, schemas: &mut Schemas) -> RefOr<Schema> {
         EventType::TurnScheduleCancelled => schema::<TurnScheduleCancelled>(schemas),
         EventType::LlmCall => schema::<LlmCall>(schemas),
         EventType::LlmResult => schema::<LlmResult>(schemas),
+        EventType::BudgetReached => schema::<BudgetReached>(schemas),
     }
 }
 

@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{MethodRouter, delete, get, post, put};
+use axum::routing::{MethodRouter, delete, get, patch, post, put};
 
 use super::openapi::{self, Doc};
 use super::{
@@ -263,6 +263,19 @@ pub(super) fn table() -> Vec<Row> {
             .body(Body::OptionalJson(schema::<controls::EndSession>))
             .errors(&[404, 409]),
             post(controls::end),
+        ),
+        row(
+            "PATCH",
+            "/sessions/{id}",
+            Platform,
+            Doc::new(
+                "Set the session's LLM budget; a session `paused_budget` that it now covers resumes (docs/llm.md)",
+                200,
+                session,
+            )
+            .body(Body::Json(schema::<controls::PatchSession>))
+            .errors(&[404, 409, 429]),
+            patch(controls::patch),
         ),
         row(
             "DELETE",

@@ -39,6 +39,60 @@ pub struct SessionView {
     /// Inputs waiting for turns of their own (`on_busy`); omitted when none.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub queued_inputs: u32,
+    /// What the session's declared-model calls used (docs/llm.md); omitted
+    /// before the first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<UsageView>,
+    /// The session's LLM budget and where it stands; omitted when it has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<BudgetView>,
+}
+
+/// Tokens (and money, with `price`) the providers counted for a session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct UsageView {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
+}
+
+/// A session's LLM budget: numbers in its unit (`tokens` or `cost`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct BudgetView {
+    pub limit: crate::store::Budget,
+    /// Settled calls, plus the worst cases of calls that never reported.
+    pub spent: f64,
+    /// Held by calls not settled yet.
+    pub reserved: f64,
+    /// While `paused_budget`: the refused call's worst case, which the
+    /// limit must cover for the turn to resume.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub needed: Option<f64>,
+}
+
+fn budget_view(s: &SessionRecord) -> Option<BudgetView> {
+    let limit = s.budget?;
+    let tokens = limit.cost.is_none();
+    let of = |spend: &crate::store::Spend| {
+        if tokens {
+            spend.tokens as f64
+        } else {
+            spend.cost
+        }
+    };
+    let llm = &s.llm;
+    let spent = if tokens {
+        (llm.input_tokens + llm.output_tokens + llm.unreported.tokens) as f64
+    } else {
+        llm.cost + llm.unreported.cost
+    };
+    Some(BudgetView {
+        limit,
+        spent,
+        reserved: llm.reserved.iter().map(|r| of(&r.worst)).sum(),
+        needed: s.budget_pause.as_ref().map(|p| of(&p.needed)),
+    })
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -79,6 +133,12 @@ impl From<&SessionRecord> for SessionView {
             }),
             end_user: s.end_user.clone(),
             queued_inputs: u32::try_from(s.queued.len()).unwrap_or(u32::MAX),
+            usage: (!s.llm.is_empty()).then(|| UsageView {
+                input_tokens: s.llm.input_tokens,
+                output_tokens: s.llm.output_tokens,
+                cost: (s.llm.cost > 0.0).then_some(s.llm.cost),
+            }),
+            budget: budget_view(s),
         }
     }
 }

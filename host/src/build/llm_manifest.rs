@@ -14,18 +14,18 @@ mod tests {
             "{BASE}[llm.main]\nprovider = \"openai\"\nbase_url = \"https://api.example.com/v1\"\nmodel = \"gpt-4.1-mini\"\napi_key = {{ secret = \"OPENAI_API_KEY\" }}\nfallbacks = [\"backup\"]\nmax_output_tokens = 2048\nprice = {{ input_per_mtok = 0.40, output_per_mtok = 1.60 }}\n[llm.backup]\nprovider = \"anthropic\"\nbase_url = \"https://api.example.com/v1/\"\nmodel = \"claude\"\n"
         ))
         .unwrap();
-        let main = &m.llm["main"];
+        let main = &m.llm.aliases["main"];
         assert_eq!(main.provider, Provider::Openai);
         assert_eq!(main.url(), "https://api.example.com/v1/chat/completions");
         assert_eq!(main.max_output_tokens(), 2048);
         assert_eq!(main.fallbacks, ["backup"]);
         assert_eq!(main.api_key.as_ref().unwrap().secret, "OPENAI_API_KEY");
-        let backup = &m.llm["backup"];
+        let backup = &m.llm.aliases["backup"];
         assert_eq!(backup.url(), "https://api.example.com/v1/messages");
         assert_eq!(backup.max_output_tokens(), LLM_MAX_OUTPUT_TOKENS);
         // The stored manifest reads back the same aliases.
         let stored = read(&format!("{BASE}{MAIN}"));
-        assert_eq!(stored.keys().collect::<Vec<_>>(), ["main"]);
+        assert_eq!(stored.aliases.keys().collect::<Vec<_>>(), ["main"]);
     }
 
     #[test]
@@ -87,5 +87,42 @@ mod tests {
             err.contains(&format!("more than {MAX_LLM_ALIASES}")),
             "{err}"
         );
+    }
+
+    const PRICED: &str = "[llm.main]\nprovider = \"openai\"\nbase_url = \"https://api.example.com/v1\"\nmodel = \"m\"\nprice = { input_per_mtok = 1.0, output_per_mtok = 2.0 }\n";
+
+    #[test]
+    fn reads_the_budget_per_session_beside_the_aliases() {
+        let m = Manifest::parse(&format!(
+            "{BASE}[llm]\nbudget_per_session = {{ tokens = 5000 }}\n{MAIN}"
+        ))
+        .unwrap();
+        assert_eq!(m.llm.budget_per_session.unwrap().tokens, Some(5000));
+        assert_eq!(m.llm.aliases.keys().collect::<Vec<_>>(), ["main"]);
+        let stored = read(&format!(
+            "{BASE}[llm]\nbudget_per_session = {{ cost = 2.5 }}\n{PRICED}"
+        ));
+        assert_eq!(stored.budget_per_session.unwrap().cost, Some(2.5));
+        // Documented default: no budget.
+        assert!(read(&format!("{BASE}{MAIN}")).budget_per_session.is_none());
+    }
+
+    #[test]
+    fn refuses_a_malformed_budget_naming_the_key() {
+        for (budget, aliases, needle) in [
+            ("{ tokens = 0 }", MAIN, "`tokens` must be 1 or more"),
+            ("{ cost = 0.0 }", PRICED, "`cost` must be a number above 0"),
+            ("{ tokens = 5, cost = 1.0 }", PRICED, "exactly one"),
+            ("{}", MAIN, "exactly one"),
+            ("{ tokens = -3 }", MAIN, "budget_per_session"),
+            ("{ dollars = 3 }", MAIN, "budget_per_session"),
+            ("{ cost = 1.0 }", MAIN, "`[llm.main]` needs a `price`"),
+            ("{ cost = 1.0 }", "", "no `[llm.<alias>]` is declared"),
+        ] {
+            let manifest = format!("{BASE}[llm]\nbudget_per_session = {budget}\n{aliases}");
+            let err = Manifest::parse(&manifest).unwrap_err().to_string();
+            assert!(err.contains(needle), "{budget} gave {err}");
+            assert!(err.contains("budget_per_session"), "{budget} gave {err}");
+        }
     }
 }

@@ -43,7 +43,7 @@ pub(crate) struct Manifest {
     pub mcp: BTreeMap<String, crate::runtime::mcp::settings::McpServerSettings>,
     /// Models the host calls for the agent (docs/llm.md).
     #[serde(default)]
-    pub llm: BTreeMap<String, crate::runtime::llm::settings::LlmSettings>,
+    pub llm: crate::runtime::llm::settings::LlmSection,
 }
 
 /// Longest `[routes."<route>"] description`, in characters.

@@ -35,11 +35,12 @@ pub enum EventType {
     TurnScheduleCancelled,
     LlmCall,
     LlmResult,
+    BudgetReached,
 }
 
 impl EventType {
     /// Every event type.
-    pub const ALL: [EventType; 21] = [
+    pub const ALL: [EventType; 22] = [
         EventType::SessionCreated,
         EventType::TurnStarted,
         EventType::MessageStart,
@@ -61,6 +62,7 @@ impl EventType {
         EventType::TurnScheduleCancelled,
         EventType::LlmCall,
         EventType::LlmResult,
+        EventType::BudgetReached,
     ];
 
     /// The wire name, e.g. `MESSAGE_DELTA`.
@@ -87,6 +89,7 @@ impl EventType {
             EventType::TurnScheduleCancelled => "TURN_SCHEDULE_CANCELLED",
             EventType::LlmCall => "LLM_CALL",
             EventType::LlmResult => "LLM_RESULT",
+            EventType::BudgetReached => "BUDGET_REACHED",
         }
     }
 

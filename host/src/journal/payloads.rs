@@ -46,6 +46,7 @@ bind! {
     TurnScheduleCancelled => TurnScheduleCancelled,
     LlmCall => LlmCall,
     LlmResult => LlmResult,
+    BudgetReached => BudgetReached,
 }
 
 /// `SESSION_CREATED`: always seq 0.
@@ -99,6 +100,9 @@ pub(crate) enum StartReason {
     },
     /// A schedule set through the API came due (`docs/schedules.md`).
     Schedule { schedule_id: Uuid },
+    /// The session's LLM budget was raised: the turn it paused runs again
+    /// with the same input (docs/llm.md "Budgets").
+    BudgetRaised,
 }
 
 /// Who wrote a message.
@@ -455,4 +459,25 @@ pub(crate) struct LlmResult {
     /// Why the request failed (a status, a connection error, a cut stream).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+/// `BUDGET_REACHED`: a declared-model call the LLM budget cannot cover;
+/// nothing was sent, and the turn ends here with the session
+/// `paused_budget` until the budget is raised (docs/llm.md "Budgets").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub(crate) struct BudgetReached {
+    /// The LLM_CALL id the refused request would have had.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+    /// `session` (the only scope so far).
+    pub scope: String,
+    /// `tokens` or `cost`: the unit of the numbers below.
+    pub unit: String,
+    pub limit: f64,
+    /// Spent by settled calls (and worst cases of calls that never reported).
+    pub spent: f64,
+    /// Held by calls not settled yet.
+    pub reserved: f64,
+    /// The refused call's worst case.
+    pub needed: f64,
 }

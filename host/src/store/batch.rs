@@ -247,6 +247,7 @@ impl<'a> Batch<'a> {
                     | EventType::TurnEnded
                     | EventType::TurnError
                     | EventType::SessionEnded
+                    | EventType::BudgetReached
             ) {
                 self.changes.hooks.push(Hook::Event { session, seq });
             }

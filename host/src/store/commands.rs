@@ -20,8 +20,8 @@ use super::domain::{
     DeleteAppSchedule, DeleteSchedule, DeleteSecret, DeleteSession, DeploymentAnswer, EndSession,
     FinishBuild, FinishTurn, FireSchedule, Fired, Idempotency, InputOutcome, NewDeployment, OnBusy,
     Once, OpenThread, PostInput, PurgeFeed, PurgeIdempotency, PutApiKey, PutSecret, Recover,
-    Recovery, RevokeEndUser, SetArtifact, ThreadTurn, TouchApiKey, TurnAnswer, TurnOutcome,
-    TurnTimers,
+    Recovery, ReserveLlm, Reserved, RevokeEndUser, SetArtifact, SetBudget, ThreadTurn, TouchApiKey,
+    TurnAnswer, TurnOutcome, TurnTimers,
 };
 use super::engine::DueSchedule;
 use super::outbox::Outbox;
@@ -295,6 +295,45 @@ impl WriterHandle {
             Ok(permit) => Ok(send_append(permit, outbox, events)),
             Err(_) => Err(events),
         }
+    }
+
+    /// Journals a running turn's LLM_CALL with the reservation of its
+    /// worst case, or refuses it at the session's LLM budget (nothing
+    /// written). Waits for the turn's earlier events first.
+    pub(crate) async fn reserve_llm(
+        &self,
+        outbox: &Arc<Outbox>,
+        call: crate::journal::payloads::LlmCall,
+        worst: super::records::Spend,
+        manifest: Option<super::records::Budget>,
+    ) -> Result<Reserved, StoreError> {
+        if let Some(ack) = outbox.last_ack() {
+            ack.await.map_err(|_| StoreError::WriterGone)??;
+        }
+        self.call(ReserveLlm {
+            outbox: outbox.clone(),
+            call,
+            worst,
+            manifest,
+        })
+        .await
+    }
+
+    /// Sets a session's own LLM budget (`None`: the manifest's); a session
+    /// paused at its budget resumes once the new one covers the refused call.
+    pub(crate) async fn set_budget(
+        &self,
+        session: Uuid,
+        budget: Option<super::records::Budget>,
+        by: By,
+    ) -> Result<SessionRecord, StoreError> {
+        self.call(SetBudget {
+            session,
+            budget,
+            by,
+        })
+        .await
+        .map(|(record, _)| record)
     }
 
     /// Journals a turn's last events and releases it, in one commit.

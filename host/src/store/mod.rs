@@ -36,7 +36,8 @@ pub use commands::WriterHandle;
 use domain::IDEMPOTENCY_TTL;
 pub(crate) use domain::{
     AttemptOutcome, CronRule, Decision, Fired, Idempotency, InputOutcome, MAX_KEY_LEN, OnBusy,
-    PolicyRefusal, TurnAnswer, TurnOutcome, WEBHOOK_MAX_PENDING, rfc3339_ms, thread_key, unix_ms,
+    PolicyRefusal, Reserved, TurnAnswer, TurnOutcome, WEBHOOK_MAX_PENDING, rfc3339_ms, thread_key,
+    unix_ms,
 };
 pub use domain::{BuildOutcome, By, NewDeployment};
 pub(crate) use domain::{END_USER_KEY_PREFIX, end_user_key};
@@ -53,10 +54,12 @@ pub(crate) use outbox::payload_bytes;
 pub(crate) use records::WithdrawReason;
 pub use records::{AgentDescription, Artifact, DeploymentStatus, KeyClass, LimitsRecord};
 pub(crate) use records::{
-    ApiKeyRecord, AppRecord, ApprovalFeedEntry, DecisionDetails, DeploymentRecord, EndUsersRecord,
-    FeedKind, PendingApproval, ScheduleCreator, ScheduleRecord, SecretRecord, SessionRecord,
-    SessionStatus, ToolCallRecord, ToolInfo,
+    ApiKeyRecord, AppRecord, ApprovalFeedEntry, Budget, BudgetPause, DecisionDetails,
+    DeploymentRecord, EndUsersRecord, FeedKind, PendingApproval, ScheduleCreator, ScheduleRecord,
+    SecretRecord, SessionRecord, SessionStatus, Spend, ToolCallRecord, ToolInfo,
 };
+#[cfg(test)]
+pub(crate) use records::{LlmSpend, Reservation};
 pub use redb::RedbOptions;
 pub(crate) use start::{Committed, TurnReason, TurnSink, TurnTicket};
 pub(crate) use webhook_records::{

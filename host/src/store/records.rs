@@ -96,6 +96,9 @@ pub struct DeploymentRecord {
     /// (`[tools.<name>] approver = "end_user"`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub end_user_approvals: Vec<String>,
+    /// The manifest's `[llm] budget_per_session`: every new session's LLM budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llm_budget: Option<Budget>,
 }
 
 /// An app's end-user policy (`[end_users]`, docs/end-users.md). Lenient
@@ -163,6 +166,9 @@ pub enum SessionStatus {
     Errored,
     /// SESSION_ENDED was journaled; no more input.
     Ended,
+    /// Suspended on a declared-model call its LLM budget cannot cover
+    /// (BUDGET_REACHED); raising the budget resumes it.
+    PausedBudget,
 }
 
 impl SessionStatus {
@@ -173,6 +179,7 @@ impl SessionStatus {
             SessionStatus::AwaitingApproval => "awaiting_approval",
             SessionStatus::Errored => "errored",
             SessionStatus::Ended => "ended",
+            SessionStatus::PausedBudget => "paused_budget",
         }
     }
 
@@ -183,6 +190,7 @@ impl SessionStatus {
             SessionStatus::AwaitingApproval,
             SessionStatus::Errored,
             SessionStatus::Ended,
+            SessionStatus::PausedBudget,
         ]
         .into_iter()
         .find(|status| status.as_str() == s)
@@ -234,10 +242,101 @@ pub struct SessionRecord {
     /// end (`--max-session-journal-mb`, `domain::journal_cap`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub journal_bytes: u64,
+    /// The session's own LLM budget (`PATCH /sessions/{id}`); when absent
+    /// the manifest's `[llm] budget_per_session` applies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Budget>,
+    /// What its declared-model calls spent and hold reserved
+    /// (`store::domain::budgets`).
+    #[serde(default, skip_serializing_if = "LlmSpend::is_empty")]
+    pub llm: LlmSpend,
+    /// The call the budget could not cover (status `paused_budget`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_pause: Option<BudgetPause>,
 }
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+/// A spend limit on declared-model calls: `{ tokens = N }` (input plus
+/// output tokens) or `{ cost = X }` (money, through the aliases' `price`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Budget {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
+}
+
+impl Budget {
+    /// Exactly one of `tokens` (1 or more) and `cost` (a number above 0).
+    pub fn check(&self) -> Result<(), String> {
+        match (self.tokens, self.cost) {
+            (Some(0), None) => Err("`tokens` must be 1 or more".into()),
+            (Some(_), None) => Ok(()),
+            (None, Some(cost)) if !cost.is_finite() || cost <= 0.0 => {
+                Err("`cost` must be a number above 0".into())
+            }
+            (None, Some(_)) => Ok(()),
+            _ => Err("set exactly one of `tokens` and `cost`".into()),
+        }
+    }
+}
+
+/// A call's share of a budget: tokens, and money when the alias has a price.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Spend {
+    pub tokens: u64,
+    #[serde(default)]
+    pub cost: f64,
+}
+
+/// One declared-model call's reservation: its worst case, held from its
+/// LLM_CALL until its LLM_RESULT (or the end of its turn).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reservation {
+    pub call_id: String,
+    pub turn: u32,
+    pub worst: Spend,
+}
+
+/// A session's declared-model spend: what the providers counted, and the
+/// reservations of calls not settled yet.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LlmSpend {
+    #[serde(default)]
+    pub input_tokens: u64,
+    #[serde(default)]
+    pub output_tokens: u64,
+    #[serde(default)]
+    pub cost: f64,
+    /// Worst cases charged for calls whose turn ended without their
+    /// LLM_RESULT (a crash, a cancel): they may have reached the provider.
+    #[serde(default)]
+    pub unreported: Spend,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reserved: Vec<Reservation>,
+}
+
+impl LlmSpend {
+    pub fn is_empty(&self) -> bool {
+        *self == LlmSpend::default()
+    }
+}
+
+/// Why a session is `paused_budget`: the call its budget could not cover,
+/// and the turn's input, which the resumed turn runs with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BudgetPause {
+    pub turn: u32,
+    pub needed: Spend,
+    pub input: Value,
+    /// The deployment's `[llm] budget_per_session`, which applies while the
+    /// session has no budget of its own.
+    #[serde(default)]
+    pub manifest: Option<Budget>,
 }
 
 /// A schedule: `input` becomes a turn of the session at `at`, once, or,

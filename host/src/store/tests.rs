@@ -40,6 +40,7 @@ pub(crate) fn new_deployment(version: Option<u64>) -> NewDeployment {
         outbound: Vec::new(),
         end_users: None,
         end_user_approvals: Vec::new(),
+        llm_budget: None,
     }
 }
 

@@ -8,7 +8,7 @@ use uuid::Uuid;
 use super::records::SecretRecord;
 
 /// The event types an endpoint may subscribe to, in the documented order.
-pub(crate) const WEBHOOK_EVENTS: [&str; 9] = [
+pub(crate) const WEBHOOK_EVENTS: [&str; 10] = [
     "approval.requested",
     "approval.decided",
     "approval.expired",
@@ -16,6 +16,7 @@ pub(crate) const WEBHOOK_EVENTS: [&str; 9] = [
     "turn.ended",
     "turn.failed",
     "session.ended",
+    "budget.reached",
     "deployment.succeeded",
     "deployment.failed",
 ];

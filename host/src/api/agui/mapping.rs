@@ -212,6 +212,28 @@ impl Mapper {
                     .wrap(),
                 })]
             }
+            // The run stops here; raising the budget starts a new run.
+            EventType::BudgetReached => {
+                let value = e.payload_value().ok()?;
+                self.run = None;
+                vec![
+                    AgUiEvent::Custom(Custom {
+                        name: format!("agenthost.{}", kind.as_str()),
+                        value,
+                    }),
+                    AgUiEvent::RunError(RunError {
+                        message:
+                            "the session's LLM budget is reached: the run resumes once it is raised"
+                                .into(),
+                        code: "budget_reached".into(),
+                        metadata: HostMetadata {
+                            session_id: Some(self.session),
+                            ..HostMetadata::default()
+                        }
+                        .wrap(),
+                    }),
+                ]
+            }
             EventType::TurnEnded => {
                 let run = self.run.take()?;
                 vec![AgUiEvent::RunFinished(RunFinished {

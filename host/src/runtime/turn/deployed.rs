@@ -127,7 +127,7 @@ impl Deployed {
     ) -> (TurnStates, Result<Secrets, Failure>) {
         let values = self.secrets.prepare(vault);
         let (mcp, mut mcp_secrets) = self.mcp.prepare(vault);
-        let (llm, llm_keys) = self.llm.prepare(vault);
+        let (llm, llm_keys) = self.llm.prepare(vault, &ticket.app_slug);
         mcp_secrets.extend(llm_keys);
         let states = TurnStates {
             gates: self.gates.clone(),

@@ -34,6 +34,16 @@ pub(super) struct Suspension {
     pub step: Vec<ToolCallRecord>,
 }
 
+/// A declared-model call the LLM budget could not cover: the turn pauses
+/// (docs/llm.md "Budgets").
+#[derive(Debug, Clone)]
+pub(super) struct BudgetStop {
+    pub reached: crate::journal::payloads::BudgetReached,
+    pub needed: crate::store::Spend,
+    /// The deployment's `[llm] budget_per_session`.
+    pub manifest: Option<crate::store::Budget>,
+}
+
 /// Where a turn stands. Only `Open` allows effects; the first other state
 /// holds, except that a failure to record may follow `Ended` and a cancel
 /// overrides anything until the gate is settled.
@@ -41,6 +51,8 @@ pub(super) struct Suspension {
 pub(super) enum TurnState {
     Open,
     Suspended(Suspension),
+    /// Paused at the LLM budget (BUDGET_REACHED).
+    BudgetPaused(Box<BudgetStop>),
     Failed(Failure),
     /// The guest ended its session (`end-session`).
     Ended,
@@ -109,7 +121,9 @@ impl Gate {
     /// cancelled; a failed or ended turn may still read.
     pub(super) fn check_read(&self) -> Result<(), HostError> {
         match &self.lock().state {
-            state @ (TurnState::Suspended(_) | TurnState::Cancelled(_)) => Err(refusal(state)),
+            state @ (TurnState::Suspended(_)
+            | TurnState::BudgetPaused(_)
+            | TurnState::Cancelled(_)) => Err(refusal(state)),
             _ => Ok(()),
         }
     }
@@ -119,6 +133,14 @@ impl Gate {
         let mut inner = self.lock();
         if matches!(inner.state, TurnState::Open) && !inner.settled {
             inner.state = TurnState::Suspended(suspension);
+        }
+    }
+
+    /// Pauses an open turn at its LLM budget.
+    pub(super) fn pause_budget(&self, stop: BudgetStop) {
+        let mut inner = self.lock();
+        if matches!(inner.state, TurnState::Open) && !inner.settled {
+            inner.state = TurnState::BudgetPaused(Box::new(stop));
         }
     }
 
@@ -192,6 +214,14 @@ fn refusal(state: &TurnState) -> HostError {
         TurnState::Suspended(suspension) => format!(
             "the turn is suspended until a human decides on tool call `{}`: return from handle",
             suspension.call.tool_call_id
+        ),
+        TurnState::BudgetPaused(stop) => format!(
+            "the session's LLM budget cannot cover this call (limit {}, spent {}, reserved {}, needed {} {}): the turn is paused until the budget is raised: return from handle",
+            stop.reached.limit,
+            stop.reached.spent,
+            stop.reached.reserved,
+            stop.reached.needed,
+            stop.reached.unit
         ),
         TurnState::Failed(failure) => format!("the turn has failed: {}", failure.message),
         TurnState::Ended => "the session has ended: nothing more can be written".into(),

@@ -82,6 +82,7 @@ mod tests {
             outbound: vec![],
             end_users: None,
             end_user_approvals: Vec::new(),
+            llm_budget: None,
         };
         let gates = Gates::from_record(&record);
         assert_eq!(gates.gated_by("rm"), ["code"]);

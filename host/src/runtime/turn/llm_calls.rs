@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 use wasmtime_wasi_http::WasiBody;
 
 use super::ctx::TurnCtx;
+use super::gate::BudgetStop;
 use super::llm::settings::{LlmSettings, Provider};
 use super::llm::wire::{self, Assembly, SseSplitter};
 use crate::journal::NewEvent;
@@ -20,6 +21,8 @@ use crate::runtime::bindings::HostError;
 use crate::runtime::bindings::agenthost::agent::llm::{
     Completion, CompletionRequest, Host, LlmError, ModelToolCall,
 };
+use crate::store::Reserved;
+use crate::store::Spend;
 
 fn ctx(state: &mut InstanceData) -> wasmtime::Result<&mut TurnCtx> {
     state
@@ -76,17 +79,13 @@ impl TurnCtx {
             };
             let body = wire::request_body(&settings, &messages, &tools, &parameters);
             let call_id = self.llm.next_call_id(self.journal.turn);
-            let call = NewEvent::of(&LlmCall {
+            let call = LlmCall {
                 call_id: call_id.clone(),
                 alias: alias.clone(),
                 provider: settings.provider.as_str().into(),
                 model: settings.model.clone(),
-            });
-            self.open()
-                .map_err(LlmError::Host)?
-                .emit(vec![call])
-                .await
-                .map_err(LlmError::Host)?;
+            };
+            self.llm_reserve(call, worst_case(&settings, &body)).await?;
             let short = match self.llm.send(&alias, &body, &requests).await {
                 Ok(response) => {
                     match self
@@ -123,6 +122,39 @@ impl TurnCtx {
             }
         }
         Err(LlmError::Failed(errors.join("; ")))
+    }
+
+    /// Journals `call` with the reservation of its worst case (the writer
+    /// checks the session's LLM budget in the same transaction), or pauses
+    /// the turn at the budget: nothing is sent, and `complete` answers
+    /// `host(closed)`, as every later effect of the turn.
+    async fn llm_reserve(&mut self, call: LlmCall, worst: Spend) -> Result<(), LlmError> {
+        let event = [NewEvent::of(&call)];
+        let mut open = self.open().map_err(LlmError::Host)?;
+        // Counted against the turn's event and output limits like any event.
+        open.admit(&event).map_err(LlmError::Host)?;
+        // Earlier outbound records first, so the LLM_CALL keeps its place.
+        open.send(Vec::new()).await.map_err(LlmError::Host)?;
+        let manifest = self.llm.budget();
+        let outbox = self.outbox();
+        let reserved = (self.journal.writer)
+            .reserve_llm(&outbox, call, worst, manifest)
+            .await;
+        match reserved {
+            Ok(Reserved::Held) => Ok(()),
+            Ok(Reserved::Refused(reached)) => {
+                self.llm.count_budget_reached(&reached.scope);
+                self.gate.pause_budget(BudgetStop {
+                    reached,
+                    needed: worst,
+                    manifest,
+                });
+                Err(LlmError::Host(self.gate.check().err().unwrap_or_else(
+                    || HostError::Closed("the session's LLM budget is reached".into()),
+                )))
+            }
+            Err(err) => Err(LlmError::Host(self.storage_failed(err))),
+        }
     }
 
     /// The guest's messages, tools and parameters, checked.
@@ -239,6 +271,8 @@ impl TurnCtx {
                 + usage.output_tokens as f64 * price.output_per_mtok)
                 / 1_000_000.0
         });
+        self.llm
+            .count_tokens(alias, usage.input_tokens, usage.output_tokens);
         let finish_reason = assembly
             .finish_reason
             .clone()
@@ -292,5 +326,24 @@ impl TurnCtx {
         });
         let mut turn = self.open().map_err(LlmError::Host)?;
         turn.emit(vec![event]).await.map_err(LlmError::Host)
+    }
+}
+
+/// A request's worst case, reserved against the LLM budget before it is
+/// sent: its input estimated as the request body's bytes / 4 (rounded up;
+/// more than any tokenizer counts for JSON text), plus the output cap it
+/// sends (`max_tokens`); in money through the alias's `price`.
+pub(super) fn worst_case(settings: &LlmSettings, body: &Value) -> Spend {
+    let input = (body.to_string().len() as u64).div_ceil(4);
+    let output = body
+        .get("max_tokens")
+        .and_then(Value::as_u64)
+        .unwrap_or(u64::from(settings.max_output_tokens()));
+    let cost = settings.price.map_or(0.0, |price| {
+        (input as f64 * price.input_per_mtok + output as f64 * price.output_per_mtok) / 1_000_000.0
+    });
+    Spend {
+        tokens: input + output,
+        cost,
     }
 }

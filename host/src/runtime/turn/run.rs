@@ -14,7 +14,7 @@ use wasmtime::{Store, Trap};
 use super::Turns;
 use super::ctx::{TurnCtx, TurnStates};
 use super::deployed::Deployed;
-use super::gate::{Failure, Gate, Settled, Suspension, TurnState, cancelled};
+use super::gate::{BudgetStop, Failure, Gate, Settled, Suspension, TurnState, cancelled};
 use super::outbound::Access;
 use super::secrets::Secrets;
 use super::spare::Recipe;
@@ -335,6 +335,9 @@ async fn closing_events(
         (TurnState::Suspended(suspension), end) => {
             return suspended(ctx, suspension, end, ticket).await;
         }
+        (TurnState::BudgetPaused(stop), _) => {
+            return budget_paused(ctx, *stop, ticket).await;
+        }
         (TurnState::Failed(host_saw), _) => Some(host_saw),
         (_, GuestEnd::Failed(failure)) => Some(failure),
         (_, GuestEnd::Returned) => None,
@@ -420,6 +423,31 @@ async fn suspended(
         events,
         TurnOutcome::Suspended(Box::new(pending)),
         "suspended",
+    )
+}
+
+/// A turn paused at its LLM budget ends with BUDGET_REACHED, committed
+/// with the session's move to `paused_budget`; raising the budget runs a
+/// new turn with the same input (`store::domain::budgets`).
+async fn budget_paused(
+    mut ctx: TurnCtx,
+    stop: BudgetStop,
+    ticket: &TurnTicket,
+) -> (Vec<NewEvent>, TurnOutcome, &'static str) {
+    let _ = ctx.flush().await;
+    let mut events = ctx.close_outbound();
+    events.extend(ctx.close_open_messages(false));
+    events.push(NewEvent::of(&stop.reached));
+    let pause = crate::store::BudgetPause {
+        turn: ticket.turn,
+        needed: stop.needed,
+        input: ticket.input.clone(),
+        manifest: stop.manifest,
+    };
+    (
+        events,
+        TurnOutcome::BudgetPaused(Box::new(pause)),
+        "paused_budget",
     )
 }
 

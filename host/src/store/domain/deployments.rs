@@ -69,6 +69,7 @@ impl Op for CreateDeployment {
             outbound: new.outbound.clone(),
             end_users: new.end_users.clone(),
             end_user_approvals: new.end_user_approvals.clone(),
+            llm_budget: new.llm_budget,
         };
         tx.put_deployment(&record, true)?;
         Ok(record)

@@ -9,6 +9,7 @@
 //! engine it runs on.
 
 mod app_schedules;
+mod budgets;
 mod by;
 mod clock;
 mod closing;
@@ -36,6 +37,8 @@ use super::records::{AgentDescription, Artifact, DecisionDetails, LimitsRecord, 
 use super::start::{TurnReason, TurnTicket};
 
 pub(super) use app_schedules::{CreateAppSchedule, DeleteAppSchedule};
+pub(crate) use budgets::Reserved;
+pub(super) use budgets::{ReserveLlm, SetBudget};
 pub use by::By;
 pub(crate) use by::PolicyRefusal;
 pub(crate) use clock::{rfc3339_ms, unix_ms};
@@ -100,6 +103,8 @@ pub struct NewDeployment {
     pub end_users: Option<crate::store::records::EndUsersRecord>,
     /// Tools whose calls the session's end user may decide.
     pub end_user_approvals: Vec<String>,
+    /// The manifest's `[llm] budget_per_session`.
+    pub llm_budget: Option<super::records::Budget>,
 }
 
 /// How a build ended.
@@ -135,4 +140,7 @@ pub enum TurnOutcome {
     SessionEnded,
     /// The turn suspended on a gated call; its last event is TOOL_APPROVAL_REQUIRED.
     Suspended(Box<PendingApproval>),
+    /// A declared-model call its LLM budget cannot cover paused the
+    /// session; its last event is BUDGET_REACHED.
+    BudgetPaused(Box<super::records::BudgetPause>),
 }

@@ -67,6 +67,12 @@ pub(super) fn enqueue(
     let session = batch.session(id)?;
     let status = session.record.status;
     let interrupt = on_busy == OnBusy::Interrupt;
+    if interrupt && status == SessionStatus::PausedBudget {
+        return Err(StoreError::Conflict(
+            "the session is paused at its LLM budget: raise it (PATCH /sessions/{id}) first (`interrupt` cannot cancel a paused turn)"
+                .into(),
+        ));
+    }
     if interrupt && status == SessionStatus::AwaitingApproval {
         return Err(StoreError::Conflict(
             "the session is awaiting an approval decision: decide it first (`interrupt` cannot cancel a suspended turn)"

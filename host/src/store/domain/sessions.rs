@@ -107,6 +107,9 @@ impl Op for CreateSession {
             schedules: Vec::new(),
             journal_bytes: 0,
             source: self.by.source(),
+            budget: deployment.llm_budget,
+            llm: Default::default(),
+            budget_pause: None,
         };
         let mut events = vec![NewEvent::of(&payloads::SessionCreated {
             app_id: app.id,
@@ -212,7 +215,9 @@ impl PostInput {
         let session = batch.session(id)?;
         match session.record.status {
             SessionStatus::Idle | SessionStatus::Errored => {}
-            SessionStatus::Running | SessionStatus::AwaitingApproval
+            SessionStatus::Running
+            | SessionStatus::AwaitingApproval
+            | SessionStatus::PausedBudget
                 if self.on_busy != OnBusy::Reject =>
             {
                 return queue::enqueue(batch, id, &self.input, self.on_busy, self.schedule)
@@ -228,6 +233,12 @@ impl PostInput {
             SessionStatus::AwaitingApproval => {
                 return Err(StoreError::Conflict(
                     "the session is awaiting an approval decision: decide it first".into(),
+                ));
+            }
+            SessionStatus::PausedBudget => {
+                return Err(StoreError::Conflict(
+                    "the session is paused at its LLM budget: raise it (PATCH /sessions/{id}) first"
+                        .into(),
                 ));
             }
             SessionStatus::Ended => {
@@ -272,7 +283,7 @@ impl PostInput {
 /// Checks that `turn` is the session's running turn, and that this host
 /// still owns it (the fencing check: an owner is a host's boot id, and a
 /// host never runs two runners of one turn at once).
-fn running_turn(batch: &mut Batch<'_>, id: Uuid, turn: u32) -> Result<(), StoreError> {
+pub(super) fn running_turn(batch: &mut Batch<'_>, id: Uuid, turn: u32) -> Result<(), StoreError> {
     let (host, fenced) = (batch.state.boot, batch.state.fenced);
     let session = batch.session(id)?;
     if session.record.status != SessionStatus::Running || session.record.turn != turn {
@@ -322,6 +333,7 @@ impl Op for Append {
                 "an earlier write of this turn failed; the turn cannot go on".into(),
             ));
         }
+        super::budgets::settle(batch, id, events)?;
         batch.append_events(id, events)
     }
 
@@ -398,6 +410,8 @@ fn finish_turn_with(
 ) -> Result<Option<TurnTicket>, StoreError> {
     running_turn(batch, id, turn)?;
     batch.session(id)?.record.journal_bytes += appended;
+    super::budgets::settle(batch, id, events)?;
+    super::budgets::settle_turn(batch, id, turn)?;
     if batch.is_broken(id) {
         // Some of this turn's events were never committed: say so instead.
         let closing = closing_events(
@@ -430,6 +444,11 @@ fn finish_turn_with(
         TurnOutcome::Errored => SessionStatus::Errored,
         TurnOutcome::SessionEnded => SessionStatus::Ended,
         TurnOutcome::Suspended(_) => SessionStatus::AwaitingApproval,
+        TurnOutcome::BudgetPaused(_) => SessionStatus::PausedBudget,
+    };
+    session.record.budget_pause = match &outcome {
+        TurnOutcome::BudgetPaused(pause) => Some((**pause).clone()),
+        _ => None,
     };
     session.record.pending_approval = match outcome {
         TurnOutcome::Suspended(pending) => Some(*pending),
@@ -657,7 +676,7 @@ impl Op for EndSession {
             .map(|pending| pending.call.tool_call_id.clone());
         let ended_seq = session.next_seq;
         match session.record.status {
-            SessionStatus::Idle | SessionStatus::Errored => {}
+            SessionStatus::Idle | SessionStatus::Errored | SessionStatus::PausedBudget => {}
             SessionStatus::AwaitingApproval => batch.tx.set_pending_approval(id, None)?,
             SessionStatus::Running => {
                 return Err(StoreError::Conflict(
@@ -683,6 +702,7 @@ impl Op for EndSession {
         session.record.status = SessionStatus::Ended;
         session.record.queued.clear();
         session.record.pending_approval = None;
+        session.record.budget_pause = None;
         session.record.resume = None;
         session.record.updated_at = now_rfc3339();
         super::schedules::drop_all(batch, id)?;

@@ -45,7 +45,12 @@ pub(super) fn apply(
     timers: &TurnTimers,
     outcome: &TurnOutcome,
 ) -> Result<Vec<NewEvent>, StoreError> {
-    if timers.is_empty() || !matches!(outcome, TurnOutcome::Ended | TurnOutcome::Suspended(_)) {
+    if timers.is_empty()
+        || !matches!(
+            outcome,
+            TurnOutcome::Ended | TurnOutcome::Suspended(_) | TurnOutcome::BudgetPaused(_)
+        )
+    {
         return Ok(Vec::new());
     }
     let mut events = Vec::new();

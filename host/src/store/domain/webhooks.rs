@@ -228,6 +228,23 @@ pub(crate) fn event_data(
                 json!({"reason": p.reason}),
             )
         }
+        Some(EventType::BudgetReached) => {
+            let Some(p) = event.payload::<payloads::BudgetReached>()? else {
+                return Ok(None);
+            };
+            (
+                "budget.reached",
+                format!(
+                    "a session of `{app}` paused at its LLM budget ({} {} of {})",
+                    p.spent, p.unit, p.limit
+                ),
+                json!({
+                    "call_id": p.call_id, "scope": p.scope, "unit": p.unit,
+                    "limit": p.limit, "spent": p.spent, "reserved": p.reserved,
+                    "needed": p.needed, "event_seq": event.seq,
+                }),
+            )
+        }
         _ => return Ok(None),
     };
     if let Some(map) = data.as_object_mut() {

@@ -26,6 +26,7 @@ use crate::runtime::outbound::{
     BETWEEN_BYTES_TIMEOUT, CONNECT_TIMEOUT, FIRST_BYTE_TIMEOUT, HostRequests,
 };
 use crate::secrets::Vault;
+use crate::store::Budget;
 use settings::{LlmSettings, Provider};
 
 /// Largest error body read from a provider (the rest is left).
@@ -36,17 +37,18 @@ const ANTHROPIC_VERSION: &str = "2023-06-01";
 /// A deployment's aliases, read once from its stored manifest when it is
 /// loaded (checked at upload; one that no longer parses declares none).
 #[derive(Clone, Default)]
-pub(super) struct LlmModels(Arc<BTreeMap<String, LlmSettings>>);
+pub(super) struct LlmModels(Arc<BTreeMap<String, LlmSettings>>, Option<Budget>);
 
 impl LlmModels {
     pub(super) fn configure(manifest: &str) -> LlmModels {
-        LlmModels(Arc::new(settings::read(manifest)))
+        let section = settings::read(manifest);
+        LlmModels(Arc::new(section.aliases), section.budget_per_session)
     }
 
     /// A turn's models, their keys read from `vault` now; their values are
     /// returned too, for the turn's redactor. A missing key fails only the
     /// calls of its alias.
-    pub(super) fn prepare(&self, vault: &Vault) -> (LlmTurn, Vec<(String, Arc<str>)>) {
+    pub(super) fn prepare(&self, vault: &Vault, app: &str) -> (LlmTurn, Vec<(String, Arc<str>)>) {
         let mut values = Vec::new();
         let mut keys = HashMap::new();
         for (alias, settings) in self.0.iter() {
@@ -67,6 +69,8 @@ impl LlmModels {
             models: self.0.clone(),
             keys,
             next: 0,
+            budget: self.1,
+            app: app.to_string(),
         };
         (turn, values)
     }
@@ -79,6 +83,10 @@ pub(super) struct LlmTurn {
     keys: HashMap<String, Result<Arc<str>, String>>,
     /// Requests made so far (for `llm_<turn>_<n>` ids).
     next: u32,
+    /// The manifest's `[llm] budget_per_session`.
+    budget: Option<Budget>,
+    /// The app's slug (the metrics' `app` label).
+    app: String,
 }
 
 /// Why one request failed, and whether the next alias may be tried.
@@ -101,6 +109,33 @@ impl LlmTurn {
         let mut chain = vec![alias.to_string()];
         chain.extend(settings.fallbacks.iter().cloned());
         Some(chain)
+    }
+
+    /// The manifest's `[llm] budget_per_session` (a session's own, set
+    /// through the API, overrides it in the writer).
+    pub(super) fn budget(&self) -> Option<Budget> {
+        self.budget
+    }
+
+    /// Counts a completion's tokens (`agenthost_llm_tokens_total`).
+    pub(super) fn count_tokens(&self, alias: &str, input: u64, output: u64) {
+        let metrics = crate::metrics::get();
+        for (kind, n) in [("input", input), ("output", output)] {
+            let labels = vec![
+                ("app", self.app.clone()),
+                ("alias", alias.to_string()),
+                ("kind", kind.to_string()),
+            ];
+            metrics.llm_tokens.get_or_create(&labels).inc_by(n);
+        }
+    }
+
+    /// Counts a call refused at a budget (`agenthost_llm_budget_reached_total`).
+    pub(super) fn count_budget_reached(&self, scope: &str) {
+        let labels = vec![("app", self.app.clone()), ("scope", scope.to_string())];
+        (crate::metrics::get().llm_budget_reached)
+            .get_or_create(&labels)
+            .inc();
     }
 
     pub(super) fn settings(&self, alias: &str) -> Option<&LlmSettings> {

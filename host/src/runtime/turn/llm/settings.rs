@@ -73,6 +73,49 @@ pub(crate) struct LlmSettings {
     pub price: Option<Price>,
 }
 
+/// `[llm]`: the declared models (`[llm.<alias>]`) and the spend limit of
+/// each session (`budget_per_session`, docs/llm.md "Budgets").
+#[derive(Debug, Clone, Default, Serialize)]
+pub(crate) struct LlmSection {
+    /// The budget every session of the deployment starts with (none by
+    /// default); `PATCH /sessions/{id}` sets a session's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_per_session: Option<crate::store::Budget>,
+    #[serde(flatten)]
+    pub aliases: BTreeMap<String, LlmSettings>,
+}
+
+/// Read by hand: every key but `budget_per_session` is an alias, parsed on
+/// its own so that its errors still show the offending line.
+impl<'de> Deserialize<'de> for LlmSection {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let mut table = toml::Table::deserialize(d)?;
+        let budget_per_session = match table.remove("budget_per_session") {
+            None => None,
+            Some(value) => Some(value.try_into::<crate::store::Budget>().map_err(|e| {
+                D::Error::custom(format!("`llm.budget_per_session`: {}", e.message()))
+            })?),
+        };
+        let mut aliases = BTreeMap::new();
+        for (alias, value) in table {
+            let toml::Value::Table(settings) = value else {
+                return Err(D::Error::custom(format!(
+                    "`llm.{alias}` is neither `budget_per_session` nor a `[llm.<alias>]` table"
+                )));
+            };
+            let text = toml::to_string(&settings).map_err(D::Error::custom)?;
+            let settings = toml::from_str::<LlmSettings>(&text)
+                .map_err(|e| D::Error::custom(format!("`[llm.{alias}]`: {e}")))?;
+            aliases.insert(alias, settings);
+        }
+        Ok(LlmSection {
+            budget_per_session,
+            aliases,
+        })
+    }
+}
+
 /// Whether `name` may name an alias: 1 to 32 letters, digits, `_` or `-`.
 pub(crate) fn valid_alias(name: &str) -> bool {
     (1..=MAX_LLM_ALIAS).contains(&name.len())
@@ -178,11 +221,26 @@ impl LlmSettings {
 }
 
 /// Checks every `[llm.<alias>]` section against the manifest's allowlist,
-/// and that `fallbacks` name declared aliases without a cycle.
-pub(crate) fn check(
-    aliases: &BTreeMap<String, LlmSettings>,
-    allow: &[String],
-) -> Result<(), String> {
+/// that `fallbacks` name declared aliases without a cycle, and the budget
+/// (money needs a `price` on every alias).
+pub(crate) fn check(section: &LlmSection, allow: &[String]) -> Result<(), String> {
+    let aliases = &section.aliases;
+    if let Some(budget) = &section.budget_per_session {
+        budget
+            .check()
+            .map_err(|why| format!("`llm.budget_per_session`: {why}"))?;
+        if budget.cost.is_some() {
+            if aliases.is_empty() {
+                return Err("`llm.budget_per_session` is in money (`cost`) but no `[llm.<alias>]` is declared".into());
+            }
+            if let Some(alias) = aliases.iter().find(|(_, s)| s.price.is_none()) {
+                return Err(format!(
+                    "`llm.budget_per_session` is in money (`cost`): `[llm.{}]` needs a `price`",
+                    alias.0
+                ));
+            }
+        }
+    }
     if aliases.len() > MAX_LLM_ALIASES {
         return Err(format!(
             "more than {MAX_LLM_ALIASES} `[llm.<alias>]` models"
@@ -238,11 +296,11 @@ fn cycle_from(
 #[derive(Deserialize)]
 struct LlmOnly {
     #[serde(default)]
-    llm: BTreeMap<String, LlmSettings>,
+    llm: LlmSection,
 }
 
-/// The `[llm.<alias>]` models of a stored manifest (none if it no longer parses).
-pub(crate) fn read(manifest: &str) -> BTreeMap<String, LlmSettings> {
+/// The `[llm]` section of a stored manifest (empty if it no longer parses).
+pub(crate) fn read(manifest: &str) -> LlmSection {
     toml::from_str::<LlmOnly>(manifest)
         .map(|m| m.llm)
         .unwrap_or_default()
