@@ -101,6 +101,7 @@ fn request(
         ("POST", "/mcp") => json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
         ("POST", "/api-keys") => json!({"class": "platform", "name": "matrix"}),
         ("PUT", _) => json!({"value": "matrix value"}),
+        ("PATCH", "/sessions/{id}") => json!({"budget": {"tokens": 1000}}),
         _ => json!({}),
     };
     let url = server.url(&filled);
@@ -109,6 +110,7 @@ fn request(
         "POST" => server.client.post(url),
         "PUT" => server.client.put(url),
         "DELETE" => server.client.delete(url),
+        "PATCH" => server.client.patch(url),
         other => panic!("no test for method {other}"),
     };
     if method == "GET" || method == "DELETE" {
