@@ -95,8 +95,10 @@ async fn a_call_past_the_session_budget_pauses_the_turn_and_raising_it_resumes()
         assert_eq!(body["error"]["code"], "invalid_body", "{bad}: {body}");
     }
 
-    // Lowered below the next call's worst case: turn 2 pauses, nothing is sent.
-    let (status, view) = patch(&server, &session, json!({"budget": {"tokens": 100}})).await;
+    // `100.0` is an integer to the document (JSON Schema), as schemathesis
+    // sends it: lowered below the next call's worst case, turn 2 pauses and
+    // nothing is sent.
+    let (status, view) = patch(&server, &session, json!({"budget": {"tokens": 100.0}})).await;
     assert_eq!(status, 200, "{view}");
     let (status, body) = server
         .post(

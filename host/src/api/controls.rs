@@ -170,7 +170,7 @@ pub(super) async fn patch(
     State(state): State<AppState>,
     principal: Caller,
     Path(id): Path<String>,
-    Json(body): Json<serde_json::Value>,
+    Json(mut body): Json<serde_json::Value>,
 ) -> Result<Json<SessionView>, ApiError> {
     let invalid = |message: String| ApiError::new(ErrorCode::InvalidBody, message);
     if body.get("budget").is_none() {
@@ -178,6 +178,9 @@ pub(super) async fn patch(
             "send `budget`: {\"tokens\": N}, {\"cost\": X} or null".into(),
         ));
     }
+    // `{"tokens": 296.0}` is an integer to the document (JSON Schema), as
+    // every JSON body is read (`extract::Json`).
+    super::extract::integral_floats(&mut body);
     let body: PatchSession =
         serde_json::from_value(body).map_err(|e| invalid(format!("the body: {e}")))?;
     if let Some(budget) = &body.budget {

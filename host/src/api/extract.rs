@@ -58,7 +58,7 @@ where
 
 /// Turns every number in `value` with no fractional part that fits an
 /// integer (`131.0`, `-2e3`) into that integer; whether any changed.
-fn integral_floats(value: &mut serde_json::Value) -> bool {
+pub(super) fn integral_floats(value: &mut serde_json::Value) -> bool {
     use serde_json::Value;
     match value {
         Value::Number(n) if n.is_f64() => {
